@@ -1,0 +1,107 @@
+"""Theoretical occupancy from static resources, with no GPU.
+
+The rules are CUDA's (as the CUDA occupancy calculator and
+cudaOccupancyMaxActiveBlocksPerMultiprocessor apply them): registers are
+allocated per warp in units of 256 and split over the SM's 4 sub-partitions;
+shared memory per block is rounded to the allocation unit after adding the
+driver's per-block reservation, against the carveout the driver picks; warps
+and blocks per SM have hard caps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["ArchLimits", "ARCHS", "Occupancy", "occupancy", "arch_limits"]
+
+KB = 1024
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    arch: str
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    smem_per_sm: int
+    smem_per_block_optin: int
+    smem_reserved_per_block: int
+    smem_granularity: int
+    smem_carveouts_kb: tuple[int, ...]  # shared-memory sizes the driver can configure per SM
+    regs_per_sm: int = 65536
+    regs_per_block: int = 65536
+    reg_granularity: int = 256  # registers per warp are allocated in these units
+    max_regs_per_thread: int = 255
+    sub_partitions: int = 4
+    max_threads_per_block: int = 1024
+
+
+ARCHS: dict[str, ArchLimits] = {
+    a.arch: a
+    for a in (
+        ArchLimits("sm_70", 2048, 32, 96 * KB, 96 * KB, 0, 256, (0, 8, 16, 32, 64, 96)),
+        ArchLimits("sm_75", 1024, 16, 64 * KB, 64 * KB, 0, 256, (0, 32, 64)),
+        ArchLimits("sm_80", 2048, 32, 164 * KB, 163 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100, 132, 164)),
+        ArchLimits("sm_86", 1536, 16, 100 * KB, 99 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100)),
+        ArchLimits("sm_89", 1536, 24, 100 * KB, 99 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100)),
+        ArchLimits("sm_90", 2048, 32, 228 * KB, 227 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)),
+    )
+}
+
+
+def arch_limits(arch: str) -> ArchLimits:
+    base = arch.rstrip("a")  # sm_90a has sm_90's resources
+    try:
+        return ARCHS[base]
+    except KeyError:
+        raise ValueError(f"no occupancy table for {arch}; known: {', '.join(ARCHS)}") from None
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    occupancy: float  # active warps / maximum warps per SM
+    limiter: str  # "warps", "blocks", "registers", "shared memory", or why nothing fits
+    limits: dict  # blocks per SM allowed by each resource
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def occupancy(
+    arch: str, threads_per_block: int, registers: int, shared_static: int = 0, shared_dynamic: int = 0
+) -> Occupancy:
+    lim = arch_limits(arch)
+    if threads_per_block < 1 or threads_per_block > lim.max_threads_per_block:
+        return Occupancy(0, 0, 0.0, f"{threads_per_block} threads per block (limit {lim.max_threads_per_block})", {})
+    warps = -(-threads_per_block // 32)
+    max_warps = lim.max_threads_per_sm // 32
+    limits = {"warps": max_warps // warps, "blocks": lim.max_blocks_per_sm}
+
+    regs_per_warp = _round_up(max(registers, 1) * 32, lim.reg_granularity)
+    # The hardware launch check assumes the block's warps spread over all sub-partitions.
+    if registers > lim.max_regs_per_thread or regs_per_warp * _round_up(warps, lim.sub_partitions) > lim.regs_per_block:
+        limits["registers"] = 0
+    else:
+        warps_per_sub = (lim.regs_per_sm // lim.sub_partitions) // regs_per_warp
+        limits["registers"] = warps_per_sub * lim.sub_partitions // warps
+
+    smem = shared_static + shared_dynamic
+    if smem > lim.smem_per_block_optin:
+        limits["shared memory"] = 0
+    else:
+        per_block = _round_up(smem + lim.smem_reserved_per_block, lim.smem_granularity)
+        # Default carveout: the whole shared capacity is available when one block needs it.
+        per_sm = next(c * KB for c in lim.smem_carveouts_kb if c * KB >= lim.smem_per_sm)
+        limits["shared memory"] = per_sm // per_block if per_block else lim.max_blocks_per_sm
+
+    blocks = min(limits.values())
+    order = ["warps", "blocks", "registers", "shared memory"]  # on a tie, the hardware cap is the honest answer
+    limiter = min(order, key=lambda k: (limits[k], order.index(k)))
+    if blocks == 0:
+        limiter = f"{limiter} (block does not fit)"
+    return Occupancy(blocks, blocks * warps, blocks * warps / max_warps, limiter, limits)

@@ -1,0 +1,140 @@
+"""Static resource report of compiled kernels, with no GPU: read from ptxas's
+verbose log (registers, shared memory, stack, spills, barriers) and from the
+cubin's ELF `.nv.info.<kernel>` attributes (the launch-bounds thread limit)."""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import asdict, dataclass
+
+__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "kernel_resources"]
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    kernel: str  # mangled name
+    registers: int
+    shared_static: int  # bytes of __shared__ declared in the kernel (dynamic comes at launch)
+    stack_frame: int
+    spill_stores: int
+    spill_loads: int
+    barriers: int
+    constant: int  # bytes of cmem[0] (kernel parameters and constants), 0 if not reported
+    max_threads_declared: int | None  # from __launch_bounds__, None when the kernel has none
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+    @property
+    def local_bytes(self) -> int:
+        """Per-thread local memory: the stack frame (spills and local arrays live there)."""
+        return self.stack_frame
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["spill_bytes"] = self.spill_bytes
+        return d
+
+
+_ENTRY = re.compile(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
+
+
+def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
+    """Per kernel (mangled name): the numbers `ptxas -v` printed for it."""
+    out: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            current = m.group(1)
+            out.setdefault(current, {})
+            continue
+        if current is None:
+            continue
+        entry = out[current]
+        if m := _FRAME.search(line):
+            entry["stack_frame"], entry["spill_stores"], entry["spill_loads"] = map(int, m.groups())
+        if m := _USED.search(line):
+            entry["registers"] = int(m.group(1))
+            for key, rx in (("barriers", _BARRIERS), ("shared_static", _SMEM), ("constant", _CMEM)):
+                mm = rx.search(line)
+                entry[key] = int(mm.group(1)) if mm else 0
+    return out
+
+
+# .nv.info attribute records: 1 byte format, 1 byte attribute, then a payload.
+_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
+_EIATTR_MAX_THREADS = 0x05  # SVAL: three u32, the __launch_bounds__ / maxntid block shape
+
+
+def _elf_sections(blob: bytes) -> dict[str, bytes]:
+    if blob[:4] != b"\x7fELF" or blob[4] != 2 or blob[5] != 1:
+        raise ValueError("not a little-endian ELF64 cubin")
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", blob, 0x3A)
+    headers = []
+    for i in range(shnum):
+        name, _type, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", blob, shoff + i * shentsize)
+        headers.append((name, offset, size))
+    _, stroff, strsize = headers[shstrndx]
+    strtab = blob[stroff : stroff + strsize]
+    sections = {}
+    for name, offset, size in headers:
+        end = strtab.index(b"\0", name)
+        sections[strtab[name:end].decode()] = blob[offset : offset + size]
+    return sections
+
+
+def _nv_info_records(data: bytes):
+    pos = 0
+    while pos + 2 <= len(data):
+        fmt, attr = data[pos], data[pos + 1]
+        if fmt == _EIFMT_SVAL:
+            (size,) = struct.unpack_from("<H", data, pos + 2)
+            yield attr, data[pos + 4 : pos + 4 + size]
+            pos += 4 + size
+        elif fmt in (_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL):
+            yield attr, data[pos + 2 : pos + 4]
+            pos += 4
+        else:  # unknown format: stop rather than misread the rest
+            return
+
+
+def launch_bounds_from_cubin(cubin: bytes) -> dict[str, int]:
+    """Per kernel (mangled name): threads per block its __launch_bounds__ allows."""
+    bounds: dict[str, int] = {}
+    for name, data in _elf_sections(cubin).items():
+        if not name.startswith(".nv.info."):
+            continue
+        for attr, payload in _nv_info_records(data):
+            if attr == _EIATTR_MAX_THREADS and len(payload) >= 12:
+                x, y, z = struct.unpack_from("<III", payload)
+                bounds[name[len(".nv.info.") :]] = x * y * z
+    return bounds
+
+
+def kernel_resources(log: str, cubin: bytes) -> dict[str, KernelResources]:
+    bounds = launch_bounds_from_cubin(cubin)
+    report = {}
+    for kernel, v in parse_ptxas_log(log).items():
+        if "registers" not in v:  # a device function's properties, not an entry point
+            continue
+        report[kernel] = KernelResources(
+            kernel=kernel,
+            registers=v["registers"],
+            shared_static=v.get("shared_static", 0),
+            stack_frame=v.get("stack_frame", 0),
+            spill_stores=v.get("spill_stores", 0),
+            spill_loads=v.get("spill_loads", 0),
+            barriers=v.get("barriers", 0),
+            constant=v.get("constant", 0),
+            max_threads_declared=bounds.get(kernel),
+        )
+    return report

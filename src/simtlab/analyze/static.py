@@ -1,0 +1,40 @@
+"""Static report of a family's rungs for an architecture: compile through
+NVRTC (no GPU needed), read resources, compute theoretical occupancy at the
+rung's launch geometry for a representative problem."""
+
+from __future__ import annotations
+
+from ..catalog import Family, Rung
+from ..compile import CompileError
+from ..launch import build
+
+
+def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None) -> list[dict]:
+    op = fam.op()
+    problem = op.parse_size(size or fam.default_sizes[-1])
+    entries = []
+    for rung in rungs or fam.rungs:
+        base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
+        try:
+            inst = build(rung, None, arch)
+        except CompileError as exc:
+            entries.append({**base, "error": str(exc).splitlines()[0], "log": exc.log})
+            continue
+        launch = inst.geometry(problem, None)
+        for vec in ((True, False) if rung.vec_variant else (None,)):
+            res = inst.resources(vec)
+            occ = inst.occupancy(launch, vec)
+            entries.append({
+                **base,
+                "params": inst.params,
+                "expression": inst.expression(vec),
+                "variant": {True: "128-bit", False: "predicated scalar", None: "single"}[vec],
+                "threads": launch.threads,
+                "shared_dynamic": launch.shared,
+                **res.as_dict(),
+                "occupancy": occ.occupancy,
+                "blocks_per_sm": occ.blocks_per_sm,
+                "limiter": occ.limiter,
+                "cached": inst.cubin.from_cache,
+            })
+    return entries

@@ -1,0 +1,74 @@
+"""Python entry points for using the kernels directly."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .catalog import family
+from .launch import build, prepare
+from .ops.base import require_cupy_array
+from .ops.gemm import GemmProblem
+
+__all__ = ["gemm"]
+
+
+@lru_cache(maxsize=64)
+def _instance(rung_name: str, arch: str):
+    return build(family("gemm").rung(rung_name), None, arch)
+
+
+def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best"):
+    """C = alpha * A @ B + beta * C in fp32 with one of simtlab's GEMM rungs.
+
+    A (MxK), B (KxN) and C (MxN) are C-contiguous float32 GPU arrays: CuPy
+    arrays or PyTorch CUDA tensors (used in place, zero-copy). With C=None a
+    new C is allocated (beta must then be 0). Returns C, of the type of A.
+    `rung="best"` picks the tuned rung where cp.async exists (sm_80+), else
+    the warp-tiled one; any rung name or stage number works too.
+    """
+    import cupy
+
+    from .device import device_info, require_gpu
+
+    require_gpu()
+    a = require_cupy_array(A, "A", cupy.float32, 2)
+    b = require_cupy_array(B, "B", cupy.float32, 2)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {a.shape}, B is {b.shape} (need A.shape[1] == B.shape[0])")
+    if a.device.id != b.device.id:
+        raise ValueError(f"A is on GPU {a.device.id} and B on GPU {b.device.id}")
+    M, K = a.shape
+    N = b.shape[1]
+    if min(M, N, K) < 1:
+        raise ValueError(f"GEMM sizes must be >= 1, got M={M}, N={N}, K={K}")
+    if C is None:
+        if beta != 0:
+            raise ValueError("beta != 0 needs an input C")
+        c = cupy.empty((M, N), dtype=cupy.float32)
+    else:
+        c = require_cupy_array(C, "C", cupy.float32, 2)
+        if c.shape != (M, N):
+            raise ValueError(f"C has shape {c.shape}; A @ B is ({M}, {N})")
+    dev = device_info()
+    name = rung
+    if rung == "best":
+        name = "tuned" if dev.compute_capability >= (8, 0) else "warptiling"
+    inst = _instance(str(name), dev.arch)
+    problem = GemmProblem(M, N, K, float(alpha), float(beta))
+    vec = None
+    if inst.rung.vec_variant:
+        vec = K % 4 == 0 and N % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+    launch = inst.geometry(problem, dev)
+    func = prepare(inst, launch, vec, dev)
+    func(launch.grid, launch.block,
+         (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, b, np.float32(beta), c),
+         shared_mem=launch.shared)
+    if C is not None:
+        return C
+    if type(A).__module__.startswith("torch"):
+        import torch
+
+        return torch.from_dlpack(c)
+    return c

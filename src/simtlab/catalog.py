@@ -1,0 +1,186 @@
+"""The kernel ladders as data: one `Rung` entry per kernel file.
+
+A rung names its source, its template and default parameters, its lesson, and
+the function (in its family's op module) that turns parameters and a problem
+into launch geometry. FLOP and byte counts belong to the problem and live in
+the family's op module (`simtlab.ops.<family>`), shared by all its rungs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import Mapping
+
+__all__ = ["Rung", "Family", "FAMILIES", "family", "families", "all_rungs"]
+
+
+def _frozen(d: Mapping | None = None) -> Mapping:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class Rung:
+    family: str
+    stage: int
+    name: str
+    source: str  # path under simtlab/kernels/
+    kernel: str  # __global__ template name
+    template_params: tuple[str, ...]  # template arguments, in order
+    defaults: Mapping[str, int]
+    lesson: str
+    geometry: str  # launch-geometry function in the family's op module
+    vec_variant: bool = False  # trailing `bool VEC` template argument: 128-bit path vs predicated scalar path
+    arch_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=_frozen)  # per-arch overrides
+    tunable: tuple[str, ...] = ()
+    min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}/{self.stage:02d}_{self.name}"
+
+    def params(self, arch: str | None = None, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        p = dict(self.defaults)
+        if arch is not None:
+            p.update(self.arch_defaults.get(arch.rstrip("a"), {}))
+        for k, v in (overrides or {}).items():
+            if k not in p:
+                raise ValueError(f"{self.id} has no parameter {k!r}; it has {', '.join(p)}")
+            p[k] = int(v)
+        return p
+
+    def name_expression(self, params: Mapping[str, int], vec: bool | None = None) -> str:
+        args = [str(int(params[k])) for k in self.template_params]
+        if self.vec_variant:
+            args.append("true" if (vec is None or vec) else "false")
+        return f"{self.kernel}<{', '.join(args)}>"
+
+    def name_expressions(self, params: Mapping[str, int]) -> tuple[str, ...]:
+        if self.vec_variant:
+            return (self.name_expression(params, True), self.name_expression(params, False))
+        return (self.name_expression(params),)
+
+    def supports(self, cc: tuple[int, int]) -> bool:
+        return tuple(cc) >= self.min_cc
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    title: str
+    op_module: str
+    reference: str  # what every rung is compared with, timed in the same run
+    default_sizes: tuple[str, ...]
+    rungs: tuple[Rung, ...]
+    metric: str = "tflops"  # headline figure: "tflops" (compute-bound) or "gbs" (memory-bound)
+
+    def op(self) -> ModuleType:
+        return importlib.import_module(self.op_module)
+
+    def rung(self, key: str | int) -> Rung:
+        """By name ('naive'), stage (3, '3', '03') or id ('gemm/03_smem_tiling')."""
+        text = str(key).split("/")[-1]
+        for r in self.rungs:
+            if text in (r.name, f"{r.stage:02d}_{r.name}") or (text.isdigit() and int(text) == r.stage):
+                return r
+        raise KeyError(f"family {self.name!r} has no rung {key!r}; rungs: {', '.join(r.name for r in self.rungs)}")
+
+
+# Tile shapes of the warp-tiled rungs, shared by the tunable entries.
+_WARP = ("BM", "BN", "BK", "WM", "WN", "WMITER", "WNITER")
+_WARP_TUNABLE = _WARP + ("STAGES", "MINB")
+# sm_80's ptxas needs a few more than 128 registers for the cp.async rungs: capping at two
+# blocks per SM (MINB=2) spills there, so one block per SM is the spill-free default.
+_SM80_NO_SPILL = _frozen({"sm_80": _frozen({"MINB": 1}), "sm_86": _frozen({"MINB": 1}), "sm_89": _frozen({"MINB": 1})})
+
+GEMM = Family(
+    name="gemm",
+    title="fp32 GEMM on CUDA cores: C = alpha*A@B + beta*C, row-major",
+    op_module="simtlab.ops.gemm",
+    reference="cuBLAS SGEMM (TF32 off)",
+    default_sizes=("1024", "2048", "4096"),
+    rungs=(
+        Rung("gemm", 1, "naive", "gemm/01_naive.cu", "gemm_naive", ("BLOCK",), _frozen({"BLOCK": 16}),
+             "one thread per output; a warp's A loads are K*4 bytes apart: uncoalesced, no reuse",
+             "geometry_naive"),
+        Rung("gemm", 2, "coalesced", "gemm/02_coalesced.cu", "gemm_coalesced", ("BX", "BY"),
+             _frozen({"BX": 32, "BY": 8}),
+             "threadIdx.x walks columns: B and C accesses coalesce, A is a broadcast",
+             "geometry_coalesced"),
+        Rung("gemm", 3, "smem_tiling", "gemm/03_smem_tiling.cu", "gemm_smem_tiling", ("TILE",),
+             _frozen({"TILE": 32}),
+             "tiles of A and B staged in shared memory: global traffic / TILE, now bound by shared loads",
+             "geometry_square_tile"),
+        Rung("gemm", 4, "1d_blocktiling", "gemm/04_1d_blocktiling.cu", "gemm_1d_blocktiling",
+             ("BM", "BN", "BK", "TM"), _frozen({"BM": 64, "BN": 64, "BK": 8, "TM": 8}),
+             "TM outputs per thread: one B value in a register feeds TM FMAs",
+             "geometry_1d"),
+        Rung("gemm", 5, "2d_blocktiling", "gemm/05_2d_blocktiling.cu", "gemm_2d_blocktiling",
+             ("BM", "BN", "BK", "TM", "TN"), _frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "TMxTN register tile per thread (outer product): 1/4 shared load per FMA at 8x8",
+             "geometry_2d"),
+        Rung("gemm", 6, "vectorized", "gemm/06_vectorized.cu", "gemm_vectorized",
+             ("BM", "BN", "BK", "TM", "TN"), _frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "float4 global/shared accesses, A transposed in shared memory: 4x fewer memory instructions",
+             "geometry_2d", vec_variant=True),
+        Rung("gemm", 7, "bank_conflict_free", "gemm/07_bank_conflict_free.cu", "gemm_bank_conflict_free",
+             ("BM", "BN", "BK", "TM", "TN"), _frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "padded A tile and float4-strided thread fragments: no shared-memory bank conflicts",
+             "geometry_2d", vec_variant=True),
+        Rung("gemm", 8, "warptiling", "gemm/08_warptiling.cu", "gemm_warptiling", _WARP + ("MINB",),
+             _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2}),
+             "block -> warp -> thread tiles: compact per-warp fragments, whole-line C stores",
+             "geometry_warptile", vec_variant=True, tunable=_WARP + ("MINB",)),
+        Rung("gemm", 9, "multistage", "gemm/09_multistage.cu", "gemm_multistage", _WARP_TUNABLE,
+             _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
+                      "STAGES": 3, "MINB": 2}),
+             "cp.async ring of STAGES shared buffers: loads of the next slices overlap this slice's FMAs",
+             "geometry_multistage", vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
+             arch_defaults=_SM80_NO_SPILL),
+        Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M",),
+             _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
+                      "STAGES": 3, "MINB": 2, "GROUP_M": 8}),
+             "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
+             "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
+             arch_defaults=_SM80_NO_SPILL),
+    ),
+)
+
+ELEMENTWISE = Family(
+    name="elementwise",
+    title="fp32 vector add z = x + y (memory-bound)",
+    op_module="simtlab.ops.elementwise",
+    reference="device-to-device copy of the same bytes",
+    default_sizes=("268435456",),
+    rungs=(
+        Rung("elementwise", 1, "scalar", "elementwise/01_scalar.cu", "vadd_scalar", ("BLOCK",),
+             _frozen({"BLOCK": 256}), "one 4-byte element per thread: coalesced but few bytes in flight",
+             "geometry_scalar"),
+        Rung("elementwise", 2, "float4", "elementwise/02_float4.cu", "vadd_float4", ("BLOCK",),
+             _frozen({"BLOCK": 256}), "one 16-byte access per operand per thread: 4x fewer instructions",
+             "geometry_float4", vec_variant=True),
+        Rung("elementwise", 3, "grid_stride", "elementwise/03_grid_stride.cu", "vadd_grid_stride",
+             ("BLOCK", "UNROLL"), _frozen({"BLOCK": 256, "UNROLL": 4}),
+             "grid sized to the GPU, UNROLL independent float4 loads in flight per thread",
+             "geometry_grid_stride", vec_variant=True, tunable=("BLOCK", "UNROLL")),
+    ),
+    metric="gbs",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM)}
+
+
+def families() -> list[Family]:
+    return list(FAMILIES.values())
+
+
+def family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise KeyError(f"no kernel family {name!r}; known: {', '.join(FAMILIES)}") from None
+
+
+def all_rungs() -> list[Rung]:
+    return [r for f in families() for r in f.rungs]

@@ -1,0 +1,222 @@
+"""The `simtlab` command line."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from .catalog import FAMILIES, family as get_family
+
+app = typer.Typer(help="simtlab: hand-written CUDA kernels, verified, timed, explained.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _family(name: str):
+    try:
+        return get_family(name)
+    except KeyError as exc:
+        _fail(exc.args[0])
+
+
+@app.command()
+def device(as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """The GPU's properties that matter for kernels."""
+    from .device import NoGpuError, current_sm_clock_mhz, device_info
+
+    try:
+        info = device_info()
+    except NoGpuError as exc:
+        _fail(str(exc))
+    d = info.as_dict()
+    d["sm_clock_now_mhz"] = current_sm_clock_mhz()
+    if as_json:
+        print(json.dumps(d, indent=2))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{info.name} ({info.arch})", title_justify="left", show_header=False)
+    rows = [
+        ("SMs", info.sms), ("registers / SM", info.regs_per_sm), ("registers / block", info.regs_per_block),
+        ("shared memory / SM", f"{info.smem_per_sm // 1024} KiB"),
+        ("shared memory / block", f"{info.smem_per_block // 1024} KiB (opt-in {info.smem_per_block_optin // 1024} KiB, "
+                                  f"{info.smem_reserved_per_block} B reserved)"),
+        ("threads / SM", info.max_threads_per_sm), ("blocks / SM", info.max_blocks_per_sm),
+        ("L2 cache", f"{info.l2_bytes / 2**20:.0f} MiB"), ("memory", f"{info.memory_bytes / 2**30:.1f} GiB"),
+        ("memory bus", f"{info.memory_bus_bits} bit @ {info.memory_clock_mhz} MHz "
+                       f"(datasheet {info.datasheet_bandwidth_gbs:.0f} GB/s)"),
+        ("SM clock (max)", f"{info.sm_clock_mhz} MHz" + (f", now {d['sm_clock_now_mhz']} MHz" if d["sm_clock_now_mhz"] else "")),
+        ("fp32 peak (datasheet)", f"{info.peak_fp32_tflops:.1f} TFLOP/s"),
+        ("driver / runtime", f"{info.driver_version} / {info.runtime_version}"),
+    ]
+    for k, v in rows:
+        t.add_row(k, str(v))
+    console.print(t)
+
+
+@app.command()
+def kernels(as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+            family: Optional[str] = typer.Option(None, help="only this family")):
+    """The catalog: every ladder and its rungs."""
+    fams = [_family(family)] if family else list(FAMILIES.values())
+    if as_json:
+        out = [{"family": f.name, "title": f.title, "reference": f.reference, "metric": f.metric,
+                "default_sizes": list(f.default_sizes),
+                "rungs": [{"id": r.id, "stage": r.stage, "name": r.name, "source": r.source, "kernel": r.kernel,
+                           "template_params": list(r.template_params), "defaults": dict(r.defaults),
+                           "arch_defaults": {k: dict(v) for k, v in r.arch_defaults.items()},
+                           "tunable": list(r.tunable), "vec_variant": r.vec_variant,
+                           "min_cc": ".".join(map(str, r.min_cc)), "lesson": r.lesson} for r in f.rungs]}
+               for f in fams]
+        print(json.dumps(out, indent=2))
+        return
+    from rich.table import Table
+
+    for f in fams:
+        t = Table(title=f"{f.name}: {f.title}  (reference: {f.reference})", title_justify="left", header_style="bold")
+        for col in ("#", "rung", "source", "parameters", "lesson"):
+            t.add_column(col, overflow="fold")
+        for r in f.rungs:
+            t.add_row(str(r.stage), r.name, r.source, " ".join(f"{k}={v}" for k, v in r.defaults.items()), r.lesson)
+        console.print(t)
+
+
+@app.command("compile")
+def compile_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
+                arch: Optional[str] = typer.Option(None, help="target, e.g. sm_90 (default: this GPU's)"),
+                rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
+                size: Optional[str] = typer.Option(None, help="problem used for launch geometry/occupancy"),
+                as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Compile every rung through NVRTC and report registers, shared memory, spills, occupancy (no GPU needed)."""
+    from .analyze.static import static_report
+    from .compile import _normalise_arch
+    from .device import NoGpuError
+
+    fam = _family(family)
+    try:
+        target = _normalise_arch(arch)
+        rungs = [fam.rung(r) for r in rung] if rung else None
+    except (NoGpuError, ValueError, KeyError) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc) + ("" if arch else " (or pass --arch sm_90)"))
+    entries = static_report(fam, target, rungs, size)
+    if as_json:
+        print(json.dumps(entries, indent=2, default=str))
+    else:
+        from .report.table import static_table
+
+        console.print(static_table(entries, target))
+    if any(e.get("error") for e in entries):
+        raise typer.Exit(1)
+
+
+@app.command()
+def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or elementwise"),
+           size: Optional[List[str]] = typer.Option(None, "--size", "-s", help="problem size(s); repeatable"),
+           rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
+           alpha: float = typer.Option(1.0, help="GEMM alpha"),
+           beta: float = typer.Option(0.0, help="GEMM beta"),
+           seed: Optional[int] = typer.Option(None, help="fix the input seed (default: fresh random inputs)"),
+           target_ms: float = typer.Option(400.0, help="measured time per kernel and size"),
+           db: Optional[Path] = typer.Option(None, help="results database (default: $SIMTLAB_DB or user data dir)"),
+           plot: Optional[Path] = typer.Option(None, help="write a bar chart of the ladder (PNG)"),
+           json_out: Optional[Path] = typer.Option(None, "--json-out", help="also write the rows as JSON")):
+    """Verify and time every rung of a ladder beside its reference; store every row."""
+    from .device import NoGpuError, current_sm_clock_mhz, device_info
+    from .ladder import LadderOptions, run_ladder
+    from .report.table import ladder_table
+    from .store import Store
+
+    fam = _family(family)
+    try:
+        dev = device_info()
+    except NoGpuError as exc:
+        err.print(f"simtlab ladder needs a GPU: {exc}")
+        raise typer.Exit(2)
+    op = fam.op()
+    sizes = list(size) if size else list(fam.default_sizes)
+    try:
+        for s in sizes:
+            op.parse_size(s, alpha=alpha, beta=beta)
+        rungs = [fam.rung(r) for r in rung] if rung else None
+    except (ValueError, KeyError) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    store = Store(db)
+    run_id = store.start_run(" ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]]), dev, current_sm_clock_mhz())
+    console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    n_refs = len(op.references())
+    total = len(sizes) * (n_refs + len(rungs or fam.rungs))
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("starting", total=total)
+        rows = run_ladder(fam, sizes, rungs, store, run_id,
+                          LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms),
+                          on_row=lambda r: progress.advance(task),
+                          on_step=lambda s: progress.update(task, description=s))
+    for prob in dict.fromkeys(r.problem for r in rows):
+        sub = [r for r in rows if r.problem == prob]
+        ref = next((r.name for r in sub if r.is_reference and r.median_ms), None)
+        console.print(ladder_table(sub, fam.metric, ref, title=f"{fam.name} {prob} on {dev.name}"))
+    if plot:
+        from .report.plot import ladder_chart
+
+        ladder_chart(rows, fam.metric, plot, title=f"{fam.name} ladder on {dev.name}")
+        console.print(f"chart: {plot}")
+    if json_out:
+        json_out.write_text(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
+    bad = [r for r in rows if r.status not in ("ok", "reference", "unsupported")]
+    if bad:
+        err.print(f"[red]{len(bad)} row(s) failed:[/] " + ", ".join(f"{r.name} {r.problem}: {r.status}" for r in bad))
+        raise typer.Exit(1)
+
+
+@app.command()
+def results(run: Optional[int] = typer.Option(None, help="only this run id"),
+            family: Optional[str] = typer.Option(None, help="only this family"),
+            status: Optional[str] = typer.Option(None, help="only rows with this status"),
+            limit: Optional[int] = typer.Option(None, help="at most this many rows"),
+            runs: bool = typer.Option(False, "--runs", help="list runs instead of results"),
+            db: Optional[Path] = typer.Option(None, help="results database"),
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Query the results store."""
+    from .store import Store, default_path, rows_as_json
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
+    store = Store(path)
+    rows = store.runs(limit or 20) if runs else store.results(run, family, status, limit)
+    if as_json:
+        print(rows_as_json(rows))
+        return
+    if runs:
+        from rich.table import Table
+
+        t = Table(header_style="bold")
+        for col in ("id", "started", "device", "cc", "commit", "command"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(str(r["id"]), r["started"], r["device"] or "", r["compute_capability"] or "",
+                      r["git_commit"] or "", r["command"] or "")
+        console.print(t)
+        return
+    from .report.table import results_table
+
+    console.print(results_table(rows))
+
+
+def main() -> None:  # pragma: no cover
+    app()

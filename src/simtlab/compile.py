@@ -1,0 +1,228 @@
+"""CUDA C++ -> cubin through NVRTC (cuda-core), with an on-disk cache.
+
+Works with no GPU or driver: pass `arch="sm_90"`. Without `arch`, the current
+device's architecture is used. The cache key covers the source, every header it
+includes (transitively, by content), the options, the architecture, the name
+expressions and the NVRTC version, so a stale binary is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .analyze.resources import KernelResources, kernel_resources
+
+__all__ = ["CompileError", "Cubin", "compile_file", "compile_source", "cache_dir", "nvrtc_version", "KERNELS_DIR"]
+
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+INCLUDE_DIRS = (KERNELS_DIR / "include", KERNELS_DIR)
+_CACHE_FORMAT = 1  # bump when the cached entry layout changes
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+_ERROR_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.MULTILINE)
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a source. `log` is the full compiler log; `file`/`line` the first error."""
+
+    def __init__(self, name: str, log: str):
+        self.name, self.log = name, log
+        m = _ERROR_LINE.search(log)
+        self.file = m.group("file") if m else name
+        self.line = int(m.group("line")) if m else None
+        where = f"{self.file}:{self.line}" if self.line else name
+        first = m.group("msg").strip() if m else (log.strip().splitlines() or ["no log"])[-1]
+        super().__init__(f"{where}: {first}\n{log.strip()}")
+
+
+@dataclass(frozen=True)
+class Cubin:
+    """A compiled module: the cubin on disk and what NVRTC/ptxas said about it."""
+
+    path: Path
+    arch: str
+    symbols: Mapping[str, str]  # name expression -> mangled kernel name
+    log: str
+    key: str
+    from_cache: bool
+    _resources: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def data(self) -> bytes:
+        return self.path.read_bytes()
+
+    def resources(self, name_expression: str | None = None):
+        """Static report per kernel, or for one name expression."""
+        if not self._resources:
+            self._resources.update(kernel_resources(self.log, self.data()))
+        if name_expression is None:
+            return dict(self._resources)
+        return self._resources[self.mangled(name_expression)]
+
+    def mangled(self, name_expression: str) -> str:
+        try:
+            return self.symbols[name_expression]
+        except KeyError:
+            raise KeyError(f"{name_expression!r} was not instantiated in this module; have {list(self.symbols)}") from None
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("SIMTLAB_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "simtlab" / "cubin"
+
+
+@cache
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # pragma: no cover - broken install
+        raise RuntimeError(f"nvrtcVersion failed: {err}")
+    return major, minor
+
+
+def _normalise_arch(arch: str | None) -> str:
+    if arch is None:
+        from .device import current_arch
+
+        return current_arch()
+    arch = arch.strip().lower()
+    if re.fullmatch(r"\d{2,3}a?", arch):
+        arch = "sm_" + arch
+    if not re.fullmatch(r"sm_\d{2,3}a?", arch):
+        raise ValueError(f"arch must look like 'sm_90' (or 'sm_90a'), got {arch!r}")
+    return arch
+
+
+def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str, str]) -> None:
+    """Record the content hash of every quoted include, transitively."""
+    for name in _INCLUDE.findall(text):
+        candidates = ([here / name] if here else []) + [d / name for d in dirs]
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is None or str(path) in seen:
+            continue  # a missing header is NVRTC's error to report
+        body = path.read_text()
+        seen[str(path)] = hashlib.sha256(body.encode()).hexdigest()
+        _includes(body, path.parent, dirs, seen)
+
+
+def _key(source: str, name: str, exprs: tuple[str, ...], arch: str, options: Mapping, dirs: tuple[Path, ...]) -> str:
+    headers: dict[str, str] = {}
+    _includes(source, None, dirs, headers)
+    material = {
+        "format": _CACHE_FORMAT,
+        "source": hashlib.sha256(source.encode()).hexdigest(),
+        "headers": sorted((Path(p).name, h) for p, h in headers.items()),
+        "name": name,
+        "exprs": list(exprs),
+        "arch": arch,
+        "options": sorted((k, repr(v)) for k, v in options.items()),
+        "nvrtc": nvrtc_version(),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _load_cached(meta_path: Path, cubin_path: Path) -> dict | None:
+    """The cached entry, or None when it is missing or damaged (then it is rebuilt)."""
+    try:
+        meta = json.loads(meta_path.read_text())
+        blob = cubin_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(blob).hexdigest():
+        return None
+    return meta
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def compile_source(
+    source: str,
+    name: str = "user_kernel.cu",
+    name_expressions: Iterable[str] = (),
+    arch: str | None = None,
+    options: Mapping | None = None,
+    include_dirs: Iterable[Path] = (),
+    use_cache: bool = True,
+) -> Cubin:
+    """Compile CUDA C++ `source` to a cubin for `arch`.
+
+    `name_expressions` instantiate templates (``"gemm_naive<16>"``); `options`
+    are extra `cuda.core.ProgramOptions` fields (``{"use_fast_math": True}``).
+    Raises `CompileError` with the NVRTC log on failure.
+    """
+    arch = _normalise_arch(arch)
+    exprs = tuple(dict.fromkeys(name_expressions))
+    options = dict(options or {})
+    dirs = tuple(Path(d) for d in include_dirs) + INCLUDE_DIRS
+    key = _key(source, name, exprs, arch, options, dirs)
+    folder = cache_dir()
+    cubin_path, meta_path = folder / f"{key}.cubin", folder / f"{key}.json"
+    if use_cache:
+        meta = _load_cached(meta_path, cubin_path)
+        if meta is not None:
+            return Cubin(cubin_path, arch, meta["symbols"], meta["log"], key, True)
+
+    from cuda.core import Program, ProgramOptions
+
+    opts = ProgramOptions(
+        name=name,
+        arch=arch,
+        std="c++17",
+        lineinfo=True,
+        include_path=[str(d) for d in dirs],
+        ptxas_options=["-v"],
+        **options,
+    )
+    log = io.StringIO()
+    try:
+        obj = Program(source, "c++", options=opts).compile("cubin", name_expressions=exprs, logs=log)
+    except Exception as exc:  # cuda-core raises NVRTCError (a RuntimeError) carrying the log
+        text = str(exc)
+        text = text.split("compilation log:", 1)[-1] if "compilation log:" in text else text
+        raise CompileError(name, text.strip("\x00 \n")) from None
+    blob = bytes(obj.code)
+    symbols = {e: (m.decode() if isinstance(m, bytes) else m) for e, m in (obj.symbol_mapping or {}).items()}
+    text = log.getvalue().replace("\x00", "")
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(cubin_path, blob)
+    meta = {"symbols": symbols, "log": text, "sha256": hashlib.sha256(blob).hexdigest(), "arch": arch, "name": name}
+    _atomic_write(meta_path, json.dumps(meta).encode())
+    return Cubin(cubin_path, arch, symbols, text, key, False)
+
+
+def compile_file(
+    path: str | Path,
+    name_expressions: Iterable[str] = (),
+    arch: str | None = None,
+    options: Mapping | None = None,
+    use_cache: bool = True,
+) -> Cubin:
+    """Compile a .cu file: a path relative to the package's kernels/ folder, or any path."""
+    p = Path(path)
+    full = p if p.is_absolute() else KERNELS_DIR / p
+    if not full.is_file():
+        raise FileNotFoundError(f"no CUDA source at {full}")
+    try:
+        display = str(full.relative_to(KERNELS_DIR))
+    except ValueError:
+        display = full.name
+    return compile_source(
+        full.read_text(), display, name_expressions, arch, options, include_dirs=(full.parent,), use_cache=use_cache
+    )
+
+
+__all__ += ["KernelResources"]

@@ -1,0 +1,198 @@
+"""A ladder run: for each problem size, time the references, then compile,
+verify and time every rung, writing each row to the store as soon as it
+exists. A rung that fails to compile, launch or verify is recorded with its
+reason and skipped; the sweep goes on."""
+
+from __future__ import annotations
+
+import gc
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from .bench import Timing, time_gpu
+from .catalog import Family, Rung
+from .compile import CompileError
+from .launch import LaunchError, build, prepare
+from .store import Store
+from .verify import Verdict, compare
+
+__all__ = ["Row", "run_ladder", "LadderOptions"]
+
+
+@dataclass
+class Row:
+    family: str
+    problem: str
+    name: str  # rung id or reference name
+    stage: int | None
+    status: str
+    lesson: str = ""
+    params: dict = field(default_factory=dict)
+    median_ms: float | None = None
+    spread: float | None = None
+    reps: int | None = None
+    gflops: float | None = None
+    gbs: float | None = None
+    pct_of_reference: float | None = None
+    rel_error: float | None = None
+    tolerance: float | None = None
+    registers: int | None = None
+    shared_bytes: int | None = None
+    spill_bytes: int | None = None
+    occupancy: float | None = None
+    limiter: str | None = None
+    error: str | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        return self.stage is None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LadderOptions:
+    alpha: float = 1.0
+    beta: float = 0.0
+    seed: int | None = None  # None: fresh random inputs every check
+    target_ms: float = 400.0  # measured time per kernel and size
+    max_reps: int = 200
+    verify: bool = True
+    overrides: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # rung name -> params
+
+
+def _free_gpu_memory() -> None:
+    import cupy
+
+    gc.collect()
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _check(ws, run: Callable[[], None], tol: float) -> Verdict:
+    import cupy
+
+    run()  # first call outside the check: lazy loading, autotuning
+    ws.poison()
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    return compare(ws.output(), ws.expected(), tol)
+
+
+def _short(exc: BaseException, limit: int = 400) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _seed(opts: LadderOptions) -> int:
+    return opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
+
+
+def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions) -> Timing | None:
+    """Verify (when `tol` is given) then time; fills `row`. Returns None if the result was wrong."""
+    if tol is not None and opts.verify:
+        verdict = _check(ws, run, tol)
+        row.rel_error = verdict.rel_error if verdict.rel_error != float("inf") else None
+        row.tolerance = verdict.tolerance
+        if not verdict.ok:
+            row.status, row.error = "wrong", verdict.reason
+            return None  # a wrong answer never gets a speed
+    timing = time_gpu(run, target_ms=opts.target_ms, max_reps=opts.max_reps)
+    row.median_ms, row.spread, row.reps = timing.median_ms, timing.spread, timing.reps
+    row.gflops = problem.flops / (timing.median_ms * 1e-3) / 1e9
+    row.gbs = problem.bytes / (timing.median_ms * 1e-3) / 1e9
+    return timing
+
+
+def run_ladder(
+    fam: Family,
+    sizes: Iterable[str],
+    rungs: Iterable[Rung] | None = None,
+    store: Store | None = None,
+    run_id: int | None = None,
+    opts: LadderOptions = LadderOptions(),
+    on_row: Callable[[Row], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> list[Row]:
+    from .device import device_info
+
+    device = device_info()
+    op = fam.op()
+    rungs = list(rungs) if rungs is not None else list(fam.rungs)
+    rows: list[Row] = []
+
+    def emit(row: Row) -> None:
+        rows.append(row)
+        if store is not None and run_id is not None:
+            store.add_result(run_id, family=row.family, rung=row.name, stage=row.stage, params=row.params,
+                             problem=row.problem, dtype=getattr(problem, "dtype", None), median_ms=row.median_ms,
+                             spread=row.spread, reps=row.reps, gflops=row.gflops, gbs=row.gbs,
+                             pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
+                             tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
+                             shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
+                             extra={"limiter": row.limiter})
+        if on_row:
+            on_row(row)
+
+    for size in sizes:
+        problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
+        tol = op.tolerance(problem)
+        ref_ms: float | None = None
+        ref_name: str | None = None
+        for ref in op.references():
+            if on_step:
+                on_step(f"{problem.label} {ref.name}")
+            row = Row(fam.name, problem.label, ref.name, None, "reference")
+            try:
+                ws = op.workspace(problem, _seed(opts))
+                timing = _measure(row, problem, ws, ref.make(ws), tol if ref.verifiable else None, opts)
+                if timing and row.status == "reference" and ref_ms is None:
+                    ref_ms, ref_name = timing.median_ms, ref.name
+                if row.status == "reference" and ref_ms:
+                    row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
+            except Exception as exc:  # a missing library or a failing reference is reported, not fatal
+                row.status, row.error = "error", _short(exc)
+            ws = None
+            _free_gpu_memory()
+            emit(row)
+
+        for rung in rungs:
+            if on_step:
+                on_step(f"{problem.label} {rung.id}")
+            row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson)
+            try:
+                if not rung.supports(device.compute_capability):
+                    row.status = "unsupported"
+                    row.error = f"needs compute capability {rung.min_cc[0]}.{rung.min_cc[1]}+, device is {device.arch}"
+                    emit(row)
+                    continue
+                inst = build(rung, opts.overrides.get(rung.name), device.arch)
+                row.params = inst.params
+                ws = op.workspace(problem, _seed(opts))
+                vec = ws.vec_ok() if rung.vec_variant else None
+                launch = inst.geometry(problem, device)
+                res = inst.resources(vec)
+                occ = inst.occupancy(launch, vec)
+                row.registers, row.spill_bytes = res.registers, res.spill_bytes
+                row.shared_bytes = res.shared_static + launch.shared
+                row.occupancy, row.limiter = occ.occupancy, occ.limiter
+                func = prepare(inst, launch, vec, device)
+                args = ws.args()
+
+                def run(func=func, launch=launch, args=args):
+                    func(launch.grid, launch.block, args, shared_mem=launch.shared)
+
+                timing = _measure(row, problem, ws, run, tol, opts)
+                if timing and ref_ms:
+                    row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
+            except CompileError as exc:
+                row.status, row.error = "compile-error", _short(exc)
+            except LaunchError as exc:
+                row.status, row.error = "launch-error", _short(exc)
+            except Exception as exc:
+                row.status, row.error = "error", _short(exc)
+            ws = None
+            _free_gpu_memory()
+            emit(row)
+    return rows

@@ -1,0 +1,139 @@
+"""Compiled rungs -> callable launches on the current device (through CuPy).
+
+`build()` compiles a rung at given parameters (both VEC variants in one
+module); `Launch` is the geometry; `check_launch()` turns every resource limit
+a launch could hit into a clear `LaunchError` before the driver sees it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .analyze.occupancy import Occupancy, arch_limits, occupancy
+from .analyze.resources import KernelResources
+from .catalog import Rung
+from .compile import Cubin, compile_file
+
+__all__ = ["Launch", "LaunchError", "RungInstance", "build", "check_launch"]
+
+DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
+
+
+class LaunchError(RuntimeError):
+    """A launch that cannot run as asked (resources, geometry, architecture)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int = 0  # dynamic shared memory, bytes
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def grid2(cols: int, rows: int, bx: int, by: int) -> tuple[int, int, int]:
+    return (_ceil(cols, bx), _ceil(rows, by), 1)
+
+
+_MODULES: dict[Path, Any] = {}
+
+
+@dataclass
+class RungInstance:
+    """A rung compiled at concrete parameters for one architecture."""
+
+    rung: Rung
+    params: dict[str, int]
+    cubin: Cubin
+    _functions: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def arch(self) -> str:
+        return self.cubin.arch
+
+    def expression(self, vec: bool | None = True) -> str:
+        return self.rung.name_expression(self.params, vec)
+
+    def resources(self, vec: bool | None = True) -> KernelResources:
+        return self.cubin.resources(self.expression(vec))
+
+    def geometry(self, problem, device=None) -> Launch:
+        fn = getattr(_family_op(self.rung), self.rung.geometry)
+        return fn(self.params, problem, device)
+
+    def occupancy(self, launch: Launch, vec: bool | None = True) -> Occupancy:
+        r = self.resources(vec)
+        return occupancy(self.arch, launch.threads, r.registers, r.shared_static, launch.shared)
+
+    def function(self, vec: bool | None = True):
+        """The loaded CUDA function (needs a GPU)."""
+        key = self.expression(vec)
+        if key not in self._functions:
+            import cupy
+
+            module = _MODULES.get(self.cubin.path)
+            if module is None:
+                module = _MODULES[self.cubin.path] = cupy.RawModule(path=str(self.cubin.path))
+            self._functions[key] = module.get_function(self.cubin.mangled(key))
+        return self._functions[key]
+
+
+def _family_op(rung: Rung):
+    from .catalog import family
+
+    return family(rung.family).op()
+
+
+def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None = None) -> RungInstance:
+    """Compile `rung` (cached on disk). `params` override the rung's defaults for `arch`."""
+    from .compile import _normalise_arch
+
+    arch = _normalise_arch(arch)
+    p = rung.params(arch, params)
+    cubin = compile_file(rung.source, rung.name_expressions(p), arch=arch)
+    return RungInstance(rung, p, cubin)
+
+
+def check_launch(res: KernelResources, launch: Launch, arch: str, device=None) -> None:
+    """Raise LaunchError naming the limit a launch would break."""
+    lim = arch_limits(arch)
+    max_block = device.max_threads_per_block if device else lim.max_threads_per_block
+    if launch.threads < 1 or launch.threads > max_block:
+        raise LaunchError(f"{launch.threads} threads per block: the device allows 1..{max_block}")
+    if res.max_threads_declared and launch.threads > res.max_threads_declared:
+        raise LaunchError(
+            f"{launch.threads} threads per block exceed the kernel's __launch_bounds__ ({res.max_threads_declared})"
+        )
+    occ = occupancy(arch, launch.threads, res.registers, res.shared_static, launch.shared)
+    if occ.blocks_per_sm == 0:
+        raise LaunchError(
+            f"block of {launch.threads} threads, {res.registers} registers/thread, "
+            f"{res.shared_static + launch.shared} bytes shared memory cannot fit on an SM: {occ.limiter}"
+        )
+    optin = device.smem_per_block_optin if device else lim.smem_per_block_optin
+    if res.shared_static + launch.shared > optin:
+        raise LaunchError(f"{res.shared_static + launch.shared} bytes of shared memory per block: limit {optin}")
+    if launch.grid[0] > 2**31 - 1 or launch.grid[1] > 65535 or launch.grid[2] > 65535 or min(launch.grid) < 1:
+        raise LaunchError(f"grid {launch.grid} is outside CUDA's limits (x < 2^31, y and z <= 65535, all >= 1)")
+
+
+def prepare(instance: RungInstance, launch: Launch, vec: bool | None, device=None):
+    """Check limits, opt in to large dynamic shared memory, return the CUDA function."""
+    check_launch(instance.resources(vec), launch, instance.arch, device)
+    func = instance.function(vec)
+    if launch.shared > DEFAULT_SMEM_LIMIT:
+        func.max_dynamic_shared_size_bytes = launch.shared
+    return func

@@ -1,0 +1,67 @@
+"""Pieces shared by the family op modules."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Reference", "parse_int", "require_cupy_array"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Something every rung is compared with in the same run.
+
+    `make(ws)` returns a zero-argument callable that runs the reference on the
+    workspace's inputs (writing the workspace output when `verifiable`).
+    """
+
+    name: str
+    make: Callable[[Any], Callable[[], None]]
+    verifiable: bool = True
+
+
+_INT = re.compile(r"^\s*(\d+)\s*(?:(\^|\*\*)\s*(\d+))?\s*$")
+
+
+def parse_int(text: str, what: str) -> int:
+    """'4096', '2^28', '2**28' or '1e6' -> int >= 1, with a clear error otherwise."""
+    s = str(text).strip().lower()
+    m = _INT.match(s)
+    if m:
+        value = int(m.group(1)) ** int(m.group(3)) if m.group(2) else int(m.group(1))
+    else:
+        try:
+            f = float(s)
+        except ValueError:
+            raise ValueError(f"{what}: {text!r} is not a size (use e.g. 4096, 2^28 or 1e6)") from None
+        if not f.is_integer():
+            raise ValueError(f"{what}: {text!r} is not a whole number")
+        value = int(f)
+    if value < 1:
+        raise ValueError(f"{what} must be >= 1, got {value}")
+    return value
+
+
+def require_cupy_array(x, name: str, dtype=None, ndim: int | None = None):
+    """A clear error for host arrays, wrong dtype, rank or layout; returns the CuPy array."""
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        arr = x
+    elif hasattr(x, "__cuda_array_interface__") or (hasattr(x, "__dlpack__") and getattr(x, "is_cuda", False)):
+        arr = cupy.asarray(x)  # zero-copy view of a PyTorch/Numba/... device array
+    else:
+        kind = type(x).__module__.split(".")[0] + "." + type(x).__name__
+        raise TypeError(f"{name} must be a GPU array (CuPy, or PyTorch CUDA tensor), got {kind} on the host")
+    if dtype is not None and arr.dtype != dtype:
+        raise TypeError(f"{name} has dtype {arr.dtype}; this kernel takes {cupy.dtype(dtype).name}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (row-major, unit stride); got strides {arr.strides} — "
+                         f"pass an ascontiguousarray() copy")
+    if arr.device.id != cupy.cuda.Device().id:
+        raise ValueError(f"{name} is on GPU {arr.device.id} but the current device is {cupy.cuda.Device().id}")
+    return arr

@@ -1,0 +1,125 @@
+"""fp32 vector add z = x + y: 8 bytes read and 4 written per element, 1 FLOP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch
+from ..verify import elementwise_tolerance
+from .base import Reference, parse_int
+
+DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class VecProblem:
+    n: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"vector length must be >= 1, got {self.n}")
+
+    @property
+    def label(self) -> str:
+        return str(self.n)
+
+    @property
+    def flops(self) -> int:
+        return self.n
+
+    @property
+    def bytes(self) -> int:
+        return 12 * self.n
+
+
+def parse_size(text: str, **_) -> VecProblem:
+    return VecProblem(parse_int(text, "vector length"))
+
+
+def tolerance(p: VecProblem) -> float:
+    return elementwise_tolerance(p.dtype)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def geometry_scalar(params, p: VecProblem, device=None) -> Launch:
+    return Launch((_ceil(p.n, params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def geometry_float4(params, p: VecProblem, device=None) -> Launch:
+    return Launch((_ceil(_ceil(p.n, 4), params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def geometry_grid_stride(params, p: VecProblem, device=None) -> Launch:
+    """Enough blocks to fill every SM once (fewer for short vectors)."""
+    block = params["BLOCK"]
+    needed = _ceil(_ceil(p.n, 4 * params["UNROLL"]), block)
+    if device is not None:
+        needed = min(needed, device.sms * (device.max_threads_per_sm // block))
+    return Launch((max(needed, 1), 1, 1), (block, 1, 1))
+
+
+class Workspace:
+    def __init__(self, p: VecProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        self.x = rng.random(p.n, dtype=cupy.float32) * 2 - 1
+        self.y = rng.random(p.n, dtype=cupy.float32) * 2 - 1
+        self.z = cupy.empty(p.n, dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.z.fill(np.nan)
+
+    def args(self) -> tuple:
+        return (self.x, self.y, self.z, np.int64(self.p.n))
+
+    def vec_ok(self) -> bool:
+        return all(a.data.ptr % 16 == 0 for a in (self.x, self.y, self.z))
+
+    def expected(self):
+        import cupy
+
+        return self.x.astype(cupy.float64) + self.y.astype(cupy.float64)
+
+    def output(self):
+        return self.z
+
+
+def workspace(p: VecProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _device_copy(ws: Workspace):
+    """cudaMemcpy device-to-device moving the same bytes: 6n read + 6n written = 12n."""
+    import cupy
+
+    nbytes = 6 * ws.p.n
+    src = cupy.empty(nbytes, dtype=cupy.uint8)
+    dst = cupy.empty(nbytes, dtype=cupy.uint8)
+    src.fill(1)
+
+    def run():
+        dst.data.copy_from_device_async(src.data, nbytes)
+
+    return run
+
+
+def _cupy_add(ws: Workspace):
+    import cupy
+
+    def run():
+        cupy.add(ws.x, ws.y, out=ws.z)
+
+    return run
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy add", _cupy_add)]
+

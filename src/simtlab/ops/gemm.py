@@ -1,0 +1,198 @@
+"""fp32 GEMM, C = alpha*A@B + beta*C with row-major contiguous A (MxK), B (KxN), C (MxN)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch, grid2
+from ..verify import dot_tolerance
+from .base import Reference, parse_int
+
+DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    M: int
+    N: int
+    K: int
+    alpha: float = 1.0
+    beta: float = 0.0
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        for name in ("M", "N", "K"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def label(self) -> str:
+        s = f"{self.M}x{self.N}x{self.K}"
+        if (self.alpha, self.beta) != (1.0, 0.0):
+            s += f" a={self.alpha:g} b={self.beta:g}"
+        return s
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def bytes(self) -> int:
+        """Fewest bytes through DRAM: A and B read once, C written (and read when beta != 0)."""
+        c_passes = 2 if self.beta != 0 else 1
+        return 4 * (self.M * self.K + self.K * self.N + c_passes * self.M * self.N)
+
+
+def parse_size(text: str, alpha: float = 1.0, beta: float = 0.0) -> GemmProblem:
+    """'2048' (a cube) or 'MxNxK'."""
+    parts = str(text).lower().replace("*", "x").split("x")
+    if len(parts) == 1:
+        n = parse_int(parts[0], "GEMM size")
+        return GemmProblem(n, n, n, alpha, beta)
+    if len(parts) != 3:
+        raise ValueError(f"GEMM size {text!r}: use N (a cube) or MxNxK")
+    m, n, k = (parse_int(p, f"GEMM size {text!r}") for p in parts)
+    return GemmProblem(m, n, k, alpha, beta)
+
+
+def tolerance(p: GemmProblem) -> float:
+    return dot_tolerance(p.dtype, p.K)
+
+
+# --- launch geometry, one function per rung shape ---------------------------------------------
+
+def geometry_naive(params, p: GemmProblem, device=None) -> Launch:
+    b = params["BLOCK"]
+    return Launch(grid2(p.M, p.N, b, b), (b, b, 1))  # x walks rows of C
+
+
+def geometry_coalesced(params, p: GemmProblem, device=None) -> Launch:
+    return Launch(grid2(p.N, p.M, params["BX"], params["BY"]), (params["BX"], params["BY"], 1))
+
+
+def geometry_square_tile(params, p: GemmProblem, device=None) -> Launch:
+    t = params["TILE"]
+    return Launch(grid2(p.N, p.M, t, t), (t, t, 1))
+
+
+def geometry_1d(params, p: GemmProblem, device=None) -> Launch:
+    threads = params["BM"] // params["TM"] * params["BN"]
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (threads, 1, 1))
+
+
+def geometry_2d(params, p: GemmProblem, device=None) -> Launch:
+    threads = (params["BM"] // params["TM"]) * (params["BN"] // params["TN"])
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (threads, 1, 1))
+
+
+def warptile_threads(params) -> int:
+    return (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * 32
+
+
+def multistage_smem(params) -> int:
+    """Dynamic shared memory: STAGES x (padded transposed A tile + B tile), fp32."""
+    return params["STAGES"] * (params["BK"] * (params["BM"] + 4) + params["BK"] * params["BN"]) * 4
+
+
+def geometry_warptile(params, p: GemmProblem, device=None) -> Launch:
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (warptile_threads(params), 1, 1))
+
+
+def geometry_multistage(params, p: GemmProblem, device=None) -> Launch:
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (warptile_threads(params), 1, 1),
+                  multistage_smem(params))
+
+
+def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
+    tiles = -(-p.M // params["BM"]) * -(-p.N // params["BN"])
+    return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
+
+
+# --- inputs, outputs, references ---------------------------------------------------------------
+
+class Workspace:
+    """Fresh random inputs in [-1, 1) for one problem; C is the output every runner writes."""
+
+    def __init__(self, p: GemmProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        self.A = rng.random((p.M, p.K), dtype=cupy.float32) * 2 - 1
+        self.B = rng.random((p.K, p.N), dtype=cupy.float32) * 2 - 1
+        self.C0 = rng.random((p.M, p.N), dtype=cupy.float32) * 2 - 1 if p.beta != 0 else None
+        self.C = cupy.empty((p.M, p.N), dtype=cupy.float32)
+
+    def poison(self) -> None:
+        """NaN where beta == 0 (C must not be read); C0 otherwise (an unwritten C keeps a wrong value)."""
+        if self.C0 is None:
+            self.C.fill(np.nan)
+        else:
+            self.C[...] = self.C0
+
+    def args(self) -> tuple:
+        p = self.p
+        return (np.int32(p.M), np.int32(p.N), np.int32(p.K), np.float32(p.alpha), self.A, self.B,
+                np.float32(p.beta), self.C)
+
+    def vec_ok(self) -> bool:
+        """The 128-bit paths need rows that start on 16-byte boundaries."""
+        aligned = all(x.data.ptr % 16 == 0 for x in (self.A, self.B, self.C))
+        return aligned and self.p.K % 4 == 0 and self.p.N % 4 == 0
+
+    def expected(self):
+        """float64 reference on the GPU (cuBLAS DGEMM on the fp32 inputs, exactly widened)."""
+        import cupy
+
+        ref = self.A.astype(cupy.float64) @ self.B.astype(cupy.float64)
+        ref *= self.p.alpha
+        if self.C0 is not None:
+            ref += self.p.beta * self.C0.astype(cupy.float64)
+        return ref
+
+    def output(self):
+        return self.C
+
+
+def workspace(p: GemmProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _cublas_sgemm(ws: Workspace):
+    """cuBLAS SGEMM with the default (non-TF32) math mode, row-major via C^T = B^T A^T."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setMathMode(handle, getattr(cublas, "CUBLAS_DEFAULT_MATH", 0))
+    cublas.setPointerMode(handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
+    p = ws.p
+    alpha, beta = np.array(p.alpha, np.float32), np.array(p.beta, np.float32)
+    op_n = getattr(cublas, "CUBLAS_OP_N", 0)
+
+    def run():
+        cublas.sgemm(handle, op_n, op_n, p.N, p.M, p.K, alpha.ctypes.data, ws.B.data.ptr, p.N,
+                     ws.A.data.ptr, p.K, beta.ctypes.data, ws.C.data.ptr, p.N)
+
+    return run
+
+
+def _triton(ws: Workspace):
+    from ..references.triton_gemm import triton_sgemm_runner
+
+    return triton_sgemm_runner(ws.A, ws.B, ws.C, ws.p.alpha, ws.p.beta)
+
+
+def references() -> list[Reference]:
+    refs = [Reference("cuBLAS", _cublas_sgemm)]
+    try:
+        import triton  # noqa: F401
+        import torch  # noqa: F401
+
+        refs.append(Reference("Triton (ieee fp32)", _triton))
+    except Exception:
+        pass  # Triton is optional: a second reference where a Python user would have it
+    return refs
+

@@ -1,0 +1,1 @@
+"""Library implementations timed beside the rungs (optional dependencies)."""

@@ -1,0 +1,1 @@
+"""Turning rows into tables (Rich) and charts (Matplotlib)."""

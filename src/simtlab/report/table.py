@@ -1,0 +1,70 @@
+"""Rich tables for ladder rows, static reports and stored results."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from rich.table import Table
+
+_STATUS_STYLE = {"ok": "green", "reference": "cyan", "wrong": "bold red", "compile-error": "red",
+                 "launch-error": "red", "error": "red", "unsupported": "yellow"}
+
+
+def _f(x, fmt: str) -> str:
+    return "" if x is None else format(x, fmt)
+
+
+def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str = "") -> Table:
+    """One table per problem: references first, then rungs in order."""
+    headline = "TFLOP/s" if metric == "tflops" else "GB/s"
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col, kw in ((("rung", {})), (headline, {"justify": "right"}), (f"% of {reference or 'ref'}", {"justify": "right"}),
+                    ("ms", {"justify": "right"}), ("±%", {"justify": "right"}), ("regs", {"justify": "right"}),
+                    ("smem B", {"justify": "right"}), ("occ", {"justify": "right"}), ("rel err", {"justify": "right"}),
+                    ("status", {}), ("lesson", {"overflow": "fold", "max_width": 60})):
+        t.add_column(col, **kw)
+    for r in rows:
+        value = (r.gflops / 1e3 if metric == "tflops" else r.gbs) if r.median_ms else None
+        style = _STATUS_STYLE.get(r.status, "")
+        note = r.lesson if r.status in ("ok", "reference") else (r.error or "")
+        t.add_row(
+            r.name.split("/")[-1],
+            _f(value, ".2f" if metric == "tflops" else ".0f"),
+            _f(r.pct_of_reference, ".1f"),
+            _f(r.median_ms, ".3f"),
+            _f(r.spread * 100 if r.spread is not None else None, ".1f"),
+            _f(r.registers, "d"),
+            _f(r.shared_bytes, "d"),
+            _f(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),
+            _f(r.rel_error, ".1e"),
+            f"[{style}]{r.status}[/]" if style else r.status,
+            note,
+        )
+    return t
+
+
+def static_table(entries: Iterable[dict], arch: str) -> Table:
+    t = Table(title=f"static report for {arch} (no GPU needed)", title_justify="left", header_style="bold")
+    for col in ("rung", "path", "threads", "regs", "smem", "dyn smem", "spill B", "occ", "limited by"):
+        t.add_column(col, justify="left" if col in ("rung", "path", "limited by") else "right")
+    for e in entries:
+        name = e["rung"].split("/")[-1]
+        if e.get("error"):
+            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 7)
+            continue
+        spill = e["spill_bytes"]
+        t.add_row(name, e["variant"], str(e["threads"]), str(e["registers"]), str(e["shared_static"]),
+                  str(e["shared_dynamic"]), f"[red]{spill}[/]" if spill else "0",
+                  f"{e['occupancy'] * 100:.0f}%", e["limiter"])
+    return t
+
+
+def results_table(rows: Sequence[dict]) -> Table:
+    t = Table(header_style="bold")
+    for col in ("id", "run", "family", "rung", "problem", "ms", "GFLOP/s", "GB/s", "% ref", "rel err", "status"):
+        t.add_column(col, justify="right" if col not in ("family", "rung", "problem", "status") else "left")
+    for r in rows:
+        t.add_row(str(r["id"]), str(r["run_id"]), r["family"], r["rung"], r["problem"], _f(r["median_ms"], ".3f"),
+                  _f(r["gflops"], ".0f"), _f(r["gbs"], ".0f"), _f(r["pct_of_reference"], ".1f"),
+                  _f(r["rel_error"], ".1e"), r["status"])
+    return t

@@ -1,0 +1,196 @@
+"""SQLite results store (stdlib sqlite3, WAL): one row written and committed
+the moment each result exists, so a killed run loses at most the evaluation
+in flight. `PRAGMA user_version` carries the schema version for migrations."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["Store", "default_path", "SCHEMA_VERSION", "git_commit"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started TEXT NOT NULL,
+    simtlab_version TEXT,
+    git_commit TEXT,
+    command TEXT,
+    host TEXT,
+    device TEXT,
+    compute_capability TEXT,
+    driver INTEGER,
+    sm_clock_mhz INTEGER,
+    device_json TEXT
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    created TEXT NOT NULL,
+    family TEXT NOT NULL,
+    rung TEXT NOT NULL,          -- rung id (family/NN_name) or the reference's name
+    stage INTEGER,               -- NULL for references
+    params TEXT,                 -- JSON
+    problem TEXT NOT NULL,
+    dtype TEXT,
+    median_ms REAL,
+    spread REAL,
+    min_ms REAL,
+    reps INTEGER,
+    gflops REAL,
+    gbs REAL,
+    pct_of_reference REAL,
+    reference TEXT,
+    rel_error REAL,
+    tolerance REAL,
+    status TEXT NOT NULL,        -- ok | wrong | compile-error | launch-error | unsupported | error | reference
+    error TEXT,
+    registers INTEGER,
+    shared_bytes INTEGER,
+    spill_bytes INTEGER,
+    occupancy REAL,
+    extra TEXT                   -- JSON
+);
+CREATE INDEX IF NOT EXISTS results_by_run ON results(run_id);
+CREATE INDEX IF NOT EXISTS results_by_kernel ON results(family, rung, problem);
+"""
+
+_MIGRATIONS: dict[int, str] = {}  # version -> SQL taking the previous version to it
+
+
+def default_path() -> Path:
+    env = os.environ.get("SIMTLAB_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "simtlab" / "results.db"
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT the surrounding transaction; run statement by statement instead.
+    for stmt in script.split(";"):
+        if stmt.strip():
+            db.execute(stmt)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=30000")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path} has schema version {version}; this simtlab knows up to {SCHEMA_VERSION}")
+        with self._tx():
+            if version == 0:
+                _run_script(self.db, _SCHEMA)
+            for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+                _run_script(self.db, _MIGRATIONS[v])
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _tx(self):
+        db = self.db
+
+        class _Tx:
+            def __enter__(self):
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, exc_type, *_):
+                db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def start_run(self, command: str = "", device: Any = None, sm_clock_mhz: int | None = None) -> int:
+        from . import __version__
+
+        row = {
+            "started": _now(), "simtlab_version": __version__, "git_commit": git_commit(), "command": command,
+            "host": socket.gethostname(),
+            "device": getattr(device, "name", None),
+            "compute_capability": ".".join(map(str, device.compute_capability)) if device else None,
+            "driver": getattr(device, "driver_version", None), "sm_clock_mhz": sm_clock_mhz,
+            "device_json": json.dumps(device.as_dict()) if device else None,
+        }
+        with self._tx():
+            cur = self.db.execute(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                                  list(row.values()))
+        return int(cur.lastrowid)
+
+    _RESULT_COLUMNS = ("family", "rung", "stage", "params", "problem", "dtype", "median_ms", "spread", "min_ms",
+                       "reps", "gflops", "gbs", "pct_of_reference", "reference", "rel_error", "tolerance", "status",
+                       "error", "registers", "shared_bytes", "spill_bytes", "occupancy", "extra")
+
+    def add_result(self, run_id: int, **fields: Any) -> int:
+        unknown = set(fields) - set(self._RESULT_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown result fields: {sorted(unknown)}")
+        for key in ("params", "extra"):
+            if key in fields and not isinstance(fields[key], (str, type(None))):
+                fields[key] = json.dumps(fields[key], sort_keys=True)
+        cols = ["run_id", "created", *fields]
+        with self._tx():
+            cur = self.db.execute(f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                  [run_id, _now(), *fields.values()])
+        return int(cur.lastrowid)
+
+    def runs(self, limit: int = 20) -> list[dict]:
+        rows = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [dict(r) for r in rows]
+
+    def results(self, run_id: int | None = None, family: str | None = None, status: str | None = None,
+                limit: int | None = None) -> list[dict]:
+        where, args = [], []
+        for col, val in (("run_id", run_id), ("family", family), ("status", status)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [dict(r) for r in self.db.execute(sql, args).fetchall()]
+
+    def best(self, family: str, rung: str, problem: str, device: str) -> dict | None:
+        """The fastest verified result of a rung for a problem on a device (the tuner's memory)."""
+        row = self.db.execute(
+            "SELECT r.* FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? "
+            "AND r.problem = ? AND u.device = ? AND r.status = 'ok' ORDER BY r.median_ms LIMIT 1",
+            (family, rung, problem, device)).fetchone()
+        return dict(row) if row else None
+
+    def integrity_ok(self) -> bool:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def rows_as_json(rows: Iterable[dict]) -> str:
+    return json.dumps(list(rows), indent=2, default=str)
