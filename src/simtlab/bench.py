@@ -77,7 +77,8 @@ def time_gpu(fn: Callable[[], None], *, warmup: int = 2, min_reps: int = 5, max_
         if estimate * warmup > target_ms:
             break
         fn()
-    reps = int(min(max(target_ms / estimate, min_reps), max_reps))
+    floor = 3 if estimate > 500.0 else min_reps  # a half-second kernel: three samples, not a minute
+    reps = int(min(max(target_ms / estimate, floor), max_reps))
     pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(reps)]
     for s, e in pairs:
         if flush:

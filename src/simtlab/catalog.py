@@ -35,6 +35,7 @@ class Rung:
     arch_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=_frozen)  # per-arch overrides
     tunable: tuple[str, ...] = ()
     min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
+    from_store: bool = False  # take parameters from the best verified result in the store, when there is one
 
     @property
     def id(self) -> str:
@@ -143,7 +144,7 @@ GEMM = Family(
                       "STAGES": 3, "MINB": 2, "GROUP_M": 8}),
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
-             arch_defaults=_SM80_NO_SPILL),
+             arch_defaults=_SM80_NO_SPILL, from_store=True),
     ),
 )
 

@@ -20,7 +20,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}")
+    err.print(f"[red]error:[/] {message}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -142,7 +142,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
     try:
         dev = device_info()
     except NoGpuError as exc:
-        err.print(f"simtlab ladder needs a GPU: {exc}")
+        err.print(f"simtlab ladder needs a GPU: {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     op = fam.op()
     sizes = list(size) if size else list(fam.default_sizes)

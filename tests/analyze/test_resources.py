@@ -1,0 +1,42 @@
+from simtlab.analyze.resources import kernel_resources, launch_bounds_from_cubin, parse_ptxas_log
+from simtlab.compile import compile_source
+
+LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z1kPfi' for 'sm_90'
+ptxas info    : Function properties for _Z1kPfi
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 72 registers, used 1 barriers, 1024 bytes smem, 380 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z1gv' for 'sm_90'
+ptxas info    : Function properties for _Z1gv
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 4 registers
+"""
+
+
+def test_parse_ptxas_log():
+    out = parse_ptxas_log(LOG)
+    assert out["_Z1kPfi"] == {"stack_frame": 16, "spill_stores": 8, "spill_loads": 12, "registers": 72,
+                              "barriers": 1, "shared_static": 1024, "constant": 380}
+    assert out["_Z1gv"]["registers"] == 4 and out["_Z1gv"]["shared_static"] == 0
+
+
+def test_launch_bounds_read_from_the_cubin(tmp_cache):
+    src = ("__global__ void __launch_bounds__(384) bounded(float* x) { x[threadIdx.x] = 1; }\n"
+           "__global__ void free_(float* x) { x[threadIdx.x] = 2; }")
+    cubin = compile_source(src, "lb.cu", arch="sm_90")
+    bounds = launch_bounds_from_cubin(cubin.data())
+    assert bounds == {"_Z7boundedPf": 384}
+    res = kernel_resources(cubin.log, cubin.data())
+    assert res["_Z7boundedPf"].max_threads_declared == 384
+    assert res["_Z5free_Pf"].max_threads_declared is None
+
+
+def test_real_spills_are_reported(tmp_cache):
+    # A runtime-indexed local array must live in local memory: a stack frame appears.
+    src = ("__global__ void k(float* x, int j) { float a[64];\n"
+           "  for (int i = 0; i < 64; ++i) a[i] = x[i];\n"
+           "  for (int i = 0; i < 64; ++i) a[(i * j) & 63] += x[i + 64];\n"
+           "  x[0] = a[j & 63]; }")
+    cubin = compile_source(src, "local.cu", arch="sm_90")
+    (res,) = cubin.resources().values()
+    assert res.stack_frame >= 256 and res.local_bytes == res.stack_frame

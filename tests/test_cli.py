@@ -1,0 +1,86 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from simtlab.cli import app
+from simtlab.device import gpu_count
+
+runner = CliRunner()
+
+
+def test_help_lists_commands():
+    out = runner.invoke(app, ["--help"])
+    assert out.exit_code == 0
+    for cmd in ("device", "kernels", "compile", "ladder", "results"):
+        assert cmd in out.output
+
+
+def test_kernels_json():
+    out = runner.invoke(app, ["kernels", "--json"])
+    assert out.exit_code == 0, out.output
+    data = {f["family"]: f for f in json.loads(out.output)}
+    assert [r["name"] for r in data["gemm"]["rungs"]][:3] == ["naive", "coalesced", "smem_tiling"]
+    assert len(data["gemm"]["rungs"]) == 10 and len(data["elementwise"]["rungs"]) == 3
+    assert data["gemm"]["rungs"][8]["min_cc"] == "8.0"
+
+
+def test_kernels_table():
+    out = runner.invoke(app, ["kernels", "--family", "elementwise"])
+    assert out.exit_code == 0 and "grid_stride" in out.output
+
+
+def test_compile_json_static_report():
+    out = runner.invoke(app, ["compile", "elementwise", "--arch", "sm_90", "--json"])
+    assert out.exit_code == 0, out.output
+    entries = json.loads(out.output)
+    assert {e["rung"] for e in entries} == {"elementwise/01_scalar", "elementwise/02_float4",
+                                            "elementwise/03_grid_stride"}
+    for e in entries:
+        assert e["registers"] > 0 and e["spill_bytes"] == 0 and 0 < e["occupancy"] <= 1
+        assert e["arch"] == "sm_90" and e["threads"] == 256
+
+
+def test_compile_table_one_rung():
+    out = runner.invoke(app, ["compile", "gemm", "--arch", "sm_80", "--rung", "warptiling"], env={"COLUMNS": "160"})
+    assert out.exit_code == 0, out.output
+    assert "08_warptiling" in out.output and "128-bit" in out.output
+
+
+def test_compile_bad_arguments():
+    out = runner.invoke(app, ["compile", "fft", "--arch", "sm_90"])
+    assert out.exit_code == 2 and "no kernel family" in out.output
+    out = runner.invoke(app, ["compile", "gemm", "--arch", "volta"])
+    assert out.exit_code == 2 and "arch must look like" in out.output
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="checks the message printed where there is no GPU")
+def test_ladder_without_gpu_says_so_in_one_line():
+    out = runner.invoke(app, ["ladder", "gemm"])
+    assert out.exit_code == 2
+    lines = [l for l in out.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and "needs a GPU" in lines[0] and "compile" in lines[0] and "--arch" in lines[0]
+    assert "Traceback" not in out.output
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="checks the message printed where there is no GPU")
+def test_device_without_gpu():
+    out = runner.invoke(app, ["device"])
+    assert out.exit_code == 2 and "no CUDA GPU" in out.output
+
+
+def test_results_without_database(tmp_path):
+    out = runner.invoke(app, ["results", "--db", str(tmp_path / "none.db")])
+    assert out.exit_code == 2 and "no results database" in out.output
+
+
+def test_results_json_round_trip(tmp_path):
+    from simtlab.store import Store
+
+    s = Store(tmp_path / "r.db")
+    run = s.start_run("t")
+    s.add_result(run, family="gemm", rung="gemm/01_naive", problem="3x3x3", status="ok", median_ms=1.0)
+    out = runner.invoke(app, ["results", "--db", str(tmp_path / "r.db"), "--json"])
+    assert out.exit_code == 0 and json.loads(out.output)[0]["rung"] == "gemm/01_naive"
+    out = runner.invoke(app, ["results", "--db", str(tmp_path / "r.db"), "--runs"])
+    assert out.exit_code == 0 and "t" in out.output

@@ -1,0 +1,97 @@
+import pytest
+
+from simtlab.catalog import all_rungs
+from simtlab.compile import CompileError, compile_file, compile_source
+from simtlab.launch import build
+
+ARCHS = ("sm_80", "sm_90")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("rung", all_rungs(), ids=lambda r: r.id)
+def test_every_rung_compiles_without_spills(rung, arch):
+    inst = build(rung, None, arch)
+    for vec in (True, False) if rung.vec_variant else (None,):
+        res = inst.resources(vec)
+        assert res.registers > 0
+        assert res.spill_bytes == 0, f"{inst.expression(vec)} spills {res.spill_bytes} bytes on {arch}"
+        assert res.stack_frame == 0
+        assert res.max_threads_declared, "every rung declares __launch_bounds__"
+    assert inst.cubin.data()[:4] == b"\x7fELF"
+
+
+SIMPLE = "template <int S> __global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= S; }"
+
+
+def test_second_compile_hits_cache(tmp_cache):
+    first = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    second = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    assert not first.from_cache and second.from_cache
+    assert second.symbols == first.symbols and second.data() == first.data()
+    assert second.resources("scale<2>").registers == first.resources("scale<2>").registers
+
+
+def test_key_covers_arch_options_and_expressions(tmp_cache):
+    base = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    others = [
+        compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_80"),
+        compile_source(SIMPLE, "scale.cu", ["scale<3>"], arch="sm_90"),
+        compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90", options={"use_fast_math": True}),
+    ]
+    assert all(not o.from_cache for o in others)
+    assert len({base.key, *(o.key for o in others)}) == 4
+
+
+def test_header_change_invalidates_cache(tmp_cache, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "factor.cuh").write_text("#define FACTOR 2\n")
+    src = '#include "factor.cuh"\n__global__ void k(float* x) { x[0] *= FACTOR; }'
+    a = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    (inc / "factor.cuh").write_text("#define FACTOR 3\n")
+    b = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    assert a.key != b.key and not b.from_cache
+
+
+def test_corrupt_cache_entry_is_rebuilt(tmp_cache):
+    first = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    first.path.write_bytes(b"garbage")
+    again = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    assert not again.from_cache and again.data()[:4] == b"\x7fELF"
+    (tmp_cache / f"{first.key}.json").write_text("{not json")
+    third = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    assert not third.from_cache
+
+
+def test_compile_error_carries_file_and_line(tmp_cache):
+    src = "__global__ void k(float* x) {\n  x[0] = 1.0f;\n  int y = ;\n}\n"
+    with pytest.raises(CompileError) as info:
+        compile_source(src, "broken.cu", arch="sm_90")
+    err = info.value
+    assert err.line == 3 and err.file == "broken.cu"
+    assert "expected an expression" in str(err) and "broken.cu:3" in str(err)
+    assert "error" in err.log
+
+
+def test_static_assert_in_a_rung_is_a_compile_error(tmp_cache):
+    from simtlab.catalog import family
+
+    rung = family("gemm").rung("warptiling")
+    with pytest.raises(CompileError, match="warp sub-tile"):
+        build(rung, {"WM": 48}, "sm_90")
+
+
+def test_bad_arch_is_rejected():
+    with pytest.raises(ValueError, match="arch must look like"):
+        compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="hopper")
+
+
+def test_compile_file_missing():
+    with pytest.raises(FileNotFoundError):
+        compile_file("gemm/99_missing.cu", arch="sm_90")
+
+
+def test_unknown_name_expression_is_explained(tmp_cache):
+    cubin = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    with pytest.raises(KeyError, match="not instantiated"):
+        cubin.mangled("scale<5>")

@@ -1,0 +1,157 @@
+"""GPU tests: every rung verified on odd shapes against float64 and the library, timing sane."""
+
+import numpy as np
+import pytest
+
+from simtlab.catalog import family
+from simtlab.launch import build, prepare
+from simtlab.verify import compare
+
+pytestmark = pytest.mark.gpu
+
+GEMM_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (64, 64, 64), (1, 4096, 1), (33, 1, 300)]
+SCALES = [(1.0, 0.0), (0.5, -2.0)]
+
+
+def _run_rung(fam, rung, problem, seed):
+    import cupy
+
+    from simtlab.device import device_info
+
+    dev = device_info()
+    op = fam.op()
+    inst = build(rung, None, dev.arch)
+    ws = op.workspace(problem, seed)
+    vec = ws.vec_ok() if rung.vec_variant else None
+    launch = inst.geometry(problem, dev)
+    func = prepare(inst, launch, vec, dev)
+    ws.poison()
+    func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+    cupy.cuda.get_current_stream().synchronize()
+    return ws
+
+
+@pytest.mark.parametrize("rung", family("gemm").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("mnk", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("scale", SCALES, ids=lambda s: f"a{s[0]}b{s[1]}")
+def test_gemm_rung_matches_float64_and_cublas(rung, mnk, scale):
+    import cupy
+
+    from simtlab.ops import gemm
+
+    p = gemm.GemmProblem(*mnk, *scale)
+    ws = _run_rung(family("gemm"), rung, p, seed=hash((rung.name, mnk, scale)) & 0xFFFF)
+    ours = ws.C.copy()
+    verdict = compare(ours, ws.expected(), gemm.tolerance(p))
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    gemm._cublas_sgemm(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ours, ws.C, 2 * gemm.tolerance(p)).ok
+
+
+@pytest.mark.parametrize("mnk", [(4097, 4095, 4093), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
+def test_gemm_top_rungs_large(mnk):
+    from simtlab.ops import gemm
+
+    for name in ("multistage", "tuned"):
+        p = gemm.GemmProblem(*mnk)
+        ws = _run_rung(family("gemm"), family("gemm").rung(name), p, seed=7)
+        v = compare(ws.C, ws.expected(), gemm.tolerance(p))
+        assert v.ok, (name, v.reason)
+
+
+@pytest.mark.parametrize("rung", family("elementwise").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("n", [1, 3, 127, 1000003, 1 << 22])
+def test_elementwise_rung(rung, n):
+    from simtlab.ops import elementwise
+
+    p = elementwise.VecProblem(n)
+    ws = _run_rung(family("elementwise"), rung, p, seed=n)
+    v = compare(ws.z, ws.expected(), elementwise.tolerance(p))
+    assert v.ok, v.reason
+
+
+def test_elementwise_unaligned_takes_the_scalar_path():
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.ops import elementwise
+
+    dev = device_info()
+    rung = family("elementwise").rung("float4")
+    inst = build(rung, None, dev.arch)
+    n = 1001
+    buf = cupy.random.default_rng(3).random(3 * (n + 1), dtype=cupy.float32)
+    x, y, z = buf[1 : n + 1], buf[n + 2 : 2 * n + 2], cupy.full(n, np.nan, cupy.float32)
+    assert x.data.ptr % 16 != 0
+    launch = inst.geometry(elementwise.VecProblem(n), dev)
+    func = prepare(inst, launch, False, dev)
+    func(launch.grid, launch.block, (x, y, z, np.int64(n)))
+    assert compare(z, x.astype(cupy.float64) + y, 1e-6).ok
+
+
+def test_gemm_api_on_misaligned_and_torch_inputs():
+    import cupy
+
+    import simtlab
+
+    M, N, K = 67, 64, 128
+    buf = cupy.random.default_rng(0).random(M * K + 1, dtype=cupy.float32)
+    A = buf[1:].reshape(M, K)  # contiguous but not 16-byte aligned
+    B = cupy.random.default_rng(1).random((K, N), dtype=cupy.float32)
+    C = simtlab.gemm(A, B)
+    assert compare(C, A.astype(cupy.float64) @ B.astype(cupy.float64), 1e-5).ok
+    for rung in ("naive", 7, "warptiling"):
+        assert compare(simtlab.gemm(A, B, rung=rung), A.astype(cupy.float64) @ B, 1e-5).ok
+    torch = pytest.importorskip("torch")
+    a, b = torch.rand(M, K, device="cuda"), torch.rand(K, N, device="cuda")
+    c = simtlab.gemm(a, b)
+    assert isinstance(c, torch.Tensor)
+    assert torch.allclose(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_api_errors():
+    import cupy
+
+    import simtlab
+
+    a = cupy.ones((4, 5), cupy.float32)
+    b = cupy.ones((5, 3), cupy.float32)
+    with pytest.raises(TypeError, match="dtype float64"):
+        simtlab.gemm(a.astype(cupy.float64), b)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        simtlab.gemm(a, a)
+    with pytest.raises(TypeError, match="GPU array"):
+        simtlab.gemm(np.ones((4, 5), np.float32), b)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        simtlab.gemm(cupy.ones((5, 4), cupy.float32).T, b)
+    with pytest.raises(ValueError, match="C has shape"):
+        simtlab.gemm(a, b, cupy.ones((3, 3), cupy.float32), beta=1.0)
+    with pytest.raises(ValueError, match="2-D"):
+        simtlab.gemm(cupy.ones(5, cupy.float32), b)
+    with pytest.raises(ValueError, match="needs an input C"):
+        simtlab.gemm(a, b, beta=1.0)
+
+
+def test_small_ladder_end_to_end(tmp_path):
+    from simtlab.ladder import LadderOptions, run_ladder
+    from simtlab.store import Store
+
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("test")
+    rows = run_ladder(family("gemm"), ["127x129x65"], None, store, run, LadderOptions(target_ms=5, beta=0.5))
+    assert all(r.status in ("ok", "reference") for r in rows), [(r.name, r.status, r.error) for r in rows]
+    assert len(store.results(run_id=run)) == len(rows)
+    rungs = [r for r in rows if not r.is_reference]
+    assert all(r.median_ms > 0 and r.rel_error is not None and r.pct_of_reference for r in rungs)
+
+
+def test_timing_is_positive_and_ordered():
+    import cupy
+
+    from simtlab.bench import time_gpu
+
+    x = cupy.ones(1 << 24, cupy.float32)
+    t = time_gpu(lambda: x.__imul__(1.0), target_ms=20)
+    assert 0 < t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms and t.reps >= 5

@@ -1,0 +1,85 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from simtlab.store import SCHEMA_VERSION, Store
+
+
+def test_round_trip(tmp_path):
+    s = Store(tmp_path / "r.db")
+    run = s.start_run("simtlab ladder gemm")
+    rid = s.add_result(run, family="gemm", rung="gemm/01_naive", stage=1, params={"BLOCK": 16}, problem="7x9x3",
+                       dtype="float32", median_ms=1.5, gflops=2.0, status="ok", rel_error=1e-7)
+    rows = s.results(run_id=run)
+    assert len(rows) == 1 and rows[0]["id"] == rid
+    assert rows[0]["params"] == '{"BLOCK": 16}' and rows[0]["median_ms"] == 1.5
+    assert s.runs()[0]["command"] == "simtlab ladder gemm"
+    assert s.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with pytest.raises(ValueError, match="unknown result fields"):
+        s.add_result(run, family="gemm", rung="x", problem="1", status="ok", speed=3)
+
+
+def test_best_returns_fastest_verified(tmp_path):
+    s = Store(tmp_path / "r.db")
+
+    class Dev:
+        name, compute_capability, driver_version = "GPU", (9, 0), 1
+
+        def as_dict(self):
+            return {}
+
+    run = s.start_run("x", Dev())
+    for ms, status in ((2.0, "ok"), (1.0, "wrong"), (1.5, "ok")):
+        s.add_result(run, family="gemm", rung="gemm/10_tuned", problem="64x64x64", median_ms=ms, status=status)
+    assert s.best("gemm", "gemm/10_tuned", "64x64x64", "GPU")["median_ms"] == 1.5
+    assert s.best("gemm", "gemm/10_tuned", "64x64x64", "other") is None
+
+
+def test_newer_schema_is_refused(tmp_path):
+    s = Store(tmp_path / "r.db")
+    s.db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    s.close()
+    with pytest.raises(RuntimeError, match="schema version"):
+        Store(tmp_path / "r.db")
+
+
+def test_killed_writer_leaves_every_finished_row(tmp_path):
+    db = tmp_path / "k.db"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from simtlab.store import Store
+        s = Store({str(db)!r})
+        run = s.start_run("kill test")
+        for i in range(25):
+            s.add_result(run, family="gemm", rung="r", problem=str(i), status="ok", median_ms=float(i))
+        print("written", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL and "written" in proc.stdout
+    s = Store(db)
+    assert s.integrity_ok()
+    assert [r["problem"] for r in s.results()] == [str(i) for i in range(25)]
+
+
+def test_two_writers_at_once(tmp_path):
+    db = tmp_path / "c.db"
+    Store(db).close()
+    script = textwrap.dedent(f"""
+        import sys
+        from simtlab.store import Store
+        s = Store({str(db)!r})
+        run = s.start_run(sys.argv[1])
+        for i in range(50):
+            s.add_result(run, family="f", rung=sys.argv[1], problem=str(i), status="ok")
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, name]) for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    rows = Store(db).results()
+    assert sorted((r["rung"], int(r["problem"])) for r in rows) == sorted(
+        (n, i) for n in "ab" for i in range(50))
