@@ -40,3 +40,30 @@ def test_real_spills_are_reported(tmp_cache):
     cubin = compile_source(src, "local.cu", arch="sm_90")
     (res,) = cubin.resources().values()
     assert res.stack_frame >= 256 and res.local_bytes == res.stack_frame
+
+
+def test_elf_and_ptxas_log_agree_for_every_rung():
+    from simtlab.analyze.resources import elf_resources
+    from simtlab.catalog import all_rungs
+    from simtlab.launch import build
+
+    for arch in ("sm_80", "sm_90"):
+        for rung in all_rungs():
+            cubin = build(rung, None, arch).cubin
+            from_log = {k: v for k, v in parse_ptxas_log(cubin.log).items() if "registers" in v}
+            from_elf = elf_resources(cubin.data())
+            assert set(from_elf) == set(from_log), rung.id
+            for kernel, e in from_elf.items():
+                for key in ("registers", "stack_frame", "shared_static", "barriers"):
+                    assert e[key] == from_log[kernel].get(key, 0), (arch, rung.id, key)
+
+
+def test_without_a_log_the_elf_still_reports(tmp_cache):
+    src = ("__global__ void __launch_bounds__(256) k(float* x, int j) {\n"
+           "  __shared__ float s[300]; s[threadIdx.x] = x[0]; __syncthreads(); x[1] = s[j]; }")
+    for arch in ("sm_80", "sm_90"):
+        cubin = compile_source(src, "nolog.cu", arch=arch)
+        (with_log,) = kernel_resources(cubin.log, cubin.data()).values()
+        (no_log,) = kernel_resources("", cubin.data()).values()
+        assert no_log.registers == with_log.registers and no_log.shared_static == with_log.shared_static == 1200
+        assert no_log.spill_bytes == 0 and no_log.max_threads_declared == 256 and no_log.barriers == 1
