@@ -2,7 +2,7 @@
 # One device call: install from the working tree (offline: the wheels the image
 # lacks travel in .whl), run the test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
-# results.db, and the JSON/PNG files of the ladders. Phases: smoke | sweep | full | all.
+# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all.
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -20,15 +20,13 @@ if [[ $phase == smoke || $phase == all ]]; then
   echo "== python3 -m pytest"
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
-if [[ $phase == smoke || $phase == full || $phase == all ]]; then
-  echo "== simtlab device"; simtlab device
-  echo "== simtlab ladder elementwise"
-  simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
-fi
-if [[ $phase == smoke ]]; then
+echo "== simtlab device"; simtlab device
+echo "== simtlab ladder elementwise"
+simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
+if [[ $phase == smoke || $phase == tune ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048
 fi
-if [[ $phase == sweep || $phase == all ]]; then
+if [[ $phase == tune || $phase == all ]]; then
   echo "== gemm sweep"
   python3 benchmarks/gemm_sweep.py --size 4096 --size 8192 --json "$OUT/sweep.json"
 fi
