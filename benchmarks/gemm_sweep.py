@@ -20,6 +20,27 @@ from simtlab.ladder import LadderOptions, run_ladder
 from simtlab.store import Store
 
 BASE = dict(BM=128, BN=128, BK=8, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=3, MINB=2, GROUP_M=8)
+# Round 2 starts from round 1's winner on the H200 (128x256 block, 16x8 outputs per thread, BK=16).
+BASE2 = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WMITER=4, WNITER=2, STAGES=3, MINB=1, GROUP_M=8)
+ROUND2 = [
+    {},
+    {"BK": 32, "STAGES": 2}, {"BK": 32, "STAGES": 3},
+    {"STAGES": 2}, {"STAGES": 4},
+    {"WMITER": 2, "WNITER": 4},                       # 8x16 per thread
+    {"BM": 256, "BN": 128},                           # 256x128 block, 16x8 per thread
+    {"BN": 128, "WMITER": 4, "WNITER": 2, "MINB": 2, "BK": 32},  # 4 warps, two blocks per SM
+    {"GROUP_M": 4}, {"GROUP_M": 16},
+]
+# Round 3: the same neighbourhood after the cp.async loader lost its per-slice address arithmetic.
+ROUND3 = [
+    {},
+    {"BK": 32, "STAGES": 2}, {"BK": 32, "STAGES": 3},
+    {"STAGES": 2}, {"STAGES": 4},
+    {"BN": 128, "MINB": 2},                           # two 4-warp blocks per SM: barriers interleave
+    {"BN": 128, "MINB": 2, "BK": 32, "STAGES": 2},
+    {"BM": 192, "BN": 192, "WM": 48, "WMITER": 3},    # 12x8 per thread, 12 warps
+    {"BM": 256, "BN": 128},
+]
 CANDIDATES = [
     {},
     {"STAGES": 2}, {"STAGES": 4},
@@ -42,7 +63,9 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--target-ms", type=float, default=300.0)
+    ap.add_argument("--round", type=int, default=1, choices=(1, 2, 3))
     args = ap.parse_args(argv)
+    base, candidates = {1: (BASE, CANDIDATES), 2: (BASE2, ROUND2), 3: (BASE2, ROUND3)}[args.round]
     sizes = args.size or ["4096", "8192"]
     fam = family("gemm")
     rung = fam.rung("tuned")
@@ -50,19 +73,19 @@ def main(argv=None) -> int:
     store = Store(args.db)
     run_id = store.start_run("benchmarks/gemm_sweep.py " + " ".join(sys.argv[1:]), dev, current_sm_clock_mhz())
     rows = []
-    for i, cand in enumerate(CANDIDATES):
-        params = {**BASE, **cand}
+    for i, cand in enumerate(candidates):
+        params = {**base, **cand}
         for r in run_ladder(fam, sizes, [rung], store, run_id,
                             LadderOptions(target_ms=args.target_ms, overrides={"tuned": params}, verify=True),
                             reference_cache=REF_CACHE):
             if r.is_reference:
                 continue
             rows.append({"candidate": i, "params": params, **r.as_dict()})
-    t = Table(title=f"gemm/10_tuned sweep on {dev.name}", title_justify="left")
+    t = Table(title=f"gemm/10_tuned sweep round {args.round} on {dev.name}; base {base}", title_justify="left")
     for col in ("#", "problem", "changes", "TFLOP/s", "% cuBLAS", "regs", "occ", "status"):
         t.add_column(col)
     for r in sorted(rows, key=lambda r: (r["problem"], -(r["gflops"] or 0))):
-        changes = " ".join(f"{k}={v}" for k, v in CANDIDATES[r["candidate"]].items()) or "(base)"
+        changes = " ".join(f"{k}={v}" for k, v in candidates[r["candidate"]].items()) or "(base)"
         t.add_row(str(r["candidate"]), r["problem"], changes, f"{(r['gflops'] or 0) / 1e3:.2f}",
                   f"{r['pct_of_reference'] or 0:.1f}", str(r["registers"]), f"{(r['occupancy'] or 0) * 100:.0f}%",
                   r["status"] if r["status"] == "ok" else f"{r['status']}: {(r['error'] or '')[:60]}")
