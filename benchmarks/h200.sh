@@ -11,7 +11,8 @@ exec > >(tee -a "$OUT/log.txt") 2>&1
 export PYTHONUNBUFFERED=1 SIMTLAB_DB="$OUT/results.db" COLUMNS=200
 export PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/.whl" PIP_DISABLE_PIP_VERSION_CHECK=1
 
-echo "== phase $phase, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo '+dirty')"
+# The device copy of the tree has no .git: pass SIMTLAB_COMMIT=<hash> to record which commit ran.
+echo "== phase $phase, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${SIMTLAB_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
 
 # The README's two setup commands (install; test).
@@ -26,7 +27,7 @@ simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
 if [[ $phase == smoke || $phase == tune ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048
 fi
-if [[ $phase == tune || $phase == all ]]; then
+if [[ $phase == tune ]]; then
   echo "== gemm sweep"
   python3 benchmarks/gemm_sweep.py --size 4096 --size 8192 --json "$OUT/sweep.json"
 fi

@@ -75,6 +75,9 @@ def default_path() -> Path:
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
+    """The checkout's commit, or $SIMTLAB_COMMIT where the tree was copied without its .git."""
+    if os.environ.get("SIMTLAB_COMMIT"):
+        return os.environ["SIMTLAB_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
                              capture_output=True, text=True, timeout=5)

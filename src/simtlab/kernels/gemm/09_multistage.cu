@@ -12,11 +12,9 @@
 namespace simtlab {
 namespace multistage {
 
-// Issues the cp.async copies of consecutive BK slices. Addresses and row/column
-// bounds are worked out once per tile (constructor); each slice then costs an
-// address add and a predicate per copy, and the pointers advance by one slice.
-// Integer work in the main loop competes with the FMAs for issue slots.
-// A zero src-size copy reads nothing, so out-of-range copies keep their address.
+// Issues the cp.async copies of one BK slice. The per-thread addresses and
+// row/column bounds are worked out once per tile (constructor); a slice then
+// costs one add and one compare per copy, keeping integer work away from the FMA pipe.
 template <class T, bool VEC>
 struct SliceLoader {
   static constexpr int A_COPIES = T::BM * T::BK / T::THREADS;   // 4-byte copies of A per thread
@@ -26,22 +24,22 @@ struct SliceLoader {
   static_assert(T::THREADS % T::BK == 0 && T::THREADS % (T::BN / 4) == 0, "copy layout must tile the slice");
   static_assert(A_COPIES <= 32, "row mask holds 32 copies");
 
-  const float* a;      // &A[bm + tid/BK][k0 + tid%BK]: consecutive threads walk k (32-byte sectors)
-  const float* b;      // &B[k0 + tid/(BN/4)][bn + 4*(tid%(BN/4))] (VEC path)
-  unsigned a_rows_ok;  // bit i: copy i's row of A is inside the matrix
-  int a_k, b_k;        // this thread's k offset inside a slice, for A and for B
-  int k0;              // first k of the next slice
+  const float* a;     // &A[bm + tid/BK][tid%BK]: consecutive threads walk k (32-byte sectors)
+  const float* b;     // &B[tid/(BN/4)][bn + 4*(tid%(BN/4))] (VEC path)
+  size_t a_step, b_step;
+  unsigned a_rows_ok; // bit i: copy i's row of A is inside the matrix
+  int a_k, b_k;       // this thread's k offset inside a slice, for A and for B
   bool b_col_ok;
-  int a_dst, b_dst;    // this thread's first shared-memory offsets in a stage
+  int a_dst, b_dst;   // this thread's first shared-memory offsets
   const float* B0;
-  int N, K, bn, tid;
+  int M, N, K, bn, tid;
 
-  __device__ __forceinline__ SliceLoader(const float* A, const float* B, int M, int N_, int K_, int bm, int bn_,
-                                         int tid_)
-      : k0(0), B0(B), N(N_), K(K_), bn(bn_), tid(tid_) {
+  __device__ __forceinline__ SliceLoader(const float* A, const float* B, int M_, int N_, int K_, int bm, int bn_, int tid_)
+      : B0(B), M(M_), N(N_), K(K_), bn(bn_), tid(tid_) {
     const int am = tid / T::BK;
     a_k = tid % T::BK;
     a = A + (size_t)(bm + am) * K + a_k;
+    a_step = (size_t)A_ROW_STEP * K;
     a_rows_ok = 0;
 #pragma unroll
     for (int i = 0; i < A_COPIES; ++i) a_rows_ok |= (bm + am + i * A_ROW_STEP < M ? 1u : 0u) << i;
@@ -49,23 +47,23 @@ struct SliceLoader {
     b_k = tid / (T::BN / 4);
     const int bn4 = (tid % (T::BN / 4)) * 4;
     b = B + (size_t)b_k * N + bn + bn4;
+    b_step = (size_t)B_ROW_STEP * N;
     b_col_ok = bn + bn4 < N;
     b_dst = b_k * T::BN + bn4;
   }
 
-  // Copies the next slice into one stage (As, Bs) and moves on to the slice after it.
-  __device__ __forceinline__ void load_next(float* As, float* Bs) {
-    const bool ak_ok = a_k < K - k0;
+  __device__ __forceinline__ void load(int k0, float* As, float* Bs) const {
+    const bool ak_ok = k0 + a_k < K;
 #pragma unroll
     for (int i = 0; i < A_COPIES; ++i) {
-      // A_ROW_STEP rows apart (32-bit offsets: the host keeps BM*K < 2^31); lands transposed
-      cp_async4(As + a_dst + i * A_ROW_STEP, a + i * (A_ROW_STEP * K), ak_ok && ((a_rows_ok >> i) & 1u));
+      const bool ok = ak_ok && ((a_rows_ok >> i) & 1u);
+      cp_async4(As + a_dst + i * A_ROW_STEP, ok ? a + i * a_step + k0 : a, ok);  // lands transposed
     }
     if (VEC) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
-        cp_async16(Bs + b_dst + i * B_ROW_STEP * T::BN, b + (size_t)i * B_ROW_STEP * N,
-                   b_col_ok && b_k + i * B_ROW_STEP < K - k0);
+        const bool ok = b_col_ok && k0 + b_k + i * B_ROW_STEP < K;
+        cp_async16(Bs + b_dst + i * B_ROW_STEP * T::BN, ok ? b + i * b_step + (size_t)k0 * N : B0, ok);
       }
     } else {  // rows of B not 16-byte aligned: element-wise copies, each bounds-checked
 #pragma unroll
@@ -76,9 +74,6 @@ struct SliceLoader {
         cp_async4(Bs + k * T::BN + n, ok ? B0 + (size_t)(k0 + k) * N + bn + n : B0, ok);
       }
     }
-    a += T::BK;
-    b += (size_t)T::BK * N;
-    k0 += T::BK;
   }
 };
 
@@ -91,26 +86,26 @@ __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const flo
   float* As = smem;
   float* Bs = smem + STAGES * T::A_TILE;
   const warptile::Coord c = warptile::coord<T>(tid);
-  SliceLoader<T, VEC> loader(A, B, M, N, K, bm, bn, tid);
+  const SliceLoader<T, VEC> loader(A, B, M, N, K, bm, bn, tid);
   float acc[T::TM][T::TN] = {{0.0f}};
   const int slices = (K + T::BK - 1) / T::BK;
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < slices) loader.load_next(As + s * T::A_TILE, Bs + s * T::B_TILE);
+    if (s < slices) loader.load(s * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     cp_async_commit();  // always commit, so group counting stays uniform
   }
-  int read = 0, write = STAGES - 1;  // ring positions, wrapped by hand (no division in the loop)
   for (int kt = 0; kt < slices; ++kt) {
     cp_async_wait<STAGES - 2>();  // slice kt has landed (for this thread) ...
     __syncthreads();              // ... for all threads; and everyone is done with slice kt-1
-    if (kt + STAGES - 1 < slices) {
-      loader.load_next(As + write * T::A_TILE, Bs + write * T::B_TILE);  // the stage slice kt-1 used
+    const int next = kt + STAGES - 1;
+    if (next < slices) {
+      const int s = next % STAGES;  // the stage slice kt-1 used: free after the barrier above
+      loader.load(next * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     }
     cp_async_commit();
-    warptile::mma_slice<T>(As + read * T::A_TILE, Bs + read * T::B_TILE, c, acc);
-    read = read + 1 == STAGES ? 0 : read + 1;
-    write = write + 1 == STAGES ? 0 : write + 1;
+    const int s = kt % STAGES;
+    warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }
