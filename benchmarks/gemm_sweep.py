@@ -41,6 +41,15 @@ ROUND3 = [
     {"BM": 192, "BN": 192, "WM": 48, "WMITER": 3},    # 12x8 per thread, 12 warps
     {"BM": 256, "BN": 128},
 ]
+# Round 4: the tuned rung's size classes, measured at every reported size; the ladder's rung 10
+# then takes the fastest verified one per size from the store (how the tuner feeds it).
+def _size_classes():
+    from simtlab.ops.gemm import TUNED_LARGE, TUNED_MEDIUM, TUNED_PREDICATED, TUNED_SMALL
+
+    return TUNED_LARGE, [{}, *({k: v for k, v in c.items() if TUNED_LARGE.get(k) != v}
+                               for c in (TUNED_MEDIUM, TUNED_SMALL, TUNED_PREDICATED))]
+
+
 CANDIDATES = [
     {},
     {"STAGES": 2}, {"STAGES": 4},
@@ -63,9 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--target-ms", type=float, default=300.0)
-    ap.add_argument("--round", type=int, default=1, choices=(1, 2, 3))
+    ap.add_argument("--round", type=int, default=1, choices=(1, 2, 3, 4))
     args = ap.parse_args(argv)
-    base, candidates = {1: (BASE, CANDIDATES), 2: (BASE2, ROUND2), 3: (BASE2, ROUND3)}[args.round]
+    base, candidates = {1: (BASE, CANDIDATES), 2: (BASE2, ROUND2), 3: (BASE2, ROUND3), 4: _size_classes()}[args.round]
     sizes = args.size or ["4096", "8192"]
     fam = family("gemm")
     rung = fam.rung("tuned")

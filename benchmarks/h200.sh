@@ -31,10 +31,14 @@ if [[ $phase == tune ]]; then
   echo "== gemm sweep"
   python3 benchmarks/gemm_sweep.py --size 4096 --size 8192 --json "$OUT/sweep.json"
 fi
+SIZES=(-s 1024 -s 2048 -s 4096 -s 8192 -s 4096x4096x1024 -s 8192x1024x8192 -s 4097x4095x4093)
 if [[ $phase == full || $phase == all ]]; then
+  echo "== tuned-rung size classes at every size (stored; rung 10 reads the best per size)"
+  python3 benchmarks/gemm_sweep.py --round 4 "${SIZES[@]/-s/--size}" --json "$OUT/sweep_sizes.json"
   echo "== simtlab ladder gemm (issue sizes)"
-  simtlab ladder gemm -s 1024 -s 2048 -s 4096 -s 8192 -s 4096x4096x1024 -s 8192x1024x8192 -s 4097x4095x4093 \
-    --plot "$OUT/gemm_ladder.png" --json-out "$OUT/gemm_ladder.json"
+  simtlab ladder gemm "${SIZES[@]}" --plot "$OUT/gemm_ladder.png" --json-out "$OUT/gemm_ladder.json"
+fi
+if [[ ($phase == full || $phase == all) && -z ${NO_NCU:-} ]]; then
   echo "== ncu: shared-memory bank conflicts and shared instructions, gemm rungs 5-10 at 2048^3"
   ncu --clock-control none --metrics \
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \

@@ -95,3 +95,19 @@ def test_unknown_name_expression_is_explained(tmp_cache):
     cubin = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
     with pytest.raises(KeyError, match="not instantiated"):
         cubin.mangled("scale<5>")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("mnk", [(8192, 8192, 8192), (1024, 1024, 1024), (4097, 4095, 4093)])
+def test_tuned_size_defaults_do_not_spill(arch, mnk):
+    from simtlab.catalog import family
+    from simtlab.ops import gemm
+
+    class Dev:
+        sms = 132
+
+    rung = family("gemm").rung("tuned")
+    p = gemm.GemmProblem(*mnk)
+    vec = mnk[1] % 4 == 0 and mnk[2] % 4 == 0
+    inst = build(rung, gemm.tuned_defaults(p, Dev(), vec), arch)
+    assert inst.resources(vec).spill_bytes == 0, (inst.expression(vec), arch)

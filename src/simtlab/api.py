@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 
 from .catalog import family
-from .launch import build, prepare
+from .launch import build, choose_params, prepare
 from .ops.base import require_cupy_array
 from .ops.gemm import GemmProblem
 
@@ -15,8 +15,26 @@ __all__ = ["gemm"]
 
 
 @lru_cache(maxsize=64)
-def _instance(rung_name: str, arch: str):
-    return build(family("gemm").rung(rung_name), None, arch)
+def _instance(rung_name: str, params: tuple | None, arch: str):
+    return build(family("gemm").rung(rung_name), dict(params) if params else None, arch)
+
+
+@lru_cache(maxsize=256)
+def _params(rung_name: str, problem: GemmProblem, vec: bool | None, device) -> tuple | None:
+    """Launch parameters for a problem: the results store's best, else size defaults (cached per shape)."""
+    from .store import Store, default_path
+
+    rung = family("gemm").rung(rung_name)
+    store = None
+    if rung.from_store and default_path().exists():
+        try:
+            store = Store(default_path())
+        except Exception:  # an unreadable store must not stop a matrix product
+            store = None
+    params = choose_params(rung, problem, device, vec, store)
+    if store is not None:
+        store.close()
+    return tuple(sorted(params.items())) if params else None
 
 
 def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best"):
@@ -55,11 +73,12 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     name = rung
     if rung == "best":
         name = "tuned" if dev.compute_capability >= (8, 0) else "warptiling"
-    inst = _instance(str(name), dev.arch)
+    rung = family("gemm").rung(name)
     problem = GemmProblem(M, N, K, float(alpha), float(beta))
     vec = None
-    if inst.rung.vec_variant:
+    if rung.vec_variant:
         vec = K % 4 == 0 and N % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
+    inst = _instance(rung.name, _params(rung.name, problem, vec, dev), dev.arch)
     launch = inst.geometry(problem, dev)
     func = prepare(inst, launch, vec, dev)
     func(launch.grid, launch.block,

@@ -36,6 +36,7 @@ class Rung:
     tunable: tuple[str, ...] = ()
     min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
     from_store: bool = False  # take parameters from the best verified result in the store, when there is one
+    size_defaults: str | None = None  # op-module function (problem, device, vec) -> params, when the store has none
 
     @property
     def id(self) -> str:
@@ -146,7 +147,7 @@ GEMM = Family(
                       "STAGES": 3, "MINB": 1, "GROUP_M": 8}),
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
-             from_store=True),
+             from_store=True, size_defaults="tuned_defaults"),
     ),
 )
 

@@ -6,7 +6,6 @@ reason and skipped; the sweep goes on."""
 from __future__ import annotations
 
 import gc
-import json
 import random
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
@@ -14,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 from .bench import Timing, time_gpu
 from .catalog import Family, Rung
 from .compile import CompileError
-from .launch import LaunchError, build, prepare
+from .launch import LaunchError, build, choose_params, prepare
 from .store import Store
 from .verify import Verdict, compare
 
@@ -176,14 +175,11 @@ def run_ladder(
                     row.error = f"needs compute capability {rung.min_cc[0]}.{rung.min_cc[1]}+, device is {device.arch}"
                     emit(row)
                     continue
-                overrides = opts.overrides.get(rung.name)
-                if overrides is None and rung.from_store and store is not None:
-                    best = store.best(fam.name, rung.id, problem.label, device.name)
-                    overrides = json.loads(best["params"]) if best and best["params"] else None
-                inst = build(rung, overrides, device.arch)
-                row.params = inst.params
                 ws = op.workspace(problem, _seed(opts))
                 vec = ws.vec_ok() if rung.vec_variant else None
+                params = choose_params(rung, problem, device, vec, store, opts.overrides.get(rung.name))
+                inst = build(rung, params, device.arch)
+                row.params = inst.params
                 launch = inst.geometry(problem, device)
                 res = inst.resources(vec)
                 occ = inst.occupancy(launch, vec)

@@ -107,6 +107,24 @@ def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None 
     return RungInstance(rung, p, cubin)
 
 
+def choose_params(rung: Rung, problem, device, vec: bool | None, store=None,
+                  explicit: Mapping[str, int] | None = None) -> dict[str, int] | None:
+    """Parameter overrides for one launch: explicit ones, else the store's best verified result
+    for this device and problem (rungs with `from_store`), else the rung's size-dependent
+    defaults; None keeps the rung's (per-arch) defaults."""
+    import json
+
+    if explicit:
+        return dict(explicit)
+    if rung.from_store and store is not None and device is not None:
+        best = store.best(rung.family, rung.id, problem.label, device.name)
+        if best and best.get("params"):
+            return json.loads(best["params"])
+    if rung.size_defaults:
+        return getattr(_family_op(rung), rung.size_defaults)(problem, device, vec)
+    return None
+
+
 def check_launch(res: KernelResources, launch: Launch, arch: str, device=None) -> None:
     """Raise LaunchError naming the limit a launch would break."""
     lim = arch_limits(arch)

@@ -110,6 +110,30 @@ def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
 
 
+# --- size-dependent defaults of the tuned rung -----------------------------------------------
+
+# Measured on the H200 (benchmarks/results, sweeps of 2026-12-02): the 128x256 block with 16x8
+# outputs per thread reaches ~48 TFLOP/s on large aligned problems but has only one block per SM
+# and a slow predicated path; the 128x128 block with 8x8 per thread (~45 TFLOP/s) keeps two blocks
+# per SM, fills the GPU on smaller problems and handles unaligned rows better.
+TUNED_LARGE = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WMITER=4, WNITER=2, STAGES=3, MINB=1, GROUP_M=8)
+TUNED_MEDIUM = dict(BM=128, BN=128, BK=16, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=2, MINB=2, GROUP_M=8)
+TUNED_SMALL = dict(BM=64, BN=64, BK=16, WM=32, WN=32, WMITER=2, WNITER=1, STAGES=3, MINB=4, GROUP_M=8)
+# Unaligned rows take the predicated scalar copies; with BK=8 they fit 128 registers without spilling.
+TUNED_PREDICATED = dict(BM=128, BN=128, BK=8, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=3, MINB=2, GROUP_M=8)
+
+
+def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict:
+    """The tuned rung's parameters when the store has no measurement for this problem."""
+    sms = device.sms if device is not None else 132
+    tiles_large = -(-p.M // TUNED_LARGE["BM"]) * -(-p.N // TUNED_LARGE["BN"])
+    if not vec:
+        return dict(TUNED_PREDICATED)
+    if tiles_large >= sms:  # at least one full wave of the big tiles
+        return dict(TUNED_LARGE)
+    return dict(TUNED_MEDIUM)
+
+
 # --- inputs, outputs, references ---------------------------------------------------------------
 
 class Workspace:
