@@ -106,3 +106,15 @@ def test_elementwise_geometry():
     g = elementwise.geometry_grid_stride({"BLOCK": 256, "UNROLL": 4}, elementwise.VecProblem(2**28), Dev())
     assert g.grid[0] == 132 * 8
     assert elementwise.geometry_grid_stride({"BLOCK": 256, "UNROLL": 4}, elementwise.VecProblem(1), Dev()).grid[0] == 1
+
+
+def test_tuned_defaults_pick_the_measured_tile_class():
+    class Dev:
+        sms = 132
+
+    pick = lambda *mnk, vec=True: gemm.tuned_defaults(gemm.GemmProblem(*mnk), Dev(), vec)
+    assert pick(8192, 8192, 8192) == gemm.TUNED_LARGE
+    assert pick(2048, 2048, 2048) == gemm.TUNED_LARGE  # 128 tiles: one wave
+    assert pick(1536, 1536, 1536) == gemm.TUNED_MEDIUM
+    assert pick(1024, 1024, 1024) == gemm.TUNED_SMALL
+    assert pick(4097, 4095, 4093, vec=False) == gemm.TUNED_PREDICATED

@@ -84,3 +84,21 @@ def test_results_json_round_trip(tmp_path):
     assert out.exit_code == 0 and json.loads(out.output)[0]["rung"] == "gemm/01_naive"
     out = runner.invoke(app, ["results", "--db", str(tmp_path / "r.db"), "--runs"])
     assert out.exit_code == 0 and "t" in out.output
+
+
+def test_plot_redraws_a_saved_ladder(tmp_path):
+    from simtlab.ladder import Row
+
+    rows = [Row("gemm", p, name, stage, status, median_ms=ms, gflops=g)
+            for p in ("64x64x64", "128x128x128")
+            for name, stage, status, ms, g in (("cuBLAS", None, "reference", 1.0, 5e4),
+                                               ("gemm/01_naive", 1, "ok", 10.0, 1e3),
+                                               ("gemm/02_coalesced", 2, "wrong", None, None))]
+    src = tmp_path / "rows.json"
+    src.write_text(json.dumps([r.as_dict() for r in rows]))
+    out = tmp_path / "chart.png"
+    res = runner.invoke(app, ["plot", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    bad = runner.invoke(app, ["plot", str(tmp_path / "missing.json"), "-o", str(out)])
+    assert bad.exit_code == 2 and "cannot read" in bad.output

@@ -98,7 +98,7 @@ def test_unknown_name_expression_is_explained(tmp_cache):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("mnk", [(8192, 8192, 8192), (1024, 1024, 1024), (4097, 4095, 4093)])
+@pytest.mark.parametrize("mnk", [(8192, 8192, 8192), (1536, 1536, 64), (1024, 1024, 1024), (4097, 4095, 4093)])
 def test_tuned_size_defaults_do_not_spill(arch, mnk):
     from simtlab.catalog import family
     from simtlab.ops import gemm

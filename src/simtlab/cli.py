@@ -218,5 +218,24 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
     console.print(results_table(rows))
 
 
+@app.command()
+def plot(rows_json: Path = typer.Argument(..., help="rows written by `simtlab ladder --json-out`"),
+         output: Path = typer.Option(..., "-o", "--output", help="PNG to write"),
+         title: str = typer.Option("", help="chart title")):
+    """Redraw a ladder's bar chart from its saved rows (no GPU needed)."""
+    from .ladder import Row
+    from .report.plot import ladder_chart
+
+    try:
+        rows = [Row(**d) for d in json.loads(rows_json.read_text())]
+    except (OSError, ValueError, TypeError) as exc:
+        _fail(f"cannot read ladder rows from {rows_json}: {exc}")
+    if not rows:
+        _fail(f"{rows_json} holds no rows")
+    fam = get_family(rows[0].family)
+    ladder_chart(rows, fam.metric, output, title=title or f"{fam.name} ladder")
+    console.print(f"chart: {output}")
+
+
 def main() -> None:  # pragma: no cover
     app()

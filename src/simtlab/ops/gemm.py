@@ -112,26 +112,36 @@ def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
 
 # --- size-dependent defaults of the tuned rung -----------------------------------------------
 
-# Measured on the H200 (benchmarks/results, sweeps of 2026-12-02): the 128x256 block with 16x8
-# outputs per thread reaches ~48 TFLOP/s on large aligned problems but has only one block per SM
-# and a slow predicated path; the 128x128 block with 8x8 per thread (~45 TFLOP/s) keeps two blocks
-# per SM, fills the GPU on smaller problems and handles unaligned rows better.
+# Tile classes of the tuned rung, measured on the H200 at every reported size
+# (benchmarks/results/2026-12-02_h200_560aff/sweep_sizes.json):
+#  * LARGE, 128x256 blocks with 16x8 outputs per thread, one block per SM: ~48 TFLOP/s on large
+#    aligned problems (best from 2048^3 up), but a slow predicated path;
+#  * MEDIUM, 128x128 with 8x8 per thread, two blocks per SM: ~45 TFLOP/s, twice the tiles;
+#  * SMALL, 64x64 with 8x4 per thread, four blocks per SM: 30.8 TFLOP/s at 1024^3 where the
+#    others leave most SMs idle (MEDIUM 19.6, LARGE 11.4);
+#  * PREDICATED, MEDIUM with BK=8: rows that are not 16-byte aligned (37.3 at 4097x4095x4093;
+#    the BK=16 MEDIUM measured 38.1 there but spills on NVRTC 13.5, so it is left to the store).
 TUNED_LARGE = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WMITER=4, WNITER=2, STAGES=3, MINB=1, GROUP_M=8)
 TUNED_MEDIUM = dict(BM=128, BN=128, BK=16, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=2, MINB=2, GROUP_M=8)
 TUNED_SMALL = dict(BM=64, BN=64, BK=16, WM=32, WN=32, WMITER=2, WNITER=1, STAGES=3, MINB=4, GROUP_M=8)
-# Unaligned rows take the predicated scalar copies; with BK=8 they fit 128 registers without spilling.
 TUNED_PREDICATED = dict(BM=128, BN=128, BK=8, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=3, MINB=2, GROUP_M=8)
 
 
+def _tiles(p: GemmProblem, params: dict) -> int:
+    return -(-p.M // params["BM"]) * -(-p.N // params["BN"])
+
+
 def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict:
-    """The tuned rung's parameters when the store has no measurement for this problem."""
+    """The tuned rung's parameters when the store has no measurement for this problem:
+    the largest tile class that still gives (about) one block per SM."""
     sms = device.sms if device is not None else 132
-    tiles_large = -(-p.M // TUNED_LARGE["BM"]) * -(-p.N // TUNED_LARGE["BN"])
     if not vec:
         return dict(TUNED_PREDICATED)
-    if tiles_large >= sms:  # at least one full wave of the big tiles
+    if _tiles(p, TUNED_LARGE) >= 0.9 * sms:
         return dict(TUNED_LARGE)
-    return dict(TUNED_MEDIUM)
+    if _tiles(p, TUNED_MEDIUM) >= sms:
+        return dict(TUNED_MEDIUM)
+    return dict(TUNED_SMALL)
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Bar chart of a ladder: one bar per rung per problem, references as lines."""
+"""Bar chart of a ladder: one group of bars per kernel (references first), one bar per problem."""
 
 from __future__ import annotations
 
@@ -12,40 +12,40 @@ matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def _value(r, metric: str) -> float:
+    if not r.median_ms or r.status not in ("ok", "reference"):
+        return 0.0
+    return r.gflops / 1e3 if metric == "tflops" else r.gbs
+
+
 def ladder_chart(rows: Sequence, metric: str, path: str | Path, title: str = "") -> Path:
-    by_problem: dict[str, list] = defaultdict(list)
+    values: dict[str, dict[str, float]] = defaultdict(dict)  # kernel -> problem -> value
     for r in rows:
-        by_problem[r.problem].append(r)
-    problems = list(by_problem)
-    rung_names = [r.name for r in rows if not r.is_reference]
-    rung_names = list(dict.fromkeys(rung_names))
+        values[r.name][r.problem] = _value(r, metric)
+    problems = list(dict.fromkeys(r.problem for r in rows))
+    refs = list(dict.fromkeys(r.name for r in rows if r.is_reference))
+    rungs = list(dict.fromkeys(r.name for r in rows if not r.is_reference))
+    kernels = refs + rungs
     unit = "TFLOP/s" if metric == "tflops" else "GB/s"
 
-    def value(r):
-        if not r.median_ms or r.status not in ("ok", "reference"):
-            return 0.0
-        return r.gflops / 1e3 if metric == "tflops" else r.gbs
-
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(rung_names) * max(1, len(problems)) ** 0.5 + 4), 5))
-    width = 0.8 / max(1, len(problems))
+    fig, ax = plt.subplots(figsize=(min(18, 3 + 1.2 * len(kernels)), 5.5))
+    width = 0.85 / max(1, len(problems))
     colors = plt.get_cmap("tab10")
     for i, prob in enumerate(problems):
-        vals = {r.name: value(r) for r in by_problem[prob]}
-        xs = [j + i * width for j in range(len(rung_names))]
-        ax.bar(xs, [vals.get(n, 0.0) for n in rung_names], width, label=prob, color=colors(i))
-        for ref in (r for r in by_problem[prob] if r.is_reference and value(r) > 0):
-            style = "--" if ref is next(r for r in by_problem[prob] if r.is_reference) else ":"
-            ax.axhline(value(ref), color=colors(i), linestyle=style, linewidth=1)
-            ax.annotate(f"{ref.name} {prob}", (len(rung_names) - 0.5, value(ref)), fontsize=7, ha="right",
-                        va="bottom", color=colors(i))
-    ax.set_xticks([j + width * (len(problems) - 1) / 2 for j in range(len(rung_names))])
-    ax.set_xticklabels([n.split("/")[-1] for n in rung_names], rotation=30, ha="right")
+        xs = [j + (i - (len(problems) - 1) / 2) * width for j in range(len(kernels))]
+        ax.bar(xs, [values[k].get(prob, 0.0) for k in kernels], width, label=prob, color=colors(i % 10),
+               hatch=None)
+    for j in range(len(refs)):  # shade the reference groups
+        ax.axvspan(j - 0.5, j + 0.5, color="0.92", zorder=-1)
+    ax.set_xticks(range(len(kernels)))
+    ax.set_xticklabels([k.split("/")[-1] for k in kernels], rotation=30, ha="right")
+    ax.set_xlim(-0.6, len(kernels) - 0.4)
     ax.set_ylabel(unit)
-    ax.set_title(title)
-    ax.legend(title="problem", fontsize=8)
+    ax.set_title(title + ("  (shaded: references, timed in the same run)" if refs else ""))
+    ax.legend(title="problem", fontsize=8, ncol=2 if len(problems) > 4 else 1)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
