@@ -69,6 +69,13 @@ def test_device_without_gpu():
     assert out.exit_code == 2 and "no CUDA GPU" in out.output
 
 
+def test_compile_json_reports_max_threads_per_block():
+    out = runner.invoke(app, ["compile", "gemm", "--arch", "sm_90", "--rung", "tuned", "--json"])
+    assert out.exit_code == 0, out.output
+    for e in json.loads(out.output):
+        assert e["max_threads_per_block"] == 256 and e["threads"] <= e["max_threads_per_block"]
+
+
 def test_results_without_database(tmp_path):
     out = runner.invoke(app, ["results", "--db", str(tmp_path / "none.db")])
     assert out.exit_code == 2 and "no results database" in out.output

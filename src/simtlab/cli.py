@@ -127,6 +127,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
            rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
            alpha: float = typer.Option(1.0, help="GEMM alpha"),
            beta: float = typer.Option(0.0, help="GEMM beta"),
+           dtype: str = typer.Option("float32", help="element type (the CUDA-core ladders are fp32)"),
            seed: Optional[int] = typer.Option(None, help="fix the input seed (default: fresh random inputs)"),
            target_ms: float = typer.Option(400.0, help="measured time per kernel and size"),
            db: Optional[Path] = typer.Option(None, help="results database (default: $SIMTLAB_DB or user data dir)"),
@@ -145,6 +146,8 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         err.print(f"simtlab ladder needs a GPU: {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     op = fam.op()
+    if dtype != op.DTYPE:
+        _fail(f"the {fam.name} ladder computes in {op.DTYPE}; --dtype {dtype} is not available for it")
     sizes = list(size) if size else list(fam.default_sizes)
     try:
         for s in sizes:

@@ -45,3 +45,12 @@ def test_sm90a_uses_sm90_table_and_unknown_arch_is_clear():
     assert arch_limits("sm_90a").arch == "sm_90"
     with pytest.raises(ValueError, match="no occupancy table"):
         arch_limits("sm_12")
+
+
+def test_max_threads_per_block():
+    from simtlab.analyze.occupancy import max_threads_per_block
+
+    assert max_threads_per_block("sm_90", 32) == 1024
+    assert max_threads_per_block("sm_90", 255) == 256  # 8192 registers per warp: 8 warps
+    assert max_threads_per_block("sm_90", 128) == 512
+    assert max_threads_per_block("sm_90", 32, declared=384) == 384

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["ArchLimits", "ARCHS", "Occupancy", "occupancy", "arch_limits"]
+__all__ = ["ArchLimits", "ARCHS", "Occupancy", "occupancy", "arch_limits", "max_threads_per_block"]
 
 KB = 1024
 
@@ -105,3 +105,13 @@ def occupancy(
     if blocks == 0:
         limiter = f"{limiter} (block does not fit)"
     return Occupancy(blocks, blocks * warps, blocks * warps / max_warps, limiter, limits)
+
+
+def max_threads_per_block(arch: str, registers: int, declared: int | None = None) -> int:
+    """The largest block (a multiple of 32 threads) a kernel can launch with: the device cap,
+    its __launch_bounds__, and the register file (the hardware check rounds warps up to 4)."""
+    lim = arch_limits(arch)
+    regs_per_warp = _round_up(max(registers, 1) * 32, lim.reg_granularity)
+    warps = lim.regs_per_block // regs_per_warp // lim.sub_partitions * lim.sub_partitions
+    cap = min(lim.max_threads_per_block, warps * 32)
+    return min(cap, declared) if declared else cap

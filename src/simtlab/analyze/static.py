@@ -5,6 +5,7 @@ rung's launch geometry for a representative problem."""
 from __future__ import annotations
 
 from ..catalog import Family, Rung
+from .occupancy import max_threads_per_block
 from ..compile import CompileError
 from ..launch import build
 
@@ -32,6 +33,7 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
                 "threads": launch.threads,
                 "shared_dynamic": launch.shared,
                 **res.as_dict(),
+                "max_threads_per_block": max_threads_per_block(arch, res.registers, res.max_threads_declared),
                 "occupancy": occ.occupancy,
                 "blocks_per_sm": occ.blocks_per_sm,
                 "limiter": occ.limiter,
