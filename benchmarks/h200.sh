@@ -2,7 +2,7 @@
 # One device call: install from the working tree (offline: the wheels the image
 # lacks travel in .whl), run the test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
-# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all.
+# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | check (tests + occupancy cross-check).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -17,11 +17,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,po
 
 # The README's two setup commands (install; test).
 python3 -m pip install -q -e ".[dev]" 2>&1 | grep -v "^$" | tail -3
-if [[ $phase == smoke || $phase == all ]]; then
+if [[ $phase == smoke || $phase == all || $phase == check ]]; then
   echo "== python3 -m pytest"
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
 echo "== simtlab device"; simtlab device
+if [[ $phase == check ]]; then
+  echo "== occupancy model vs driver"; python3 benchmarks/occupancy_check.py
+  echo "== done $(date -u +%H:%M:%S)"; exit 0
+fi
 echo "== simtlab ladder elementwise"
 simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
 if [[ $phase == smoke || $phase == tune ]]; then
