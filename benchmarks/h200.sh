@@ -24,6 +24,8 @@ fi
 echo "== simtlab device"; simtlab device
 if [[ $phase == check ]]; then
   echo "== occupancy model vs driver"; python3 benchmarks/occupancy_check.py
+  echo "== rung 10 with an empty store (size-class defaults)"
+  simtlab ladder gemm -s 1024 -s 1536 -s 4097x4095x4093 --rung 9 --rung 10
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 echo "== simtlab ladder elementwise"
