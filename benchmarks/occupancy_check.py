@@ -24,12 +24,13 @@ def driver_blocks(func, threads: int, shared: int) -> int:
     """cuOccupancyMaxActiveBlocksPerMultiprocessor for a loaded CuPy function."""
     import cupy
 
+    handle = getattr(func, "kernel", func).ptr  # RawKernel wraps the driver-level Function
     query = getattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", None)
     if query is not None:
-        return int(query(func.ptr, threads, shared))
+        return int(query(handle, threads, shared))
     from cuda.bindings import driver
 
-    err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(driver.CUfunction(func.ptr), threads, shared)
+    err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(driver.CUfunction(handle), threads, shared)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}")
     return int(blocks)
