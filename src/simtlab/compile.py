@@ -20,7 +20,8 @@ from typing import Iterable, Mapping
 
 from .analyze.resources import KernelResources, kernel_resources
 
-__all__ = ["CompileError", "Cubin", "compile_file", "compile_source", "cache_dir", "nvrtc_version", "KERNELS_DIR"]
+__all__ = ["CompileError", "Cubin", "KernelResources", "compile_file", "compile_source", "cache_dir", "nvrtc_version",
+           "KERNELS_DIR"]
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 INCLUDE_DIRS = (KERNELS_DIR / "include", KERNELS_DIR)
@@ -224,5 +225,3 @@ def compile_file(
         full.read_text(), display, name_expressions, arch, options, include_dirs=(full.parent,), use_cache=use_cache
     )
 
-
-__all__ += ["KernelResources"]

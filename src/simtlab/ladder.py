@@ -125,11 +125,11 @@ def run_ladder(
     rungs = list(rungs) if rungs is not None else list(fam.rungs)
     rows: list[Row] = []
 
-    def emit(row: Row) -> None:
+    def emit(row: Row, dtype: str | None, ref_name: str | None) -> None:
         rows.append(row)
         if store is not None and run_id is not None:
             store.add_result(run_id, family=row.family, rung=row.name, stage=row.stage, params=row.params,
-                             problem=row.problem, dtype=getattr(problem, "dtype", None), median_ms=row.median_ms,
+                             problem=row.problem, dtype=dtype, median_ms=row.median_ms,
                              spread=row.spread, reps=row.reps, gflops=row.gflops, gbs=row.gbs,
                              pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
                              tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
@@ -161,7 +161,7 @@ def run_ladder(
                 row.status, row.error = "error", _short(exc)
             ws = None
             _free_gpu_memory()
-            emit(row)
+            emit(row, problem.dtype, ref_name)
         if reference_cache is not None and ref_ms:
             reference_cache[problem.label] = (ref_ms, ref_name)
 
@@ -173,7 +173,7 @@ def run_ladder(
                 if not rung.supports(device.compute_capability):
                     row.status = "unsupported"
                     row.error = f"needs compute capability {rung.min_cc[0]}.{rung.min_cc[1]}+, device is {device.arch}"
-                    emit(row)
+                    emit(row, problem.dtype, ref_name)
                     continue
                 ws = op.workspace(problem, _seed(opts))
                 vec = ws.vec_ok() if rung.vec_variant else None
@@ -203,5 +203,5 @@ def run_ladder(
                 row.status, row.error = "error", _short(exc)
             ws = None
             _free_gpu_memory()
-            emit(row)
+            emit(row, problem.dtype, ref_name)
     return rows
