@@ -37,6 +37,7 @@ class Rung:
     min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
     from_store: bool = False  # take parameters from the best verified result in the store, when there is one
     size_defaults: str | None = None  # op-module function (problem, device, vec) -> params, when the store has none
+    sass_expect: tuple[str, ...] = ()  # opcodes (base or base.width) the lesson must put in the SASS
 
     @property
     def id(self) -> str:
@@ -113,7 +114,7 @@ GEMM = Family(
         Rung("gemm", 3, "smem_tiling", "gemm/03_smem_tiling.cu", "gemm_smem_tiling", ("TILE",),
              _frozen({"TILE": 32}),
              "tiles of A and B staged in shared memory: global traffic / TILE, now bound by shared loads",
-             "geometry_square_tile"),
+             "geometry_square_tile", sass_expect=("LDS", "BAR")),
         Rung("gemm", 4, "1d_blocktiling", "gemm/04_1d_blocktiling.cu", "gemm_1d_blocktiling",
              ("BM", "BN", "BK", "TM"), _frozen({"BM": 64, "BN": 64, "BK": 8, "TM": 8}),
              "TM outputs per thread: one B value in a register feeds TM FMAs",
@@ -125,21 +126,22 @@ GEMM = Family(
         Rung("gemm", 6, "vectorized", "gemm/06_vectorized.cu", "gemm_vectorized",
              ("BM", "BN", "BK", "TM", "TN"), _frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
              "float4 global/shared accesses, A transposed in shared memory: 4x fewer memory instructions",
-             "geometry_2d", vec_variant=True),
+             "geometry_2d", vec_variant=True, sass_expect=("LDG.128", "LDS.128", "STG.128")),
         Rung("gemm", 7, "bank_conflict_free", "gemm/07_bank_conflict_free.cu", "gemm_bank_conflict_free",
              ("BM", "BN", "BK", "TM", "TN"), _frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
              "padded A tile and float4-strided thread fragments: no shared-memory bank conflicts",
-             "geometry_2d", vec_variant=True),
+             "geometry_2d", vec_variant=True, sass_expect=("LDG.128", "LDS.128", "STG.128")),
         Rung("gemm", 8, "warptiling", "gemm/08_warptiling.cu", "gemm_warptiling", _WARP + ("MINB",),
              _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2}),
              "block -> warp -> thread tiles: compact per-warp fragments, whole-line C stores",
-             "geometry_warptile", vec_variant=True, tunable=_WARP + ("MINB",)),
+             "geometry_warptile", vec_variant=True, tunable=_WARP + ("MINB",),
+             sass_expect=("LDG.128", "LDS.128", "STG.128")),
         Rung("gemm", 9, "multistage", "gemm/09_multistage.cu", "gemm_multistage", _WARP_TUNABLE,
              _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
                       "STAGES": 3, "MINB": 2}),
              "cp.async ring of STAGES shared buffers: loads of the next slices overlap this slice's FMAs",
              "geometry_multistage", vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
-             arch_defaults=_SM80_NO_SPILL),
+             arch_defaults=_SM80_NO_SPILL, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
         Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M",),
              # 128x256 blocks, 16x8 outputs per thread, one block per SM: the best of the sweeps in
              # benchmarks/results (H200); spill-free on sm_80 and sm_90.
@@ -147,7 +149,7 @@ GEMM = Family(
                       "STAGES": 3, "MINB": 1, "GROUP_M": 8}),
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
-             from_store=True, size_defaults="tuned_defaults"),
+             from_store=True, size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
     ),
 )
 
@@ -163,11 +165,11 @@ ELEMENTWISE = Family(
              "geometry_scalar"),
         Rung("elementwise", 2, "float4", "elementwise/02_float4.cu", "vadd_float4", ("BLOCK",),
              _frozen({"BLOCK": 256}), "one 16-byte access per operand per thread: 4x fewer instructions",
-             "geometry_float4", vec_variant=True),
+             "geometry_float4", vec_variant=True, sass_expect=("LDG.128", "STG.128")),
         Rung("elementwise", 3, "grid_stride", "elementwise/03_grid_stride.cu", "vadd_grid_stride",
              ("BLOCK", "UNROLL"), _frozen({"BLOCK": 256, "UNROLL": 4}),
              "grid sized to the GPU, UNROLL independent float4 loads in flight per thread",
-             "geometry_grid_stride", vec_variant=True, tunable=("BLOCK", "UNROLL")),
+             "geometry_grid_stride", vec_variant=True, tunable=("BLOCK", "UNROLL"), sass_expect=("LDG.128", "STG.128")),
     ),
     metric="gbs",
 )

@@ -122,6 +122,35 @@ def compile_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm
 
 
 @app.command()
+def sass(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
+         arch: Optional[str] = typer.Option(None, help="target, e.g. sm_90 (default: this GPU's)"),
+         rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
+         as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Instruction-level report (no GPU needed): access widths, barriers, spills, main-loop FMA share,
+    and whether each rung's lesson shows up in the machine code."""
+    from .analyze.sass import SassUnavailable
+    from .analyze.static import sass_report
+    from .compile import _normalise_arch
+    from .device import NoGpuError
+
+    fam = _family(family)
+    try:
+        target = _normalise_arch(arch)
+        rungs = [fam.rung(r) for r in rung] if rung else None
+        entries = sass_report(fam, target, rungs)
+    except (NoGpuError, ValueError, KeyError, SassUnavailable) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    if as_json:
+        print(json.dumps(entries, indent=2))
+    else:
+        from .report.table import sass_table
+
+        console.print(sass_table(entries, target))
+    if not all(e.get("ok") for e in entries if e.get("variant") != "predicated scalar"):
+        raise typer.Exit(1)
+
+
+@app.command()
 def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or elementwise"),
            size: Optional[List[str]] = typer.Option(None, "--size", "-s", help="problem size(s); repeatable"),
            rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),

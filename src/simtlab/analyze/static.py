@@ -40,3 +40,25 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
                 "cached": inst.cubin.from_cache,
             })
     return entries
+
+
+def sass_report(fam: Family, arch: str, rungs: list[Rung] | None = None) -> list[dict]:
+    """Per rung and path: the SASS summary and whether the rung's expected instructions are there
+    (checked on the 128-bit path, where the lesson lives) and no local-memory traffic appears."""
+    from .sass import kernel_sass
+
+    entries = []
+    for rung in rungs or fam.rungs:
+        base = {"rung": rung.id, "stage": rung.stage, "arch": arch, "expected": list(rung.sass_expect)}
+        try:
+            inst = build(rung, None, arch)
+        except CompileError as exc:
+            entries.append({**base, "error": str(exc).splitlines()[0]})
+            continue
+        for vec in ((True, False) if rung.vec_variant else (None,)):
+            s = kernel_sass(inst.cubin, inst.expression(vec))
+            missing = [p for p in rung.sass_expect if not s.has(p)] if vec in (True, None) else []
+            entries.append({**base, "expression": inst.expression(vec),
+                            "variant": {True: "128-bit", False: "predicated scalar", None: "single"}[vec],
+                            **s.as_dict(), "missing": missing, "ok": not missing and s.spill_instructions == 0})
+    return entries

@@ -68,3 +68,27 @@ def results_table(rows: Sequence[dict]) -> Table:
                   _f(r["gflops"], ".0f"), _f(r["gbs"], ".0f"), _f(r["pct_of_reference"], ".1f"),
                   _f(r["rel_error"], ".1e"), r["status"])
     return t
+
+
+def sass_table(entries: Iterable[dict], arch: str) -> Table:
+    t = Table(title=f"SASS report for {arch} (no GPU needed)", title_justify="left", header_style="bold")
+    for col in ("rung", "path", "instr", "loop", "loop FMA%", "global", "shared", "BAR", "LDL/STL", "lesson in SASS"):
+        t.add_column(col, justify="left" if col in ("rung", "path", "global", "shared", "lesson in SASS") else "right")
+    for e in entries:
+        name = e["rung"].split("/")[-1]
+        if e.get("error"):
+            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 8)
+            continue
+        mem = e["memory"]
+        glob = " ".join(f"{k}x{v}" for k, v in sorted(mem.items()) if k.split(".")[0] in ("LDG", "STG", "LDGSTS"))
+        shared = " ".join(f"{k}x{v}" for k, v in sorted(mem.items()) if k.split(".")[0] in ("LDS", "STS"))
+        if e["variant"] == "predicated scalar":
+            verdict = ""
+        elif e["ok"]:
+            verdict = "[green]" + (" ".join(e["expected"]) or "ok") + "[/]"
+        else:
+            verdict = "[red]missing " + " ".join(e["missing"]) + (" spills" if e["spill_instructions"] else "") + "[/]"
+        t.add_row(name, e["variant"], str(e["instructions"]), str(e["loop_instructions"]),
+                  f"{e['loop_fma_share'] * 100:.0f}", glob, shared, str(e["barriers"]), str(e["spill_instructions"]),
+                  verdict)
+    return t
