@@ -215,6 +215,83 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         raise typer.Exit(1)
 
 
+@app.command("plan")
+def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
+             gpu: Optional[str] = typer.Option(None, help="plan for this GPU's datasheet: h200, h100, a100, l40s, rtx4090, v100"),
+             arch: Optional[str] = typer.Option(None, help="target architecture (default: the GPU's, or this machine's)"),
+             size: Optional[str] = typer.Option(None, help="problem size (default: the family's largest default)"),
+             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """What each rung would look like on a GPU, with no GPU: resources, occupancy, bytes per FLOP, the roof."""
+    from .analyze.plan import plan
+    from .analyze.roofline import datasheet_ceilings, gpu_spec
+    from .compile import _normalise_arch
+    from .device import NoGpuError
+
+    fam = _family(family)
+    try:
+        spec = gpu_spec(gpu) if gpu else None
+        target = _normalise_arch(arch or (spec.arch if spec else None))
+        ceilings = datasheet_ceilings(spec) if spec else None
+        result = plan(fam, target, ceilings, size)
+    except (NoGpuError, ValueError) as exc:
+        _fail(f"{exc} (pass --gpu h200 or --arch sm_90)")
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+        return
+    from rich.table import Table
+
+    head = f"{fam.name} {result['problem']} for {spec.name if spec else target}: {result['flops'] / 1e9:.3g} GFLOP, " \
+           f"{result['min_bytes'] / 1e6:.4g} MB minimal traffic, intensity {result['intensity']:.2f} FLOP/B"
+    if ceilings and fam.metric == "gbs":
+        head += f"; {result['bound']}, roof {ceilings.bandwidth_gbs:.0f} GB/s (datasheet)"
+    elif ceilings:
+        head += f"; {result['bound']}, roof {result['roof_gflops'] / 1e3:.2f} TFLOP/s (datasheet)"
+    t = Table(title=head, title_justify="left", header_style="bold")
+    for col in ("rung", "threads", "regs", "smem B", "spill B", "occ", "limited by", "FLOP / requested B", "lesson"):
+        t.add_column(col, justify="left" if col in ("rung", "limited by", "lesson") else "right",
+                     overflow="fold", max_width=50 if col == "lesson" else None)
+    for e in result["rungs"]:
+        if e.get("error"):
+            t.add_row(e["rung"].split("/")[-1], f"[red]{e['error'][:60]}[/]", *[""] * 7)
+            continue
+        t.add_row(e["rung"].split("/")[-1], str(e["threads"]), str(e["registers"]),
+                  str(e["shared_static"] + e["shared_dynamic"]), str(e["spill_bytes"]), f"{e['occupancy'] * 100:.0f}%",
+                  e["limiter"], f"{e['flop_per_requested_byte']:.2f}", e["lesson"])
+    console.print(t)
+
+
+@app.command()
+def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to write"),
+             run: Optional[List[int]] = typer.Option(None, help="only these run ids (default: all runs of the device)"),
+             device_name: Optional[str] = typer.Option(None, "--device", help="device name as stored (default: the latest run's)"),
+             db: Optional[Path] = typer.Option(None, help="results database"),
+             as_json: bool = typer.Option(False, "--json", help="print the points as JSON too")):
+    """Roofline of stored results against the device's measured ceilings (no GPU needed)."""
+    from .analyze.roofline import ceilings_from_store, points_from_rows, roofline_chart
+    from .store import Store, default_path
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `simtlab ladder elementwise` and `simtlab ladder gemm` first")
+    store = Store(path)
+    runs = store.runs(1000)
+    name = device_name or next((r["device"] for r in runs if r["device"]), None)
+    if not name:
+        _fail(f"{path} holds no runs with a device")
+    try:
+        ceilings = ceilings_from_store(store, name)
+    except LookupError as exc:
+        _fail(str(exc))
+    wanted = set(run) if run else {r["id"] for r in runs if r["device"] == name}
+    rows = [r for r in store.results() if r["run_id"] in wanted]
+    points = points_from_rows(rows, ceilings)
+    roofline_chart(points, ceilings, output, title=f"roofline, {name} (ridge {ceilings.ridge:.1f} FLOP/B)")
+    if as_json:
+        print(json.dumps({"ceilings": ceilings.as_dict(),
+                          "points": [{**p.__dict__, "pct_of_roof": p.pct_of_roof} for p in points]}, indent=2))
+    console.print(f"roofline: {output} ({len(points)} points; {ceilings.source})")
+
+
 @app.command()
 def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             family: Optional[str] = typer.Option(None, help="only this family"),

@@ -112,6 +112,8 @@ class Store:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{self.path} has schema version {version}; this simtlab knows up to {SCHEMA_VERSION}")
+        if version == SCHEMA_VERSION:
+            return  # current: opening writes nothing
         with self._tx():
             if version == 0:
                 _run_script(self.db, _SCHEMA)

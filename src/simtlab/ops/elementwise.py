@@ -43,6 +43,11 @@ def tolerance(p: VecProblem) -> float:
     return elementwise_tolerance(p.dtype)
 
 
+def requested_bytes(rung_name: str, params, p: VecProblem) -> int:
+    """Every rung reads x and y once and writes z once: the ladder changes how, not how much."""
+    return p.bytes
+
+
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 

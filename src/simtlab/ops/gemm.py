@@ -110,6 +110,18 @@ def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
 
 
+def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
+    """Bytes the rung's threads request from global memory (before any cache helps): what
+    tiling changes. One-thread-per-output rungs load two floats per FMA; a BMxBN block tile loads
+    a BMxK panel of A and a KxBN panel of B once for BM*BN outputs."""
+    c = 4 * p.M * p.N * (2 if p.beta != 0 else 1)
+    if rung_name in ("naive", "coalesced"):
+        return 8 * p.M * p.N * p.K + c
+    bm, bn = (params["TILE"], params["TILE"]) if rung_name == "smem_tiling" else (params["BM"], params["BN"])
+    tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
+    return 4 * p.K * (tiles_n * bm * tiles_m + tiles_m * bn * tiles_n) + c
+
+
 # --- size-dependent defaults of the tuned rung -----------------------------------------------
 
 # Tile classes of the tuned rung, measured on the H200 at every reported size

@@ -1,0 +1,171 @@
+"""Roofline: where each kernel sits against the memory and compute ceilings.
+
+The ceilings are measured, not quoted: the bandwidth roof is the fastest
+device-to-device copy stored for the device (the elementwise ladder's
+reference) and the compute roof the fastest library GEMM stored for it
+(cuBLAS SGEMM for fp32). Datasheet peaks are shown beside them. A kernel's
+arithmetic intensity comes from its family's FLOP and byte counts (the
+fewest bytes the problem must move), so the roof it is held to is a floor
+no implementation can beat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+__all__ = ["GPUS", "GpuSpec", "gpu_spec", "Ceilings", "ceilings_from_store", "Point", "points_from_rows",
+           "roofline_chart"]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Datasheet figures (dense, no sparsity), for plans on machines without the GPU."""
+
+    name: str
+    arch: str
+    sms: int
+    fp32_tflops: float
+    bandwidth_gbs: float
+    bf16_tflops: float
+
+
+GPUS: dict[str, GpuSpec] = {
+    key: g
+    for key, g in (
+        ("h200", GpuSpec("NVIDIA H200 SXM", "sm_90", 132, 66.9, 4800.0, 989.0)),
+        ("h100", GpuSpec("NVIDIA H100 SXM", "sm_90", 132, 66.9, 3350.0, 989.0)),
+        ("a100", GpuSpec("NVIDIA A100 SXM 80GB", "sm_80", 108, 19.5, 2039.0, 312.0)),
+        ("l40s", GpuSpec("NVIDIA L40S", "sm_89", 142, 91.6, 864.0, 362.0)),
+        ("rtx4090", GpuSpec("NVIDIA GeForce RTX 4090", "sm_89", 128, 82.6, 1008.0, 165.0)),
+        ("v100", GpuSpec("NVIDIA V100 SXM2", "sm_70", 80, 15.7, 900.0, 0.0)),
+    )
+}
+
+
+def gpu_spec(name: str) -> GpuSpec:
+    try:
+        return GPUS[name.lower()]
+    except KeyError:
+        raise ValueError(f"no datasheet entry for {name!r}; known: {', '.join(GPUS)}") from None
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    device: str
+    bandwidth_gbs: float  # measured (or datasheet when nothing is measured)
+    compute_gflops: float
+    datasheet_bandwidth_gbs: float | None = None
+    datasheet_compute_gflops: float | None = None
+    measured: bool = True
+    source: str = ""
+
+    @property
+    def ridge(self) -> float:
+        """Intensity (FLOP/byte) where the two roofs meet."""
+        return self.compute_gflops / self.bandwidth_gbs
+
+    def roof(self, intensity: float) -> float:
+        return min(self.compute_gflops, intensity * self.bandwidth_gbs)
+
+    def bound(self, intensity: float) -> str:
+        return "memory-bound" if intensity < self.ridge else "compute-bound"
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["ridge"] = self.ridge
+        return d
+
+
+def ceilings_from_store(store, device: str, bandwidth_ref: str = "device copy",
+                        compute_ref: str = "cuBLAS") -> Ceilings:
+    """The best verified measurements of the two references stored for `device`."""
+    def best(rung: str, column: str):
+        return store.db.execute(
+            f"SELECT MAX(r.{column}), COUNT(*), GROUP_CONCAT(DISTINCT r.run_id) FROM results r JOIN runs u "
+            "ON u.id = r.run_id WHERE u.device = ? AND r.rung = ? AND r.status = 'reference'",
+            (device, rung)).fetchone()
+
+    bw, n_bw, runs_bw = best(bandwidth_ref, "gbs")
+    fl, n_fl, runs_fl = best(compute_ref, "gflops")
+    if not bw or not fl:
+        missing = [n for n, v in ((f"'{bandwidth_ref}' (simtlab ladder elementwise)", bw),
+                                  (f"'{compute_ref}' (simtlab ladder gemm)", fl)) if not v]
+        raise LookupError(f"no stored {' and '.join(missing)} measurement for {device}: run those ladders first")
+    flat = device.upper().replace(" ", "")
+    spec = next((g for key, g in GPUS.items() if key.upper() in flat), None)
+    return Ceilings(device, bw, fl, spec.bandwidth_gbs if spec else None,
+                    spec.fp32_tflops * 1e3 if spec else None, True,
+                    f"{bandwidth_ref}: best of {n_bw} rows (runs {runs_bw}); {compute_ref}: best of {n_fl} (runs {runs_fl})")
+
+
+def datasheet_ceilings(spec: GpuSpec) -> Ceilings:
+    return Ceilings(spec.name, spec.bandwidth_gbs, spec.fp32_tflops * 1e3, spec.bandwidth_gbs,
+                    spec.fp32_tflops * 1e3, measured=False, source="datasheet")
+
+
+@dataclass(frozen=True)
+class Point:
+    family: str
+    kernel: str
+    problem: str
+    intensity: float  # FLOP per byte of the problem's minimal traffic
+    gflops: float
+    roof_gflops: float
+    bound: str
+
+    @property
+    def pct_of_roof(self) -> float:
+        return 100.0 * self.gflops / self.roof_gflops if self.roof_gflops else 0.0
+
+
+def points_from_rows(rows: Iterable[dict], ceilings: Ceilings) -> list[Point]:
+    """Roofline points for stored result rows (verified rungs and references)."""
+    from ..catalog import family
+
+    pts = []
+    for r in rows:
+        if r["status"] not in ("ok", "reference") or not r.get("gflops") or not r.get("gbs"):
+            continue
+        fam = family(r["family"])
+        problem = fam.op().parse_size(r["problem"].split()[0])
+        intensity = problem.flops / problem.bytes
+        pts.append(Point(r["family"], r["rung"], r["problem"], intensity, r["gflops"], ceilings.roof(intensity),
+                         ceilings.bound(intensity)))
+    return pts
+
+
+def roofline_chart(points: list[Point], ceilings: Ceilings, path: str | Path, title: str = "") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(12, 6))
+    lo = min([p.intensity for p in points] + [0.05]) / 2
+    hi = max([p.intensity for p in points] + [ceilings.ridge * 4]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.loglog(xs, [ceilings.roof(x) for x in xs], color="black", linewidth=2,
+              label=f"measured roof: {ceilings.bandwidth_gbs:.0f} GB/s, {ceilings.compute_gflops / 1e3:.1f} TFLOP/s")
+    if ceilings.datasheet_bandwidth_gbs and ceilings.datasheet_compute_gflops:
+        sheet = Ceilings(ceilings.device, ceilings.datasheet_bandwidth_gbs, ceilings.datasheet_compute_gflops)
+        ax.loglog(xs, [sheet.roof(x) for x in xs], color="gray", linestyle="--", linewidth=1,
+                  label=f"datasheet: {sheet.bandwidth_gbs:.0f} GB/s, {sheet.compute_gflops / 1e3:.1f} TFLOP/s")
+    cmap = plt.get_cmap("tab20")
+    kernels = list(dict.fromkeys(p.kernel for p in points))
+    for i, k in enumerate(kernels):
+        mine = [p for p in points if p.kernel == k]
+        best = max(mine, key=lambda p: p.gflops)
+        ax.scatter([p.intensity for p in mine], [p.gflops for p in mine], color=cmap(i % 20), s=30, zorder=3,
+                   label=f"{k.split('/')[-1]} (best {best.pct_of_roof:.0f}% of roof)")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of minimal DRAM traffic)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title or f"roofline, {ceilings.device}")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
