@@ -299,15 +299,37 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             limit: Optional[int] = typer.Option(None, help="at most this many rows"),
             runs: bool = typer.Option(False, "--runs", help="list runs instead of results"),
             db: Optional[Path] = typer.Option(None, help="results database"),
-            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+            export: Optional[str] = typer.Option(None, help="write the rows as csv or json (to --output or stdout)"),
+            output: Optional[Path] = typer.Option(None, "-o", "--output", help="file for --export")):
     """Query the results store."""
     from .store import Store, default_path, rows_as_json
 
     path = db or default_path()
     if not Path(path).exists():
         _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
+    if export not in (None, "csv", "json"):
+        _fail(f"--export takes csv or json, not {export!r}")
     store = Store(path)
     rows = store.runs(limit or 20) if runs else store.results(run, family, status, limit)
+    if export:
+        import csv
+        import io
+
+        if export == "json":
+            text = rows_as_json(rows)
+        else:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["id"])
+            writer.writeheader()
+            writer.writerows(rows)
+            text = buf.getvalue()
+        if output:
+            output.write_text(text)
+            err.print(f"{len(rows)} rows -> {output}")
+        else:
+            sys.stdout.write(text)
+        return
     if as_json:
         print(rows_as_json(rows))
         return
@@ -344,6 +366,41 @@ def plot(rows_json: Path = typer.Argument(..., help="rows written by `simtlab la
     fam = get_family(rows[0].family)
     ladder_chart(rows, fam.metric, output, title=title or f"{fam.name} ladder")
     console.print(f"chart: {output}")
+
+
+@app.command()
+def compare(base: str = typer.Argument(..., help="baseline: a run id in the store, or an exported .json/.csv"),
+            new: str = typer.Argument(..., help="candidate: a run id or an exported file"),
+            db: Optional[Path] = typer.Option(None, help="results database for run ids"),
+            floor: float = typer.Option(0.02, help="smallest slowdown that can count (fraction)"),
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Per kernel and size: the change from BASE to NEW against a noise-aware threshold.
+    Exits 1 when anything regressed (slower beyond the noise, or no longer verified)."""
+    from .report.compare import compare_rows, load_rows
+
+    try:
+        changes = compare_rows(load_rows(base, db), load_rows(new, db), floor=floor)
+    except (FileNotFoundError, LookupError, ValueError, KeyError) as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps([{**c.__dict__} for c in changes], indent=2))
+    else:
+        from rich.table import Table
+
+        t = Table(header_style="bold", title=f"{base} -> {new}", title_justify="left")
+        for col in ("family", "kernel", "problem", "base ms", "new ms", "change", "threshold", "verdict"):
+            t.add_column(col, justify="right" if "ms" in col or col in ("change", "threshold") else "left")
+        style = {"regression": "bold red", "faster": "green", "fixed": "green", "missing": "yellow"}
+        for c in changes:
+            t.add_row(c.family, c.kernel, c.problem, f"{c.base_ms:.4f}" if c.base_ms else "",
+                      f"{c.new_ms:.4f}" if c.new_ms else "", f"{(c.ratio - 1) * 100:+.1f}%" if c.ratio else "",
+                      f"±{c.threshold * 100:.1f}%" if c.threshold else "",
+                      f"[{style[c.verdict]}]{c.verdict}[/]" if c.verdict in style else c.verdict)
+        console.print(t)
+    regressions = [c for c in changes if c.is_regression]
+    if regressions:
+        err.print(f"{len(regressions)} regression(s)", soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover
