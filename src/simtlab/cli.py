@@ -260,6 +260,75 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     console.print(t)
 
 
+@app.command("explain")
+def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
+                rung: str = typer.Argument(..., help="rung name or stage"),
+                arch: Optional[str] = typer.Option(None, help="target for the static facts (default: this GPU's)"),
+                size: Optional[str] = typer.Option(None, help="problem for geometry and intensity"),
+                db: Optional[Path] = typer.Option(None, help="results database for measured effects"),
+                device_name: Optional[str] = typer.Option(None, "--device", help="only results of this device"),
+                as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Why a rung is as fast as it is: lesson, predicted and measured effect, limiter."""
+    from .analyze.explain import explain
+    from .compile import _normalise_arch
+    from .device import NoGpuError
+    from .store import Store, default_path
+
+    fam = _family(family)
+    try:
+        r = fam.rung(rung)
+        target = _normalise_arch(arch)
+    except (NoGpuError, ValueError, KeyError) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc) + ("" if arch else " (or pass --arch sm_90)"))
+    path = db or default_path()
+    store = Store(path) if Path(path).exists() else None
+    page = explain(fam, r, target, store, device_name, size)
+    if as_json:
+        print(json.dumps(page, indent=2, default=str))
+        return
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from rich.markup import escape
+
+    console.print(Panel(f"[bold]{escape(page['lesson'])}[/]\n\n{escape(page['header'])}", title=page["rung"],
+                        title_align="left"))
+    t = Table(title=f"static facts on {page['arch']}, {page['problem']}", title_justify="left", header_style="bold")
+    t.add_column("")
+    if page["previous"]:
+        t.add_column(page["previous"].split("/")[-1], justify="right")
+    t.add_column(page["rung"].split("/")[-1], justify="right")
+    keys = [("registers", "{}"), ("shared_bytes", "{}"), ("occupancy", "{:.0%}"), ("limiter", "{}"),
+            ("flop_per_requested_byte", "{:.2f}"), ("sass_memory", "{}"), ("barriers", "{}"),
+            ("loop_instructions", "{}"), ("loop_fma_share", "{:.0%}")]
+    for key, fmt in keys:
+        if key not in page["static"]:
+            continue
+        def cell(facts):
+            v = facts.get(key)
+            if isinstance(v, dict):
+                return " ".join(f"{k}x{n}" for k, n in sorted(v.items()))
+            return fmt.format(v) if v is not None else ""
+        cells = ([cell(page["static_previous"])] if page["previous"] else []) + [cell(page["static"])]
+        t.add_row(key.replace("_", " "), *cells)
+    console.print(t)
+    if page["measured"]:
+        m = Table(title="measured (best verified result per problem in the store)", title_justify="left",
+                  header_style="bold")
+        for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference",
+                    "speedup over previous"):
+            m.add_column(col, justify="left" if col == "problem" else "right")
+        for prob, v in page["measured"].items():
+            value = v["gflops"] / 1e3 if fam.metric == "tflops" else v["gbs"]
+            sp = page["speedup_over_previous"].get(prob)
+            m.add_row(prob, f"{v['median_ms']:.3f}", f"{value:.2f}", f"{v['pct_of_reference'] or 0:.1f}",
+                      f"{sp:.2f}x" if sp else "")
+        console.print(m)
+    else:
+        console.print("no measurements of this rung in the store yet: `simtlab ladder " + fam.name + "` on a GPU")
+    console.print(f"[bold]limiter:[/] {page['limiter']}")
+
+
 @app.command()
 def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to write"),
              run: Optional[List[int]] = typer.Option(None, help="only these run ids (default: all runs of the device)"),

@@ -1,0 +1,99 @@
+"""`simtlab explain`: why a rung runs at the speed it does.
+
+One page per rung: its lesson and the header of its kernel file (what changed
+and what it should buy), the predicted effect against the previous rung from
+static facts (registers, occupancy, bytes requested per FLOP, the SASS: access
+widths, shared loads, barriers, main-loop FMA share), the measured effect from
+the store, and the limiter that the numbers point to.
+"""
+
+from __future__ import annotations
+
+from ..catalog import Family, Rung
+from ..compile import KERNELS_DIR
+from ..launch import build
+
+
+def header_comment(rung: Rung) -> str:
+    lines = []
+    for line in (KERNELS_DIR / rung.source).read_text().splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(lines)
+
+
+def static_facts(rung: Rung, arch: str, problem) -> dict:
+    from .sass import SassUnavailable, kernel_sass
+
+    inst = build(rung, None, arch)
+    vec = True if rung.vec_variant else None
+    launch = inst.geometry(problem, None)
+    res = inst.resources(vec)
+    occ = inst.occupancy(launch, vec)
+    op = __import__(f"simtlab.ops.{rung.family}", fromlist=["requested_bytes"])
+    facts = {
+        "expression": inst.expression(vec), "threads": launch.threads, "registers": res.registers,
+        "shared_bytes": res.shared_static + launch.shared, "spill_bytes": res.spill_bytes,
+        "occupancy": occ.occupancy, "limiter": occ.limiter,
+        "flop_per_requested_byte": problem.flops / op.requested_bytes(rung.name, inst.params, problem),
+    }
+    try:
+        s = kernel_sass(inst.cubin, inst.expression(vec))
+        facts.update(sass_memory=s.memory, barriers=s.barriers, loop_instructions=s.loop_instructions,
+                     loop_fma_share=s.loop_fma_share)
+    except SassUnavailable:
+        pass
+    return facts
+
+
+def measured(store, fam: Family, rung: Rung, device: str | None) -> dict[str, dict]:
+    """Best verified result per problem for a rung (and the reference's on the same problems)."""
+    if store is None:
+        return {}
+    sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
+           "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
+    args = [fam.name, rung.id]
+    if device:
+        sql += " AND u.device = ?"
+        args.append(device)
+    out = {}
+    for problem, ms, gflops, gbs, pct in store.db.execute(sql + " GROUP BY r.problem", args).fetchall():
+        out[problem] = {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
+    return out
+
+
+def limiter(fam: Family, facts: dict, pct_of_reference: float | None) -> str:
+    """The most likely limit, read off the numbers (a lead to check with a profiler, not a proof)."""
+    if pct_of_reference is not None and pct_of_reference >= 90:
+        return ("memory bandwidth: at the device copy's rate" if fam.metric == "gbs"
+                else "compute: at the library's rate, near the FMA pipe's practical limit")
+    if fam.metric == "gbs":
+        if facts["occupancy"] < 0.5:
+            return "latency: low occupancy leaves too few bytes in flight"
+        return "latency: too few bytes in flight per thread (wider or more independent loads)"
+    if facts["flop_per_requested_byte"] < 4:
+        return "memory: every FMA waits on global loads (no on-chip reuse)"
+    if facts.get("loop_fma_share", 1.0) < 0.7:
+        return (f"instruction overhead: only {facts['loop_fma_share'] * 100:.0f}% of the main loop's instructions "
+                "are FMAs (shared loads, address math, barriers)")
+    if facts["occupancy"] <= 0.25:
+        return (f"latency: {facts['occupancy'] * 100:.0f}% occupancy ({facts['limiter']}) leaves few warps to hide "
+                "shared-memory and barrier stalls")
+    return "latency/scheduling: check stall reasons with `ncu`"
+
+
+def explain(fam: Family, rung: Rung, arch: str, store=None, device: str | None = None, size: str | None = None) -> dict:
+    problem = fam.op().parse_size(size or fam.default_sizes[-1])
+    prev = next((r for r in fam.rungs if r.stage == rung.stage - 1), None)
+    here = static_facts(rung, arch, problem)
+    before = static_facts(prev, arch, problem) if prev else None
+    got = measured(store, fam, rung, device)
+    got_prev = measured(store, fam, prev, device) if prev else {}
+    speedups = {p: got_prev[p]["median_ms"] / m["median_ms"] for p, m in got.items() if p in got_prev}
+    best_pct = max((m["pct_of_reference"] or 0 for m in got.values()), default=None) if got else None
+    return {
+        "rung": rung.id, "lesson": rung.lesson, "header": header_comment(rung), "arch": arch,
+        "problem": problem.label, "previous": prev.id if prev else None, "static": here, "static_previous": before,
+        "measured": got, "speedup_over_previous": speedups, "limiter": limiter(fam, here, best_pct),
+    }

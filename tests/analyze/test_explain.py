@@ -1,0 +1,58 @@
+import json
+
+from typer.testing import CliRunner
+
+from simtlab.analyze.explain import explain, header_comment, limiter
+from simtlab.catalog import family
+from simtlab.cli import app
+from simtlab.store import Store
+
+
+class Dev:
+    name, compute_capability, driver_version = "NVIDIA H200", (9, 0), 13000
+
+    def as_dict(self):
+        return {}
+
+
+def test_header_comment_is_the_rung_description():
+    text = header_comment(family("gemm").rung(7))
+    assert text.startswith("Rung 7 - bank-conflict-free") and "Buys:" in text
+
+
+def test_explain_compares_with_previous_rung_and_store(tmp_path):
+    s = Store(tmp_path / "r.db")
+    run = s.start_run("t", Dev())
+    for rung, ms in (("gemm/06_vectorized", 4.4), ("gemm/07_bank_conflict_free", 4.2)):
+        s.add_result(run, family="gemm", rung=rung, problem="4096x4096x4096", status="ok", median_ms=ms,
+                     gflops=137438.95 / ms, gbs=1.0, pct_of_reference=60.0)
+    fam = family("gemm")
+    page = explain(fam, fam.rung(7), "sm_90", s, "NVIDIA H200", "4096")
+    assert page["previous"] == "gemm/06_vectorized"
+    assert page["static"]["shared_bytes"] > page["static_previous"]["shared_bytes"]  # the padding
+    assert abs(page["speedup_over_previous"]["4096x4096x4096"] - 4.4 / 4.2) < 1e-9
+    assert page["static"]["spill_bytes"] == 0 and "LDS.128" in page["static"]["sass_memory"]
+    assert page["limiter"]
+    first = explain(fam, fam.rung(1), "sm_90", None, None, "4096")
+    assert first["previous"] is None and first["limiter"].startswith("memory")
+
+
+def test_limiter_rules():
+    g, e = family("gemm"), family("elementwise")
+    assert limiter(e, {"occupancy": 1.0}, 102.0).startswith("memory bandwidth")
+    assert limiter(e, {"occupancy": 0.25}, 60.0).startswith("latency: low occupancy")
+    facts = {"occupancy": 0.25, "limiter": "registers", "flop_per_requested_byte": 31.5, "loop_fma_share": 0.89}
+    assert limiter(g, facts, 93.0).startswith("compute")
+    assert limiter(g, facts, 78.0).startswith("latency: 25% occupancy")
+    assert limiter(g, {**facts, "loop_fma_share": 0.56}, 60.0).startswith("instruction overhead")
+
+
+def test_explain_cli(tmp_path):
+    res = CliRunner().invoke(app, ["explain", "gemm", "multistage", "--arch", "sm_90", "--db",
+                                   str(tmp_path / "none.db"), "--json"])
+    assert res.exit_code == 0, res.output
+    page = json.loads(res.output)
+    assert page["rung"] == "gemm/09_multistage" and page["measured"] == {}
+    table = CliRunner().invoke(app, ["explain", "gemm", "7", "--arch", "sm_90", "--db", str(tmp_path / "none.db")],
+                               env={"COLUMNS": "140"})
+    assert table.exit_code == 0 and "As[k][m]" in table.output and "no measurements" in table.output
