@@ -330,6 +330,40 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
 
 
 @app.command()
+def access(name: Optional[str] = typer.Argument(None, help="one shipped analysis (substring match); default: all"),
+           as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """The ladders' key memory accesses and branches, analysed per warp (no GPU needed):
+    global sectors per request, shared-memory bank conflicts, divergent paths."""
+    from .analyze.access import ANALYSES, run_analysis
+
+    names = [n for n in ANALYSES if name is None or name.lower() in n.lower()]
+    if not names:
+        _fail(f"no shipped analysis matches {name!r}; try `simtlab access`")
+    results = [run_analysis(n) for n in names]
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return
+    from rich.table import Table
+
+    t = Table(header_style="bold", title="per-warp access analysis", title_justify="left")
+    for col in ("access", "kind", "cost", "efficiency"):
+        t.add_column(col)
+    for r in results:
+        if r["kind"] == "global":
+            cost, eff = f"{r['sectors_per_request']} sectors / request", f"{r['efficiency']:.0%} of fetched bytes used"
+        elif r["kind"] == "shared":
+            cost = f"{r['wavefronts']} wavefronts ({r['ways']}-way)"
+            eff = f"{r['conflicts']} bank conflicts" if r["conflicts"] else "conflict-free"
+        else:
+            cost = f"{r['paths']} path(s){' (divergent)' if r['divergent'] else ''}"
+            eff = f"{r['taken']}/{r['active']} lanes do the work"
+        from rich.markup import escape
+
+        t.add_row(escape(r["analysis"]), r["kind"], cost, eff)
+    console.print(t)
+
+
+@app.command()
 def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to write"),
              run: Optional[List[int]] = typer.Option(None, help="only these run ids (default: all runs of the device)"),
              device_name: Optional[str] = typer.Option(None, "--device", help="device name as stored (default: the latest run's)"),

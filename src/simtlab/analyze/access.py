@@ -1,0 +1,213 @@
+"""Access-pattern analyzer: what one warp's memory instruction or branch costs,
+computed from its index expression, with no GPU.
+
+* Global memory: the 32-byte sectors (and 128-byte lines) a warp's request
+  touches, and the fraction of fetched bytes it uses.
+* Shared memory: 32 banks of 4 bytes. A warp's request is served in phases
+  (all 32 lanes for 4-byte accesses, half-warps for 8-byte, quarter-warps for
+  16-byte); within a phase, lanes reading distinct words of one bank serialise
+  (the same word is a broadcast). Wavefronts beyond one per phase are the bank
+  conflicts Nsight Compute counts.
+* Branches: which lanes take each side of a condition (divergence).
+
+An index expression is a Python callable `f(tx, ty, tz, bx, by, bz)` returning
+an element index, or None for a lane that does not access memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Block", "lane_ids", "addresses", "GlobalAccess", "global_access", "SharedAccess", "shared_access",
+           "Divergence", "divergence", "ANALYSES", "run_analysis"]
+
+WARP, SECTOR, LINE, BANKS, BANK_BYTES = 32, 32, 128, 32, 4
+
+
+@dataclass(frozen=True)
+class Block:
+    x: int
+    y: int = 1
+    z: int = 1
+
+    @property
+    def threads(self) -> int:
+        return self.x * self.y * self.z
+
+
+def lane_ids(block: Block, warp: int = 0) -> list[tuple[int, int, int] | None]:
+    """(tx, ty, tz) of each lane of a warp (None past the end of the block): x varies fastest."""
+    out = []
+    for lane in range(WARP):
+        t = warp * WARP + lane
+        if t >= block.threads:
+            out.append(None)
+            continue
+        out.append((t % block.x, (t // block.x) % block.y, t // (block.x * block.y)))
+    return out
+
+
+Index = Callable[[int, int, int, int, int, int], "int | None"]
+
+
+def addresses(index: Index, block: Block, warp: int = 0, block_idx: tuple[int, int, int] = (0, 0, 0),
+              elem_bytes: int = 4) -> list[int | None]:
+    out = []
+    for lane in lane_ids(block, warp):
+        if lane is None:
+            out.append(None)
+            continue
+        i = index(*lane, *block_idx)
+        out.append(None if i is None else i * elem_bytes)
+    return out
+
+
+@dataclass(frozen=True)
+class GlobalAccess:
+    sectors: int  # 32-byte sectors per request
+    lines: int  # 128-byte lines per request
+    bytes_requested: int  # distinct bytes the active lanes ask for
+    active_lanes: int
+
+    @property
+    def efficiency(self) -> float:
+        """Used bytes / fetched bytes (sectors x 32)."""
+        return self.bytes_requested / (self.sectors * SECTOR) if self.sectors else 0.0
+
+
+def global_access(addrs: list[int | None], access_bytes: int = 4) -> GlobalAccess:
+    active = [a for a in addrs if a is not None]
+    sectors, lines, used = set(), set(), set()
+    for a in active:
+        sectors.update(range(a // SECTOR, (a + access_bytes - 1) // SECTOR + 1))
+        lines.update(range(a // LINE, (a + access_bytes - 1) // LINE + 1))
+        used.update(range(a, a + access_bytes))
+    return GlobalAccess(len(sectors), len(lines), len(used), len(active))
+
+
+@dataclass(frozen=True)
+class SharedAccess:
+    wavefronts: int
+    phases: int  # phases with an active lane: the ideal number of wavefronts
+    ways: int  # worst serialisation within one phase
+
+    @property
+    def conflicts(self) -> int:
+        return self.wavefronts - self.phases
+
+
+def shared_access(addrs: list[int | None], access_bytes: int = 4) -> SharedAccess:
+    if access_bytes not in (1, 2, 4, 8, 16):
+        raise ValueError(f"shared-memory accesses are 1, 2, 4, 8 or 16 bytes, not {access_bytes}")
+    per_phase = WARP if access_bytes <= 4 else (BANKS * BANK_BYTES) // access_bytes  # 32, 16 or 8 lanes
+    wavefronts = phases = ways = 0
+    for start in range(0, WARP, per_phase):
+        words_by_bank: dict[int, set[int]] = {}
+        for a in addrs[start : start + per_phase]:
+            if a is None:
+                continue
+            for word in range(a // BANK_BYTES, (a + access_bytes - 1) // BANK_BYTES + 1):
+                words_by_bank.setdefault(word % BANKS, set()).add(word)
+        if not words_by_bank:
+            continue
+        w = max(len(s) for s in words_by_bank.values())
+        wavefronts += w
+        phases += 1
+        ways = max(ways, w)
+    return SharedAccess(wavefronts, phases, ways)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    active: int
+    taken: int
+    not_taken: int
+
+    @property
+    def paths(self) -> int:
+        return (self.taken > 0) + (self.not_taken > 0)
+
+    @property
+    def divergent(self) -> bool:
+        return self.paths == 2
+
+    @property
+    def work_fraction(self) -> float:
+        """Lanes executing the guarded work over the warp's active lanes (the rest idle through it)."""
+        return self.taken / self.active if self.active else 0.0
+
+
+def divergence(condition: Callable[[int, int, int, int, int, int], bool], block: Block, warp: int = 0,
+               block_idx: tuple[int, int, int] = (0, 0, 0)) -> Divergence:
+    lanes = [lane for lane in lane_ids(block, warp) if lane is not None]
+    taken = sum(bool(condition(*lane, *block_idx)) for lane in lanes)
+    return Divergence(len(lanes), taken, len(lanes) - taken)
+
+
+# --- the ladders' key accesses ---------------------------------------------------------------
+
+K, N = 4096, 4096  # leading dimensions for the GEMM examples
+
+
+def _gemm():
+    naive = Block(16, 16)  # rung 1: threadIdx.x walks rows of C
+    coalesced = Block(32, 8)  # rung 2: threadIdx.x walks columns
+    return {
+        "gemm/01_naive A load": ("global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: tx * K, naive))),
+        "gemm/01_naive B load": ("global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: ty, naive))),
+        "gemm/02_coalesced A load": ("global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: ty * K, coalesced))),
+        "gemm/02_coalesced B load": ("global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: tx, coalesced))),
+        # rungs 5-6: thread (trow, tcol) = (tid / 16, tid % 16) reads 8 contiguous B values at tcol*8 (LDS.128 x2)
+        "gemm/06_vectorized B fragment (LDS.128)": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (tx % 16) * 8, Block(256)), 16)),
+        "gemm/07_bank_conflict_free B fragment (LDS.128)": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (tx % 16) * 4, Block(256)), 16)),
+        # rung 6 stores A transposed: thread t writes As[(k + i) * 128 + t / 2] with k = (t % 2) * 4
+        "gemm/06_vectorized A transposed store (STS.32)": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (tx % 2) * 4 * 128 + tx // 2, Block(256)), 4)),
+        "gemm/07_bank_conflict_free A transposed store (STS.32)": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (tx % 2) * 4 * 132 + tx // 2, Block(256)), 4)),
+        # rung 8: lane's 4-column group (lane % 8) * 4 inside a 32-column warp sub-tile
+        "gemm/08_warptiling B fragment (LDS.128)": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (tx % 8) * 4, Block(256)), 16)),
+    }
+
+
+def _transpose():
+    b = Block(32, 8)
+    return {
+        "transpose naive write (out[x][y])": (
+            "global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: tx * 4096 + ty, b))),
+        "transpose tile[32][32] column read": (
+            "shared", lambda: shared_access(addresses(lambda tx, ty, *_: tx * 32 + ty, b), 4)),
+        "transpose tile[32][33] column read (padded)": (
+            "shared", lambda: shared_access(addresses(lambda tx, ty, *_: tx * 33 + ty, b), 4)),
+    }
+
+
+def _reduction():
+    b = Block(256)
+    return {
+        "reduction v0 tid % (2s) == 0, s=1": ("branch", lambda: divergence(lambda tx, *_: tx % 2 == 0, b)),
+        "reduction v0 tid % (2s) == 0, s=8": ("branch", lambda: divergence(lambda tx, *_: tx % 16 == 0, b)),
+        "reduction v1 sdata[2*s*tid], s=1": ("shared", lambda: shared_access(addresses(lambda tx, *_: 2 * tx, b), 4)),
+        "reduction v1 sdata[2*s*tid], s=8": ("shared", lambda: shared_access(addresses(lambda tx, *_: 16 * tx, b), 4)),
+        "reduction v2 tid < s, s=64, warp 1": ("branch", lambda: divergence(lambda tx, *_: tx < 64, b, warp=1)),
+        "reduction v2 sdata[tid + s], s=64": ("shared", lambda: shared_access(addresses(lambda tx, *_: tx + 64, b), 4)),
+    }
+
+
+ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction()}
+
+
+def run_analysis(name: str) -> dict:
+    kind, fn = ANALYSES[name]
+    r = fn()
+    if kind == "global":
+        return {"analysis": name, "kind": kind, "sectors_per_request": r.sectors, "lines": r.lines,
+                "efficiency": r.efficiency}
+    if kind == "shared":
+        return {"analysis": name, "kind": kind, "wavefronts": r.wavefronts, "conflicts": r.conflicts, "ways": r.ways}
+    return {"analysis": name, "kind": kind, "active": r.active, "taken": r.taken, "paths": r.paths,
+            "divergent": r.divergent, "work_fraction": r.work_fraction}
