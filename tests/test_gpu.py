@@ -155,3 +155,32 @@ def test_timing_is_positive_and_ordered():
     x = cupy.ones(1 << 24, cupy.float32)
     t = time_gpu(lambda: x.__imul__(1.0), target_ms=20)
     assert 0 < t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms and t.reps >= 5
+
+
+REDUCE_SIZES = [1, 2, 31, 1000003, (1 << 20) + 3]
+
+
+@pytest.mark.parametrize("rung", family("reduction").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("n", REDUCE_SIZES)
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_reduction_rung(rung, n, op):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import choose_params
+    from simtlab.ops import reduction
+
+    dev = device_info()
+    p = reduction.ReduceProblem(n, op)
+    ws = reduction.workspace(p, seed=n)
+    vec = ws.vec_ok() if rung.vec_variant else None
+    inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
+    run = reduction.make_runner(inst, p, ws, dev, vec, prepare)
+    ws.poison()
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    first = float(ws.out[0])
+    v = compare(ws.out, ws.expected(), reduction.tolerance(p, ws))
+    assert v.ok, (rung.name, n, op, v.reason)
+    run()  # again: the single-pass rung must have reset its ticket; every rung is deterministic
+    assert float(ws.out[0]) == first

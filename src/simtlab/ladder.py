@@ -140,7 +140,6 @@ def run_ladder(
 
     for size in sizes:
         problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
-        tol = op.tolerance(problem)
         ref_ms: float | None = None
         ref_name: str | None = None
         cached = reference_cache.get(problem.label) if reference_cache is not None else None
@@ -152,7 +151,8 @@ def run_ladder(
             row = Row(fam.name, problem.label, ref.name, None, "reference")
             try:
                 ws = op.workspace(problem, _seed(opts))
-                timing = _measure(row, problem, ws, ref.make(ws), tol if ref.verifiable else None, opts)
+                tol = op.tolerance(problem, ws) if ref.verifiable else None
+                timing = _measure(row, problem, ws, ref.make(ws), tol, opts)
                 if timing and row.status == "reference" and ref_ms is None:
                     ref_ms, ref_name = timing.median_ms, ref.name
                 if row.status == "reference" and ref_ms:
@@ -186,13 +186,16 @@ def run_ladder(
                 row.registers, row.spill_bytes = res.registers, res.spill_bytes
                 row.shared_bytes = res.shared_static + launch.shared
                 row.occupancy, row.limiter = occ.occupancy, occ.limiter
-                func = prepare(inst, launch, vec, device)
-                args = ws.args()
+                if hasattr(op, "make_runner"):  # several launches per run (e.g. multi-pass reductions)
+                    run = op.make_runner(inst, problem, ws, device, vec, prepare)
+                else:
+                    func = prepare(inst, launch, vec, device)
+                    args = ws.args()
 
-                def run(func=func, launch=launch, args=args):
-                    func(launch.grid, launch.block, args, shared_mem=launch.shared)
+                    def run(func=func, launch=launch, args=args):
+                        func(launch.grid, launch.block, args, shared_mem=launch.shared)
 
-                timing = _measure(row, problem, ws, run, tol, opts)
+                timing = _measure(row, problem, ws, run, op.tolerance(problem, ws), opts)
                 if timing and ref_ms:
                     row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
             except CompileError as exc:

@@ -39,7 +39,7 @@ def parse_size(text: str, **_) -> VecProblem:
     return VecProblem(parse_int(text, "vector length"))
 
 
-def tolerance(p: VecProblem) -> float:
+def tolerance(p: VecProblem, ws=None) -> float:
     return elementwise_tolerance(p.dtype)
 
 

@@ -57,7 +57,7 @@ def parse_size(text: str, alpha: float = 1.0, beta: float = 0.0) -> GemmProblem:
     return GemmProblem(m, n, k, alpha, beta)
 
 
-def tolerance(p: GemmProblem) -> float:
+def tolerance(p: GemmProblem, ws=None) -> float:
     return dot_tolerance(p.dtype, p.K)
 
 

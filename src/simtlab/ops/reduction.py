@@ -1,0 +1,215 @@
+"""fp32 reduction (sum or max) of n elements to one, with a float64 reference.
+
+Rungs 1-8 produce one partial per block and are launched again on the partials
+until a single value is left (the runner below); rung 9 finishes in one launch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch, LaunchError
+from ..verify import UNIT_ROUNDOFF
+from .base import Reference, parse_int
+
+DTYPE = "float32"
+OPS = {"sum": 0, "max": 1}
+
+
+@dataclass(frozen=True)
+class ReduceProblem:
+    n: int
+    op: str = "sum"
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"reduction length must be >= 1, got {self.n}")
+        if self.op not in OPS:
+            raise ValueError(f"reduction op must be one of {', '.join(OPS)}, got {self.op!r}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.n}" + ("" if self.op == "sum" else f":{self.op}")
+
+    @property
+    def flops(self) -> int:
+        return self.n
+
+    @property
+    def bytes(self) -> int:
+        return 4 * self.n + 4
+
+
+def parse_size(text: str, **_) -> ReduceProblem:
+    """'n' (a sum) or 'n:max'."""
+    size, _, op = str(text).partition(":")
+    return ReduceProblem(parse_int(size, "reduction length"), op or "sum")
+
+
+def tolerance(p: ReduceProblem, ws=None) -> float:
+    """max is exact. A float32 sum's rounding errors behave like a random walk over the longest
+    chain of dependent additions - a thread's sequential run (at most n/65536 elements with a
+    grid of 65536 threads) plus the log2(n)-deep tree - scaled by sqrt(sum x^2) / |sum x|, the
+    sum's conditioning; 8x margin. Without data (static use), a well-conditioned sum is assumed."""
+    if p.op == "max":
+        return 0.0
+    chain = max(1.0, p.n / 65536) + math.log2(p.n) + 1
+    cond = 1.0
+    if ws is not None:
+        x = ws.x.astype(np.float64)
+        total = abs(float(x.sum()))
+        cond = float(np.sqrt(float((x * x).sum()))) / total if total > 0 else float("inf")
+    return 8 * UNIT_ROUNDOFF[p.dtype] * math.sqrt(chain) * cond
+
+
+def operator_params(p: ReduceProblem, device=None, vec=None) -> dict:
+    """The problem picks the operator template argument."""
+    return {"OP": OPS[p.op]}
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _resident_blocks(block: int, device) -> int | None:
+    return device.sms * (device.max_threads_per_sm // block) if device is not None else None
+
+
+def _grid(kind: str, block: int, n: int, device) -> int:
+    if kind == "one":  # one element per thread
+        return _ceil(n, block)
+    if kind == "two":  # two elements per thread
+        return _ceil(n, 2 * block)
+    per_thread = 4 if kind == "vec" else 1  # grid-stride: fill the GPU once
+    needed = _ceil(_ceil(n, per_thread), block)
+    cap = _resident_blocks(block, device)
+    return max(1, min(needed, cap) if cap else needed)
+
+
+_KIND = {"interleaved_divergent": "one", "interleaved_strided": "one", "sequential": "one",
+         "first_add_during_load": "two", "unrolled_last_warp": "two", "completely_unrolled": "two",
+         "multiple_per_thread": "stride", "warp_shuffle": "stride", "vectorized_single_pass": "vec"}
+
+
+def _geometry(name: str):
+    def geometry(params, p: ReduceProblem, device=None) -> Launch:
+        return Launch((_grid(_KIND[name], params["BLOCK"], p.n, device), 1, 1), (params["BLOCK"], 1, 1))
+
+    geometry.__name__ = f"geometry_{name}"
+    return geometry
+
+
+for _name in _KIND:
+    globals()[f"geometry_{_name}"] = _geometry(_name)
+
+
+def requested_bytes(rung_name: str, params, p: ReduceProblem) -> int:
+    return p.bytes
+
+
+class Workspace:
+    def __init__(self, p: ReduceProblem, seed: int):
+        import cupy
+
+        self.p = p
+        self.x = cupy.random.default_rng(seed).random(p.n, dtype=cupy.float32) * 2 - 1
+        partial = max(_ceil(p.n, 64), 1)  # room for the partials of any rung (blocks of >= 64 threads)
+        self.partials = [cupy.empty(partial, dtype=cupy.float32) for _ in range(2)]
+        self.ticket = cupy.zeros(1, dtype=cupy.uint32)
+        self.out = cupy.empty(1, dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.out.fill(np.nan)
+        for buf in self.partials:
+            buf.fill(np.nan)
+
+    def vec_ok(self) -> bool:
+        return self.x.data.ptr % 16 == 0
+
+    def expected(self):
+        import cupy
+
+        x = self.x.astype(cupy.float64)
+        return (x.sum() if self.p.op == "sum" else x.max()).reshape(1)
+
+    def output(self):
+        return self.out
+
+
+def workspace(p: ReduceProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def plan_passes(rung_name: str, block: int, n: int, device=None) -> list[tuple[int, int]]:
+    """(blocks, elements in) of each launch of a multi-pass rung, until one block is left."""
+    kind = _KIND[rung_name]
+    if kind == "vec":
+        return [(_grid(kind, block, n, device), n)]
+    passes, count = [], n
+    while True:
+        grid = _grid(kind, block, count, device)
+        passes.append((grid, count))
+        if grid == 1:
+            return passes
+        count = grid
+
+
+def make_runner(inst, problem: ReduceProblem, ws: Workspace, device, vec, prepare):
+    """Launch the rung until one value is left (rung 9: once)."""
+    name = inst.rung.name
+    block = inst.params["BLOCK"]
+    if _KIND[name] == "vec":
+        launch = inst.geometry(problem, device)
+        if launch.blocks > ws.partials[0].size:
+            raise LaunchError(f"{launch.blocks} partials do not fit the workspace")
+        func = prepare(inst, launch, vec, device)
+        args = (ws.x, ws.partials[0], ws.ticket, ws.out, np.int64(problem.n))
+
+        def run_once():
+            func(launch.grid, launch.block, args)
+
+        return run_once
+    first = inst.geometry(problem, device)
+    func = prepare(inst, first, vec, device)
+    passes, src = [], ws.x
+    for k, (grid, count) in enumerate(plan_passes(name, block, problem.n, device)):
+        dst = ws.out if grid == 1 else ws.partials[k % 2]
+        passes.append(((grid, 1, 1), (src, dst, np.int64(count))))
+        src = dst
+
+    def run():
+        for grid, args in passes:
+            func(grid, (block, 1, 1), args)
+
+    return run
+
+
+def _cupy(ws: Workspace):
+    import cupy
+
+    reduce = cupy.sum if ws.p.op == "sum" else cupy.max
+
+    def run():
+        reduce(ws.x, out=ws.out.reshape(()))
+
+    return run
+
+
+def _device_copy(ws: Workspace):
+    import cupy
+
+    nbytes = 2 * ws.p.n  # moves 4n bytes: as many as the reduction reads
+    src, dst = cupy.ones(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)
+
+    def run():
+        dst.data.copy_from_device_async(src.data, nbytes)
+
+    return run
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy (CUB)", _cupy)]
