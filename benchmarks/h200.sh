@@ -2,7 +2,7 @@
 # One device call: install from the working tree (offline: the wheels the image
 # lacks travel in .whl), run the test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
-# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | check (tests + occupancy cross-check).
+# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy cross-check).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -30,6 +30,10 @@ if [[ $phase == check ]]; then
 fi
 echo "== simtlab ladder elementwise"
 simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
+if [[ $phase == all || $phase == memory ]]; then
+  echo "== simtlab ladder reduction"; simtlab ladder reduction -s 268435456 -s 268435456:max -s 1000003
+  echo "== simtlab ladder transpose"; simtlab ladder transpose -s 8192 -s 8191x8193 -s 4096x16384
+fi
 if [[ $phase == smoke || $phase == tune ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048
 fi

@@ -184,3 +184,29 @@ def test_reduction_rung(rung, n, op):
     assert v.ok, (rung.name, n, op, v.reason)
     run()  # again: the single-pass rung must have reset its ticket; every rung is deterministic
     assert float(ws.out[0]) == first
+
+
+@pytest.mark.parametrize("rung", family("transpose").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 1000), (1000, 1), (1000, 1013), (33, 65), (64, 128), (1024, 2048)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_transpose_rung(rung, shape):
+    from simtlab.ops import transpose
+
+    p = transpose.TransposeProblem(*shape)
+    ws = _run_rung(family("transpose"), rung, p, seed=shape[0] * 7 + shape[1])
+    v = compare(ws.out, ws.expected(), 0.0)
+    assert v.ok, (rung.name, shape, v.reason)
+
+
+def test_transpose_references():
+    import cupy
+
+    from simtlab.ops import transpose
+
+    p = transpose.TransposeProblem(333, 517)
+    ws = transpose.workspace(p, 1)
+    ws.poison()
+    transpose._cupy_transpose(ws)()
+    transpose._tile_copy(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ws.out, ws.expected(), 0.0).ok

@@ -212,7 +212,32 @@ REDUCTION = Family(
     metric="gbs",
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION)}
+_TILE = ("TILE", "ROWS")
+TRANSPOSE = Family(
+    name="transpose",
+    title="fp32 matrix transpose, any rows x cols",
+    op_module="simtlab.ops.transpose",
+    reference="device-to-device copy of the same bytes",
+    default_sizes=("8192",),
+    rungs=(
+        Rung("transpose", 1, "naive", "transpose/01_naive.cu", "transpose_naive", _TILE,
+             _frozen({"TILE": 32, "ROWS": 8}), "coalesced reads, writes 32 rows apart: one sector per element written",
+             "geometry_tiles"),
+        Rung("transpose", 2, "shared_tile", "transpose/02_shared_tile.cu", "transpose_shared_tile", _TILE,
+             _frozen({"TILE": 32, "ROWS": 8}),
+             "transpose inside a shared 32x32 tile: both sides coalesced, column reads 32-way bank-conflicted",
+             "geometry_tiles", sass_expect=("LDS", "STS", "BAR")),
+        Rung("transpose", 3, "padded_tile", "transpose/03_padded_tile.cu", "transpose_padded_tile", _TILE,
+             _frozen({"TILE": 32, "ROWS": 8}), "tile[32][33]: one float of padding puts a column in 32 banks",
+             "geometry_tiles", sass_expect=("LDS", "STS", "BAR")),
+        Rung("transpose", 4, "vectorized", "transpose/04_vectorized.cu", "transpose_vectorized", ("TILE",),
+             _frozen({"TILE": 32}), "LDG.128 / STG.128: four elements per access, a quarter of the instructions",
+             "geometry_vectorized", vec_variant=True, sass_expect=("LDG.128", "STG.128")),
+    ),
+    metric="gbs",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE)}
 
 
 def families() -> list[Family]:

@@ -1,0 +1,137 @@
+"""fp32 matrix transpose, out (cols x rows) = in (rows x cols)^T, any shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch, grid2
+from .base import Reference, parse_int
+
+DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class TransposeProblem:
+    rows: int
+    cols: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.rows) < 1 or int(self.cols) < 1:
+            raise ValueError(f"transpose shape must be at least 1x1, got {self.rows}x{self.cols}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.rows}x{self.cols}"
+
+    @property
+    def flops(self) -> int:
+        return 0
+
+    @property
+    def bytes(self) -> int:
+        return 8 * self.rows * self.cols  # every element read once and written once
+
+
+def parse_size(text: str, **_) -> TransposeProblem:
+    """'8192' (square) or 'ROWSxCOLS'."""
+    parts = str(text).lower().split("x")
+    if len(parts) == 1:
+        n = parse_int(parts[0], "transpose size")
+        return TransposeProblem(n, n)
+    if len(parts) != 2:
+        raise ValueError(f"transpose size {text!r}: use N or ROWSxCOLS")
+    return TransposeProblem(*(parse_int(q, f"transpose size {text!r}") for q in parts))
+
+
+def tolerance(p: TransposeProblem, ws=None) -> float:
+    return 0.0  # data movement only: exact
+
+
+def geometry_tiles(params, p: TransposeProblem, device=None) -> Launch:
+    return Launch(grid2(p.cols, p.rows, params["TILE"], params["TILE"]), (params["TILE"], params["ROWS"], 1))
+
+
+def geometry_vectorized(params, p: TransposeProblem, device=None) -> Launch:
+    t = params["TILE"]
+    return Launch(grid2(p.cols, p.rows, t, t), (t * t // 4, 1, 1))
+
+
+def requested_bytes(rung_name: str, params, p: TransposeProblem) -> int:
+    return p.bytes
+
+
+class Workspace:
+    def __init__(self, p: TransposeProblem, seed: int):
+        import cupy
+
+        self.p = p
+        self.x = cupy.random.default_rng(seed).random((p.rows, p.cols), dtype=cupy.float32) * 2 - 1
+        self.out = cupy.empty((p.cols, p.rows), dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.out.fill(np.nan)
+
+    def args(self) -> tuple:
+        return (self.x, self.out, np.int32(self.p.rows), np.int32(self.p.cols))
+
+    def vec_ok(self) -> bool:
+        aligned = self.x.data.ptr % 16 == 0 and self.out.data.ptr % 16 == 0
+        return aligned and self.p.rows % 4 == 0 and self.p.cols % 4 == 0
+
+    def expected(self):
+        return self.x.T
+
+    def output(self):
+        return self.out
+
+
+def workspace(p: TransposeProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _device_copy(ws: Workspace):
+    import cupy
+
+    nbytes = 4 * ws.p.rows * ws.p.cols
+    src, dst = cupy.ones(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)
+
+    def run():
+        dst.data.copy_from_device_async(src.data, nbytes)
+
+    return run
+
+
+def _tile_copy(ws: Workspace):
+    """Our 32x32-tile copy (kernels/transpose/tile_copy.cu): the transposes' access shape without the transpose."""
+    import cupy
+
+    from ..compile import compile_file
+    from ..device import current_arch
+
+    expr = "tile_copy<32, 8>"
+    cubin = compile_file("transpose/tile_copy.cu", [expr], arch=current_arch())
+    func = cupy.RawModule(path=str(cubin.path)).get_function(cubin.mangled(expr))
+    dst = cupy.empty_like(ws.x)
+    launch = geometry_tiles({"TILE": 32, "ROWS": 8}, ws.p)
+    args = (ws.x, dst, np.int32(ws.p.rows), np.int32(ws.p.cols))
+
+    def run():
+        func(launch.grid, launch.block, args)
+
+    return run
+
+
+def _cupy_transpose(ws: Workspace):
+    def run():
+        ws.out[...] = ws.x.T  # CuPy's strided copy: .T made contiguous, into the preallocated output
+
+    return run
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", _device_copy, verifiable=False),
+            Reference("tile copy (same access shape)", _tile_copy, verifiable=False),
+            Reference("CuPy .T contiguous", _cupy_transpose)]
