@@ -472,6 +472,34 @@ def plot(rows_json: Path = typer.Argument(..., help="rows written by `simtlab la
 
 
 @app.command()
+def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to write"),
+           run: Optional[List[int]] = typer.Option(None, help="ladder run ids to show (default: the latest per family)"),
+           db: Optional[Path] = typer.Option(None, help="results database")):
+    """One self-contained HTML file: device, ceilings, ladder tables and charts, roofline, explanations."""
+    from .report.html import write_report
+    from .store import Store, default_path
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
+    store = Store(path)
+    runs = None
+    if run:
+        runs = {}
+        for rid in run:
+            fams = {r["family"] for r in store.results(run_id=rid)}
+            if not fams:
+                _fail(f"run {rid} has no results in {path}")
+            for fam in fams:
+                runs[fam] = rid
+    try:
+        write_report(store, output, runs)
+    except LookupError as exc:
+        _fail(str(exc))
+    console.print(f"report: {output} ({output.stat().st_size // 1024} KiB)")
+
+
+@app.command()
 def compare(base: str = typer.Argument(..., help="baseline: a run id in the store, or an exported .json/.csv"),
             new: str = typer.Argument(..., help="candidate: a run id or an exported file"),
             db: Optional[Path] = typer.Option(None, help="results database for run ids"),

@@ -136,7 +136,7 @@ def points_from_rows(rows: Iterable[dict], ceilings: Ceilings) -> list[Point]:
     return pts
 
 
-def roofline_chart(points: list[Point], ceilings: Ceilings, path: str | Path, title: str = "") -> Path:
+def roofline_chart(points: list[Point], ceilings: Ceilings, path, title: str = ""):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,7 +165,6 @@ def roofline_chart(points: list[Point], ceilings: Ceilings, path: str | Path, ti
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
+    fig.savefig(path, dpi=110, format="png")  # a path or a binary file object
     plt.close(fig)
-    return out
+    return Path(path) if isinstance(path, (str, Path)) else path

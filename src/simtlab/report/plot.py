@@ -18,7 +18,7 @@ def _value(r, metric: str) -> float:
     return r.gflops / 1e3 if metric == "tflops" else r.gbs
 
 
-def ladder_chart(rows: Sequence, metric: str, path: str | Path, title: str = "") -> Path:
+def ladder_chart(rows: Sequence, metric: str, path, title: str = ""):
     values: dict[str, dict[str, float]] = defaultdict(dict)  # kernel -> problem -> value
     for r in rows:
         values[r.name][r.problem] = _value(r, metric)
@@ -45,7 +45,6 @@ def ladder_chart(rows: Sequence, metric: str, path: str | Path, title: str = "")
     ax.legend(title="problem", fontsize=8, ncol=2 if len(problems) > 4 else 1)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
+    fig.savefig(path, dpi=110, format="png")  # a path or a binary file object
     plt.close(fig)
-    return out
+    return Path(path) if isinstance(path, (str, Path)) else path
