@@ -48,6 +48,9 @@ if [[ $phase == full || $phase == all ]]; then
   echo "== simtlab ladder gemm (issue sizes)"
   simtlab ladder gemm "${SIZES[@]}" --plot "$OUT/gemm_ladder.png" --json-out "$OUT/gemm_ladder.json"
 fi
+if [[ $phase == full || $phase == all ]]; then
+  echo "== simtlab report"; simtlab report -o "$OUT/report.html"
+fi
 if [[ ($phase == full || $phase == all) && -z ${NO_NCU:-} ]]; then
   echo "== ncu: shared-memory bank conflicts and shared instructions, gemm rungs 5-10 at 2048^3"
   ncu --clock-control none --metrics \
