@@ -2,7 +2,8 @@
 # One device call: install from the working tree (offline: the wheels the image
 # lacks travel in .whl), run the test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
-# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy cross-check).
+# results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
+# cross-check) | sanitize (compute-sanitizer over every rung; long).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -22,6 +23,10 @@ if [[ $phase == smoke || $phase == all || $phase == check ]]; then
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
 echo "== simtlab device"; simtlab device
+if [[ $phase == sanitize ]]; then
+  for fam in elementwise gemm reduction transpose; do echo "== simtlab sanitize $fam"; simtlab sanitize "$fam"; done
+  echo "== done $(date -u +%H:%M:%S)"; exit 0
+fi
 if [[ $phase == check ]]; then
   echo "== occupancy model vs driver"; python3 benchmarks/occupancy_check.py
   echo "== rung 10 with an empty store (size-class defaults)"
@@ -55,6 +60,6 @@ if [[ ($phase == full || $phase == all) && -z ${NO_NCU:-} ]]; then
   echo "== ncu: shared-memory bank conflicts and shared instructions, gemm rungs 5-10 at 2048^3"
   ncu --clock-control none --metrics \
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum \
-    -k regex:gemm_ python3 benchmarks/launch_once.py gemm 5 6 7 8 9 10 --size 2048 2>&1 | grep -E "gemm_|conflicts|inst_executed|==PROF==|Error" 
+    -k regex:gemm_ python3 -m simtlab.tools.launch_once gemm 5 6 7 8 9 10 --size 2048 2>&1 | grep -E "gemm_|conflicts|inst_executed|==PROF==|Error" 
 fi
 echo "== done $(date -u +%H:%M:%S)"

@@ -77,6 +77,7 @@ class Family:
     default_sizes: tuple[str, ...]
     rungs: tuple[Rung, ...]
     metric: str = "tflops"  # headline figure: "tflops" (compute-bound) or "gbs" (memory-bound)
+    check_size: str = "1000003"  # a small odd problem for sanitizers and quick checks
 
     def op(self) -> ModuleType:
         return importlib.import_module(self.op_module)
@@ -151,6 +152,7 @@ GEMM = Family(
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
              from_store=True, size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
     ),
+    check_size="127x129x65",
 )
 
 ELEMENTWISE = Family(
@@ -235,6 +237,7 @@ TRANSPOSE = Family(
              "geometry_vectorized", vec_variant=True, sass_expect=("LDG.128", "STG.128")),
     ),
     metric="gbs",
+    check_size="333x517",
 )
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE)}

@@ -472,6 +472,92 @@ def plot(rows_json: Path = typer.Argument(..., help="rows written by `simtlab la
 
 
 @app.command()
+def sanitize(family: str = typer.Argument(..., help="kernel family"),
+             rung: Optional[List[str]] = typer.Option(None, help="only these rungs (default: all)"),
+             tool: Optional[List[str]] = typer.Option(None, help="memcheck, racecheck, synccheck, initcheck (repeatable; default: all four)"),
+             size: Optional[str] = typer.Option(None, help="problem (default: the family's small odd check size)"),
+             timeout: float = typer.Option(300.0, help="seconds per rung and tool"),
+             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Run compute-sanitizer over the rungs on a small odd problem; exit 1 on any error."""
+    from .device import NoGpuError, require_gpu
+    from .tools.nvtools import SANITIZER_TOOLS, ToolUnavailable, find_tool, sanitize_rung
+
+    fam = _family(family)
+    try:
+        rungs = [fam.rung(r) for r in rung] if rung else list(fam.rungs)
+        tools = list(tool) if tool else list(SANITIZER_TOOLS)
+        bad = [t for t in tools if t not in SANITIZER_TOOLS]
+        if bad:
+            raise ValueError(f"unknown sanitizer tool(s) {', '.join(bad)}; choose from {', '.join(SANITIZER_TOOLS)}")
+        require_gpu()
+        find_tool("compute-sanitizer")
+    except (KeyError, ValueError, NoGpuError, ToolUnavailable) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    problem = size or fam.check_size
+    results = [sanitize_rung(fam.name, r.name, t, problem, timeout) for r in rungs for t in tools]
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+    else:
+        from rich.markup import escape
+        from rich.table import Table
+
+        t = Table(header_style="bold", title=f"compute-sanitizer, {fam.name} {problem}", title_justify="left")
+        for col in ("rung", "tool", "errors", "summary", "first error"):
+            t.add_column(col)
+        for r in results:
+            errs = "?" if r.errors is None else str(r.errors)
+            t.add_row(r.rung, r.tool, f"[green]{errs}[/]" if r.clean else f"[red]{errs}[/]", escape(r.summary),
+                      escape(r.first_error[:100]))
+        console.print(t)
+    if not all(r.clean for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def profile(family: str = typer.Argument(..., help="kernel family"),
+            rung: str = typer.Argument(..., help="rung name or stage"),
+            size: Optional[str] = typer.Option(None, help="problem (default: the family's largest default)"),
+            metrics: Optional[str] = typer.Option(None, help="comma-separated ncu metrics (default: a key set)"),
+            db: Optional[Path] = typer.Option(None, help="results database to store the metrics in"),
+            as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Nsight Compute on one rung (clocks left alone); stores its key metrics."""
+    from .device import NoGpuError, current_sm_clock_mhz, device_info
+    from .store import Store
+    from .tools.nvtools import DEFAULT_METRICS, ToolUnavailable, find_tool, profile_rung
+
+    fam = _family(family)
+    try:
+        r = fam.rung(rung)
+        dev = device_info()
+        find_tool("ncu")
+    except (KeyError, NoGpuError, ToolUnavailable) as exc:
+        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    problem = size or fam.default_sizes[-1]
+    chosen = tuple(m.strip() for m in metrics.split(",")) if metrics else DEFAULT_METRICS
+    try:
+        parsed = profile_rung(fam.name, r.name, r.kernel, problem, chosen)
+    except RuntimeError as exc:
+        _fail(str(exc), 1)
+    store = Store(db)
+    run_id = store.start_run(" ".join(["simtlab"] + sys.argv[1:]), dev, current_sm_clock_mhz())
+    label = fam.op().parse_size(problem).label
+    store.add_result(run_id, family=fam.name, rung=r.id, stage=None, problem=label, status="profile",
+                     extra={"ncu": parsed})
+    if as_json:
+        print(json.dumps(parsed, indent=2))
+        return
+    from rich.table import Table
+
+    for launch, values in parsed.items():
+        t = Table(title=f"{r.id} {label}: {launch[:90]}", title_justify="left", header_style="bold")
+        t.add_column("metric")
+        t.add_column("value", justify="right")
+        for k, v in values.items():
+            t.add_row(k, f"{v:,.2f}" if isinstance(v, float) else str(v))
+        console.print(t)
+
+
+@app.command()
 def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to write"),
            run: Optional[List[int]] = typer.Option(None, help="ladder run ids to show (default: the latest per family)"),
            db: Optional[Path] = typer.Option(None, help="results database")):

@@ -1,9 +1,7 @@
-"""Launch chosen rungs once each (after one warm-up) so a profiler can read
-their counters, e.g. shared-memory bank conflicts of gemm rungs 6 and 7:
+"""Launch chosen rungs of a family once each on fresh inputs, for a profiler or a
+sanitizer to watch (`simtlab profile` and `simtlab sanitize` run this under them):
 
-    ncu --clock-control none --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,\\
-        l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum -k regex:gemm_ \\
-        python benchmarks/launch_once.py gemm 6 7 --size 2048
+    python -m simtlab.tools.launch_once gemm 6 7 --size 2048
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import cupy
 
 from simtlab.catalog import family
 from simtlab.device import device_info
-from simtlab.launch import build, prepare
+from simtlab.launch import build, choose_params, prepare
 
 
 def main() -> None:
@@ -29,14 +27,17 @@ def main() -> None:
     dev = device_info()
     for key in args.rungs:
         rung = fam.rung(key)
-        inst = build(rung, None, dev.arch)
         ws = op.workspace(problem, 1)
         vec = ws.vec_ok() if rung.vec_variant else None
+        inst = build(rung, choose_params(rung, problem, dev, vec), dev.arch)
         launch = inst.geometry(problem, dev)
-        func = prepare(inst, launch, vec, dev)
-        func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+        if hasattr(op, "make_runner"):
+            op.make_runner(inst, problem, ws, dev, vec, prepare)()
+        else:
+            func = prepare(inst, launch, vec, dev)
+            func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
         cupy.cuda.get_current_stream().synchronize()
-        print(f"{rung.id}: {inst.expression(vec)} grid={launch.grid} block={launch.block}")
+        print(f"{rung.id}: {inst.expression(vec)} grid={launch.grid} block={launch.block}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Wrappers around NVIDIA's command-line tools (Nsight Compute, compute-sanitizer)."""
