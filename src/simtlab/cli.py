@@ -24,6 +24,22 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _message(exc: Exception) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def _target(fam, arch: Optional[str], rung_keys) -> tuple:
+    """The architecture to build for (this GPU's unless given) and the chosen rungs (None: all)."""
+    from .compile import normalise_arch
+    from .device import NoGpuError
+
+    try:
+        rungs = [fam.rung(r) for r in rung_keys] if rung_keys else None
+        return normalise_arch(arch), rungs
+    except (NoGpuError, ValueError, KeyError) as exc:
+        _fail(_message(exc) + ("" if arch else " (or pass --arch sm_90)"))
+
+
 def _family(name: str):
     try:
         return get_family(name)
@@ -101,15 +117,9 @@ def compile_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Compile every rung through NVRTC and report registers, shared memory, spills, occupancy (no GPU needed)."""
     from .analyze.static import static_report
-    from .compile import _normalise_arch
-    from .device import NoGpuError
 
     fam = _family(family)
-    try:
-        target = _normalise_arch(arch)
-        rungs = [fam.rung(r) for r in rung] if rung else None
-    except (NoGpuError, ValueError, KeyError) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc) + ("" if arch else " (or pass --arch sm_90)"))
+    target, rungs = _target(fam, arch, rung)
     entries = static_report(fam, target, rungs, size)
     if as_json:
         print(json.dumps(entries, indent=2, default=str))
@@ -130,16 +140,13 @@ def sass(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     and whether each rung's lesson shows up in the machine code."""
     from .analyze.sass import SassUnavailable
     from .analyze.static import sass_report
-    from .compile import _normalise_arch
-    from .device import NoGpuError
 
     fam = _family(family)
+    target, rungs = _target(fam, arch, rung)
     try:
-        target = _normalise_arch(arch)
-        rungs = [fam.rung(r) for r in rung] if rung else None
         entries = sass_report(fam, target, rungs)
-    except (NoGpuError, ValueError, KeyError, SassUnavailable) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+    except SassUnavailable as exc:
+        _fail(str(exc))
     if as_json:
         print(json.dumps(entries, indent=2))
     else:
@@ -183,7 +190,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
             op.parse_size(s, alpha=alpha, beta=beta)
         rungs = [fam.rung(r) for r in rung] if rung else None
     except (ValueError, KeyError) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        _fail(_message(exc))
     store = Store(db)
     run_id = store.start_run(" ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]]), dev, current_sm_clock_mhz())
     console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
@@ -224,13 +231,13 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     """What each rung would look like on a GPU, with no GPU: resources, occupancy, bytes per FLOP, the roof."""
     from .analyze.plan import plan
     from .analyze.roofline import datasheet_ceilings, gpu_spec
-    from .compile import _normalise_arch
+    from .compile import normalise_arch
     from .device import NoGpuError
 
     fam = _family(family)
     try:
         spec = gpu_spec(gpu) if gpu else None
-        target = _normalise_arch(arch or (spec.arch if spec else None))
+        target = normalise_arch(arch or (spec.arch if spec else None))
         ceilings = datasheet_ceilings(spec) if spec else None
         result = plan(fam, target, ceilings, size)
     except (NoGpuError, ValueError) as exc:
@@ -270,16 +277,10 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Why a rung is as fast as it is: lesson, predicted and measured effect, limiter."""
     from .analyze.explain import explain
-    from .compile import _normalise_arch
-    from .device import NoGpuError
     from .store import Store, default_path
 
     fam = _family(family)
-    try:
-        r = fam.rung(rung)
-        target = _normalise_arch(arch)
-    except (NoGpuError, ValueError, KeyError) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc) + ("" if arch else " (or pass --arch sm_90)"))
+    target, (r,) = _target(fam, arch, [rung])
     path = db or default_path()
     store = Store(path) if Path(path).exists() else None
     page = explain(fam, r, target, store, device_name, size)
@@ -492,7 +493,7 @@ def sanitize(family: str = typer.Argument(..., help="kernel family"),
         require_gpu()
         find_tool("compute-sanitizer")
     except (KeyError, ValueError, NoGpuError, ToolUnavailable) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        _fail(_message(exc))
     problem = size or fam.check_size
     results = [sanitize_rung(fam.name, r.name, t, problem, timeout) for r in rungs for t in tools]
     if as_json:
@@ -531,7 +532,7 @@ def profile(family: str = typer.Argument(..., help="kernel family"),
         dev = device_info()
         find_tool("ncu")
     except (KeyError, NoGpuError, ToolUnavailable) as exc:
-        _fail(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        _fail(_message(exc))
     problem = size or fam.default_sizes[-1]
     chosen = tuple(m.strip() for m in metrics.split(",")) if metrics else DEFAULT_METRICS
     try:

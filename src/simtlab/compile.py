@@ -91,7 +91,7 @@ def nvrtc_version() -> tuple[int, int]:
     return major, minor
 
 
-def _normalise_arch(arch: str | None) -> str:
+def normalise_arch(arch: str | None) -> str:
     if arch is None:
         from .device import current_arch
 
@@ -165,7 +165,7 @@ def compile_source(
     are extra `cuda.core.ProgramOptions` fields (``{"use_fast_math": True}``).
     Raises `CompileError` with the NVRTC log on failure.
     """
-    arch = _normalise_arch(arch)
+    arch = normalise_arch(arch)
     exprs = tuple(dict.fromkeys(name_expressions))
     options = dict(options or {})
     dirs = tuple(Path(d) for d in include_dirs) + INCLUDE_DIRS

@@ -99,9 +99,9 @@ def _family_op(rung: Rung):
 
 def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None = None) -> RungInstance:
     """Compile `rung` (cached on disk). `params` override the rung's defaults for `arch`."""
-    from .compile import _normalise_arch
+    from .compile import normalise_arch
 
-    arch = _normalise_arch(arch)
+    arch = normalise_arch(arch)
     p = rung.params(arch, params)
     cubin = compile_file(rung.source, rung.name_expressions(p), arch=arch)
     return RungInstance(rung, p, cubin)
