@@ -210,3 +210,20 @@ def test_transpose_references():
     transpose._tile_copy(ws)()
     cupy.cuda.get_current_stream().synchronize()
     assert compare(ws.out, ws.expected(), 0.0).ok
+
+
+def test_tune_cli_small(tmp_path):
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+    from simtlab.store import Store
+
+    db = tmp_path / "t.db"
+    args = ["tune", "gemm", "--size", "256", "--budget", "3", "--strategy", "random", "--target-ms", "5",
+            "--db", str(db), "--json"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(app, args)  # resumes: the three earlier evaluations come from history
+    assert again.exit_code == 0, again.output
+    rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
+    assert len(rows) == 6 and len({r["params"] for r in rows}) == 6

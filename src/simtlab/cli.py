@@ -396,6 +396,85 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
     console.print(f"roofline: {output} ({len(points)} points; {ceilings.source})")
 
 
+@app.command("tune")
+def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
+             rung: str = typer.Option("tuned", help="tunable rung: warptiling, multistage or tuned"),
+             size: str = typer.Option("4096", help="problem size"),
+             strategy: str = typer.Option("model", help="model (gradient-boosted cost model), random or brute"),
+             budget: int = typer.Option(40, help="new evaluations (history from the store is free)"),
+             seed: int = typer.Option(0, help="strategy seed"),
+             fresh: bool = typer.Option(False, "--fresh", help="ignore earlier evaluations in the store"),
+             target_ms: float = typer.Option(150.0, help="measured time per evaluation"),
+             db: Optional[Path] = typer.Option(None, help="results database"),
+             as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Search a rung's parameters on this GPU; every verified evaluation is stored, and the tuned
+    rung and simtlab.gemm(rung="best") use the fastest one for this device and size."""
+    from .device import NoGpuError, current_sm_clock_mhz, device_info
+    from .ladder import LadderOptions, run_ladder
+    from .store import Store
+    from .tune import tune
+    from .tune.spaces import gemm_features, gemm_warptile
+    from .tune.strategies import STRATEGIES
+    from .tune.tuner import history_from_store
+
+    fam = _family(family)
+    try:
+        r = fam.rung(rung)
+        if fam.name != "gemm" or "BM" not in r.tunable:
+            raise ValueError(f"{r.id} has no search space yet; tunable: gemm warptiling, multistage, tuned")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+        problem = fam.op().parse_size(size)
+        dev = device_info()
+    except (KeyError, ValueError, NoGpuError) as exc:
+        _fail(_message(exc))
+    space = gemm_warptile(dev.smem_per_block_optin, "STAGES" in r.tunable, "GROUP_M" in r.tunable)
+    configs = space.valid()
+    store = Store(db)
+    history = []
+    if not fresh:
+        for config, value in history_from_store(store, fam.name, r.id, problem.label, dev.name):
+            if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
+                history.append(({k: config[k] for k in space.names}, value))
+    run_id = store.start_run(" ".join(["simtlab"] + sys.argv[1:]), dev, current_sm_clock_mhz())
+    refs: dict = {}
+
+    def objective(config):
+        rows = run_ladder(fam, [size], [r], store, run_id,
+                          LadderOptions(target_ms=target_ms, overrides={r.name: space.complete(config)}),
+                          reference_cache=refs)
+        row = rows[-1]
+        if row.status != "ok":
+            raise RuntimeError(f"{row.status}: {row.error}")
+        return row.median_ms
+
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"{r.id} {problem.label} {strategy}", total=budget)
+        extra = {"features": gemm_features} if strategy == "model" else {}
+        result = tune(configs, objective, strategy, budget, seed, history,
+                      on_eval=lambda e: progress.advance(task), **extra)
+    ranked = sorted((e for e in result.evaluations if e.value is not None), key=lambda e: e.value)
+    if as_json:
+        print(json.dumps([{"config": e.config, "ms": e.value, "status": e.status} for e in ranked], indent=2))
+        return
+    from rich.table import Table
+
+    t = Table(header_style="bold", title=f"{r.id} {problem.label}: {len(configs)} valid configurations, "
+                                         f"{len(result.measured)} measured now, {len(history)} from history",
+              title_justify="left")
+    for col in ("ms", "TFLOP/s", "configuration", "source"):
+        t.add_column(col)
+    for e in ranked[:10]:
+        t.add_row(f"{e.value:.4f}", f"{problem.flops / e.value / 1e9:.2f}",
+                  " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
+    console.print(t)
+    failed = [e for e in result.evaluations if e.status == "failed"]
+    if failed:
+        console.print(f"{len(failed)} configuration(s) failed and were skipped (reasons are in the store)")
+
+
 @app.command()
 def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             family: Optional[str] = typer.Option(None, help="only this family"),

@@ -1,0 +1,90 @@
+"""The tuning loop: ask a strategy, evaluate under a budget, record every
+evaluation as it finishes, never die on a failing configuration, and skip what
+history (an interrupted run, or the store) has already measured."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from .space import Config, Space
+from .strategies import make_strategy
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    config: Config
+    value: float | None  # median ms; None when it failed
+    status: str  # ok | failed | history
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class TuneResult:
+    evaluations: list[Evaluation] = field(default_factory=list)
+
+    @property
+    def measured(self) -> list[Evaluation]:
+        return [e for e in self.evaluations if e.status == "ok"]
+
+    @property
+    def best(self) -> Evaluation | None:
+        ok = [e for e in self.evaluations if e.value is not None]
+        return min(ok, key=lambda e: e.value) if ok else None
+
+
+def tune(configs: Sequence[Config], objective: Callable[[Config], float], strategy: str = "model",
+         budget: int = 40, seed: int = 0, history: Iterable[tuple[Config, float | None]] = (),
+         on_eval: Callable[[Evaluation], None] | None = None, time_budget_s: float | None = None,
+         batch: int = 4, **strategy_kw) -> TuneResult:
+    """Evaluate up to `budget` new configurations (history does not count against it)."""
+    strat = make_strategy(strategy, configs, seed, **strategy_kw)
+    result = TuneResult()
+    for config, value in history:
+        strat.tell(config, value)
+        result.evaluations.append(Evaluation(dict(config), value, "history"))
+    start = time.monotonic()
+    spent = 0
+    while spent < budget:
+        if time_budget_s is not None and time.monotonic() - start > time_budget_s:
+            break
+        proposals = [c for c in strat.ask(min(batch, budget - spent)) if Space.key(c) not in strat.measured]
+        if not proposals:
+            break
+        for config in proposals:
+            t0 = time.monotonic()
+            try:
+                value, status, error = float(objective(config)), "ok", ""
+            except Exception as exc:  # a failing configuration is recorded and skipped
+                value, status, error = None, "failed", f"{type(exc).__name__}: {exc}"[:300]
+            ev = Evaluation(dict(config), value, status, error, time.monotonic() - t0)
+            strat.tell(config, value)
+            result.evaluations.append(ev)
+            spent += 1
+            if on_eval:
+                on_eval(ev)
+            if spent >= budget:
+                break
+    return result
+
+
+def history_from_store(store, family: str, rung_id: str, problem: str, device: str | None):
+    """Earlier evaluations of a rung on a problem (and device) as (params, ms or None)."""
+    import json
+
+    sql = ("SELECT r.params, r.median_ms, r.status FROM results r JOIN runs u ON u.id = r.run_id "
+           "WHERE r.family = ? AND r.rung = ? AND r.problem = ? AND r.params IS NOT NULL")
+    args = [family, rung_id, problem]
+    if device:
+        sql += " AND u.device = ?"
+        args.append(device)
+    seen = {}
+    for params, ms, status in store.db.execute(sql, args).fetchall():
+        config = json.loads(params)
+        key = Space.key(config)
+        value = ms if status == "ok" else None
+        if key not in seen or (value is not None and (seen[key][1] is None or value < seen[key][1])):
+            seen[key] = (config, value)
+    return list(seen.values())

@@ -1,0 +1,132 @@
+import math
+import random
+
+import pytest
+
+from simtlab.catalog import family
+from simtlab.compile import CompileError
+from simtlab.launch import build
+from simtlab.tune import Space, tune
+from simtlab.tune.spaces import gemm_warptile
+from simtlab.tune.tuner import history_from_store
+
+
+def test_space_basics():
+    s = Space({"a": (1, 2, 3), "b": (4, 8)}, [("a divides b", lambda c: c["b"] % c["a"] == 0)], {"z": 1})
+    assert s.size == 6 and s.names == ["a", "b"]
+    assert [Space.key(c) for c in s.valid()] == [(("a", 1), ("b", 4)), (("a", 1), ("b", 8)),
+                                                 (("a", 2), ("b", 4)), (("a", 2), ("b", 8))]
+    assert s.violations({"a": 3, "b": 4}) == ["a divides b"]
+    assert s.complete({"a": 1, "b": 4}) == {"z": 1, "a": 1, "b": 4}
+    with pytest.raises(ValueError, match="no values"):
+        Space({"a": ()})
+
+
+def test_gemm_space_is_large_and_holds_the_measured_winner():
+    space = gemm_warptile()
+    valid = space.valid()
+    assert len(valid) >= 500
+    winner = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WMITER=4, WNITER=2, STAGES=3, MINB=1)
+    assert winner in valid
+
+
+def test_valid_configurations_compile_and_rejected_ones_do_not():
+    """The restrictions mirror the kernel's static_asserts: sampled valid points compile for sm_90,
+    points rejected only by a kernel rule fail in NVRTC."""
+    space = gemm_warptile()
+    rung = family("gemm").rung("tuned")
+    for config in random.Random(3).sample(space.valid(), 4):
+        inst = build(rung, space.complete(config), "sm_90")
+        assert inst.resources(True).registers > 0
+    rejected = [dict(BM=128, BN=128, BK=8, WM=32, WN=32, WMITER=2, WNITER=2, STAGES=2, MINB=2),  # 16 lanes
+                dict(BM=128, BN=128, BK=8, WM=64, WN=128, WMITER=4, WNITER=2, STAGES=2, MINB=1)]  # 64 threads
+    for config in rejected:
+        assert space.violations(config)
+        with pytest.raises(CompileError):
+            build(rung, space.complete(config), "sm_90")
+
+
+def _objective(config):
+    """A recorded-table stand-in: a smooth landscape with an optimum and some failing points."""
+    if config["BK"] == 32 and config["STAGES"] == 4:
+        raise RuntimeError("launch-error: too much shared memory")
+    area = config["BM"] * config["BN"]
+    return (1.0 + abs(math.log2(area) - 15) * 0.3 + abs(config["WMITER"] * config["WNITER"] - 8) * 0.05
+            + 0.02 * config["STAGES"] + (0.1 if config["MINB"] == 2 else 0.0) + 0.01 * config["BK"] / 8)
+
+
+def test_failures_are_recorded_and_the_loop_goes_on():
+    configs = gemm_warptile().valid()
+    result = tune(configs, _objective, "brute", budget=len(configs))
+    failed = [e for e in result.evaluations if e.status == "failed"]
+    assert failed and all("launch-error" in e.error for e in failed)
+    assert len(result.evaluations) == len(configs)
+    assert result.best.value == min(_objective(c) for c in configs if not (c["BK"] == 32 and c["STAGES"] == 4))
+
+
+def test_cost_model_beats_random_at_ten_percent():
+    configs = gemm_warptile().valid()
+    optimum = min(v for v in (_safe(c) for c in configs) if v is not None)
+    budget = len(configs) // 10
+    gaps = {"model": [], "random": []}
+    for seed in range(6):
+        for strategy in gaps:
+            best = tune(configs, _objective, strategy, budget=budget, seed=seed).best.value
+            gaps[strategy].append(best / optimum - 1)
+    assert sum(gaps["model"]) < sum(gaps["random"])
+    assert max(gaps["model"]) < 0.05
+
+
+def _safe(c):
+    try:
+        return _objective(c)
+    except RuntimeError:
+        return None
+
+
+class Killed(BaseException):
+    """Stands in for a kill: not an Exception, so the loop does not record it as a failure."""
+
+
+def test_resume_measures_nothing_twice():
+    configs = gemm_warptile().valid()[:40]
+    calls, kill_at = [], [12]
+
+    def objective(c):
+        calls.append(Space.key(c))
+        if len(calls) == kill_at[0]:
+            raise Killed  # the run is killed mid-way
+        return _objective(c)
+
+    done = []
+    with pytest.raises(Killed):
+        tune(configs, objective, "random", budget=30, seed=1, on_eval=lambda e: done.append((e.config, e.value)))
+    assert len(done) == 11
+    calls.clear()
+    kill_at[0] = None
+    result = tune(configs, objective, "random", budget=30, seed=1, history=done)
+    assert not set(calls) & {Space.key(c) for c, _ in done}
+    assert len([e for e in result.evaluations if e.status == "history"]) == 11
+
+
+def test_history_from_store(tmp_path):
+    from simtlab.store import Store
+
+    s = Store(tmp_path / "r.db")
+    run = s.start_run("t")
+    for params, ms, status in (({"BM": 64}, 2.0, "ok"), ({"BM": 64}, 1.5, "ok"), ({"BM": 128}, None, "wrong")):
+        s.add_result(run, family="gemm", rung="gemm/10_tuned", problem="4096x4096x4096", params=params,
+                     median_ms=ms, status=status)
+    hist = {Space.key(c): v for c, v in history_from_store(s, "gemm", "gemm/10_tuned", "4096x4096x4096", None)}
+    assert hist == {(("BM", 64),): 1.5, (("BM", 128),): None}
+
+
+def test_tune_cli_arguments():
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    r = CliRunner().invoke(app, ["tune", "gemm", "--rung", "naive"])
+    assert r.exit_code == 2 and "no search space" in r.output
+    r = CliRunner().invoke(app, ["tune", "gemm", "--strategy", "annealing"])
+    assert r.exit_code == 2 and "unknown strategy" in r.output
