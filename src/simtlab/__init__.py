@@ -4,6 +4,7 @@ time them honestly, explain and tune them."""
 __version__ = "0.1.0"
 
 from .compile import CompileError, compile_file, compile_source  # noqa: E402
+from .kernel import Kernel  # noqa: E402
 
 
 def gemm(*args, **kwargs):
@@ -13,4 +14,4 @@ def gemm(*args, **kwargs):
     return _gemm(*args, **kwargs)
 
 
-__all__ = ["__version__", "CompileError", "compile_file", "compile_source", "gemm"]
+__all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm"]

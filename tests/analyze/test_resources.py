@@ -67,3 +67,11 @@ def test_without_a_log_the_elf_still_reports(tmp_cache):
         (no_log,) = kernel_resources("", cubin.data()).values()
         assert no_log.registers == with_log.registers and no_log.shared_static == with_log.shared_static == 1200
         assert no_log.spill_bytes == 0 and no_log.max_threads_declared == 256 and no_log.barriers == 1
+
+
+def test_parameter_sizes_from_the_cubin(tmp_cache):
+    from simtlab.analyze.resources import param_sizes_from_cubin
+
+    src = "__global__ void k(float* x, int n, double d, char c, float4 v) { x[n] = d + c + v.x; }"
+    cubin = compile_source(src, "params.cu", arch="sm_90")
+    assert param_sizes_from_cubin(cubin.data()) == {"_Z1kPfidc6float4": [8, 4, 8, 1, 16]}

@@ -13,7 +13,8 @@ import re
 import struct
 from dataclasses import asdict, dataclass
 
-__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "elf_resources", "kernel_resources"]
+__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "param_sizes_from_cubin", "elf_resources",
+           "kernel_resources"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ _EIATTR_MAX_THREADS = 0x05  # SVAL: three u32, the __launch_bounds__ / maxntid b
 _EIATTR_FRAME_SIZE = 0x11  # SVAL in .nv.info: u32 symbol index, u32 bytes
 _EIATTR_REGCOUNT = 0x2F  # SVAL in .nv.info: u32 symbol index, u32 registers
 _EIATTR_NUM_BARRIERS = 0x4C  # BVAL in .nv.info.<kernel>
+_EIATTR_KPARAM_INFO = 0x17  # SVAL: u32 index, u16 ordinal, u16 offset, u32 flags with the size in bits 18..31
 _SM90_SHARED_RESERVED = 1024  # with a .nv.shared.reserved.0 section the kernel's window starts after it
 
 
@@ -153,6 +155,21 @@ def _nv_info_records(data: bytes):
             pos += 4
         else:  # unknown format: stop rather than misread the rest
             return
+
+
+def param_sizes_from_cubin(cubin: bytes) -> dict[str, list[int]]:
+    """Per kernel: the byte size of each parameter, in order (pointers are 8)."""
+    out: dict[str, list[int]] = {}
+    for name, data in _elf_sections(cubin).items():
+        if not name.startswith(".nv.info."):
+            continue
+        params = {}
+        for attr, payload in _nv_info_records(data):
+            if attr == _EIATTR_KPARAM_INFO and len(payload) >= 12:
+                _index, ordinal, _offset, flags = struct.unpack_from("<IHHI", payload)
+                params[ordinal] = (flags >> 18) & 0x3FFF
+        out[name[len(".nv.info."):]] = [params[i] for i in sorted(params)]
+    return out
 
 
 def launch_bounds_from_cubin(cubin: bytes) -> dict[str, int]:

@@ -1,0 +1,208 @@
+"""Your own kernel in three lines:
+
+    k = simtlab.Kernel("saxpy.cu", "saxpy", grid=lambda x, y, a, n: (-(-int(n) // 256),), block=(256,))
+    k.verify(lambda x, y, a, n: a * x + y, x, y, a, n, outputs=[1])   # fresh-from-you inputs, poisoned output
+    k.time(x, y, a, n); k.explain()
+
+The source is a path to a .cu file or CUDA C++ text; `template_args` instantiate a
+template. Arguments are CuPy arrays, PyTorch CUDA tensors (zero-copy) or scalars;
+everything a caller can get wrong is reported in terms of the kernel: argument
+count, host or non-contiguous arrays, block too large, shared memory over the limit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .analyze.resources import KernelResources, param_sizes_from_cubin
+from .compile import Cubin, compile_source, normalise_arch
+from .launch import Launch, check_launch
+
+__all__ = ["Kernel"]
+
+Geometry = Callable[..., "tuple | int"]
+
+
+def _dim3(v) -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, int) else tuple(int(x) for x in v)
+    if not 1 <= len(t) <= 3:
+        raise ValueError(f"a launch dimension has 1 to 3 components, got {v!r}")
+    return t + (1,) * (3 - len(t))
+
+
+class Kernel:
+    def __init__(self, source: str | Path, name: str, template_args: Sequence | None = None, *,
+                 grid: Geometry | Sequence[int] | int | None = None, block: Geometry | Sequence[int] | int | None = None,
+                 shared: Geometry | int = 0, options: dict | None = None, include_dirs: Iterable[Path] = ()):
+        text = str(source)
+        if "__global__" in text:
+            self.source, self.filename, here = text, f"{name}.cu", ()
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise FileNotFoundError(f"no CUDA source at {path} (pass a .cu path or source text)")
+            self.source, self.filename, here = path.read_text(), path.name, (path.parent,)
+        if not re.search(rf"\b{re.escape(name)}\b", self.source):
+            raise ValueError(f"{name!r} does not appear in the source")
+        self.name = name
+        self.template_args = list(template_args or [])
+        self.expression = f"{name}<{', '.join(str(a) for a in self.template_args)}>" if self.template_args else name
+        self.grid, self.block, self.shared = grid, block, shared
+        self.options = dict(options or {})
+        self.include_dirs = tuple(here) + tuple(Path(d) for d in include_dirs)
+        self._cubins: dict[str, Cubin] = {}
+        self._functions: dict = {}
+
+    # --- compile-time facts (no GPU) -------------------------------------------------------------
+    def compile(self, arch: str | None = None) -> Cubin:
+        arch = normalise_arch(arch)
+        if arch not in self._cubins:
+            self._cubins[arch] = compile_source(self.source, self.filename, [self.expression], arch, self.options,
+                                                self.include_dirs)
+        return self._cubins[arch]
+
+    def _mangled(self, cubin: Cubin) -> str:
+        return cubin.mangled(self.expression)  # NVRTC resolves plain names and template instances alike
+
+    def resources(self, arch: str | None = None) -> KernelResources:
+        cubin = self.compile(arch)
+        return cubin.resources()[self._mangled(cubin)]
+
+    def param_sizes(self, arch: str | None = None) -> list[int]:
+        cubin = self.compile(arch)
+        return param_sizes_from_cubin(cubin.data())[self._mangled(cubin)]
+
+    def explain(self, *args, arch: str | None = None) -> dict:
+        """Resources, SASS summary and (given arguments, or a fixed block) occupancy."""
+        from .analyze.occupancy import max_threads_per_block, occupancy
+        from .analyze.sass import SassUnavailable, parse_sass, summarize, disassemble
+
+        arch = normalise_arch(arch)
+        res = self.resources(arch)
+        out = {"kernel": self.expression, "arch": arch, **res.as_dict(),
+               "max_threads_per_block": max_threads_per_block(arch, res.registers, res.max_threads_declared),
+               "param_sizes": self.param_sizes(arch)}
+        launch = None
+        if args:
+            launch = self._launch(args)
+        elif self.block is not None and not callable(self.block):
+            launch = Launch((1, 1, 1), _dim3(self.block), 0 if callable(self.shared) else int(self.shared))
+        if launch is not None:
+            occ = occupancy(arch, launch.threads, res.registers, res.shared_static, launch.shared)
+            out.update(block=launch.block, occupancy=occ.occupancy, limiter=occ.limiter,
+                       blocks_per_sm=occ.blocks_per_sm)
+        try:
+            cubin = self.compile(arch)
+            mangled = self._mangled(cubin)
+            out["sass"] = summarize(self.expression, parse_sass(disassemble(cubin.path, mangled))[mangled]).as_dict()
+        except SassUnavailable:
+            pass
+        return out
+
+    # --- launching (GPU) -------------------------------------------------------------------------
+    def _launch(self, args: Sequence) -> Launch:
+        def resolve(v, what):
+            if v is None:
+                raise ValueError(f"no {what} given: pass {what}= to Kernel() or to the call")
+            return v(*args) if callable(v) else v
+
+        grid = _dim3(resolve(self.grid, "grid"))
+        block = _dim3(resolve(self.block, "block"))
+        shared = int(self.shared(*args) if callable(self.shared) else self.shared)
+        return Launch(grid, block, shared)
+
+    def _arguments(self, args: Sequence, sizes: list[int]) -> tuple:
+        import cupy
+
+        if len(args) != len(sizes):
+            raise TypeError(f"{self.expression} takes {len(sizes)} arguments, got {len(args)}")
+        out = []
+        for i, (a, size) in enumerate(zip(args, sizes)):
+            what = f"argument {i} of {self.expression}"
+            if isinstance(a, np.ndarray) and a.ndim > 0:
+                raise TypeError(f"{what} is a host (NumPy) array: pass a CuPy array or a CUDA tensor")
+            if hasattr(a, "__cuda_array_interface__") or isinstance(a, cupy.ndarray):
+                arr = cupy.asarray(a)
+                if size != 8:
+                    raise TypeError(f"{what} is an array but the kernel takes {size} bytes there (not a pointer)")
+                if not arr.flags.c_contiguous:
+                    raise ValueError(f"{what} is not contiguous (strides {arr.strides}): pass a contiguous copy")
+                if arr.device.id != cupy.cuda.Device().id:
+                    raise ValueError(f"{what} is on GPU {arr.device.id}, the current device is {cupy.cuda.Device().id}")
+                out.append(arr)
+            elif isinstance(a, (np.generic, np.ndarray)):
+                if a.itemsize != size:
+                    raise TypeError(f"{what} is {a.dtype} ({a.itemsize} bytes); the kernel takes {size} bytes")
+                out.append(a)
+            elif isinstance(a, bool) or not isinstance(a, (int, float)):
+                raise TypeError(f"{what} has type {type(a).__name__}: pass an array or a number")
+            elif isinstance(a, int):
+                out.append({4: np.int32, 8: np.int64}.get(size, np.int32)(a) if size in (4, 8) else
+                           _bad_size(what, size))
+            else:
+                out.append({4: np.float32, 8: np.float64}[size](a) if size in (4, 8) else _bad_size(what, size))
+        return tuple(out)
+
+    def _function(self, arch: str):
+        if arch not in self._functions:
+            import cupy
+
+            cubin = self.compile(arch)
+            self._functions[arch] = cupy.RawModule(path=str(cubin.path)).get_function(self._mangled(cubin))
+        return self._functions[arch]
+
+    def __call__(self, *args, grid=None, block=None, shared=None) -> None:
+        from .device import device_info
+
+        dev = device_info()
+        saved = (self.grid, self.block, self.shared)
+        try:
+            self.grid = grid if grid is not None else self.grid
+            self.block = block if block is not None else self.block
+            self.shared = shared if shared is not None else self.shared
+            launch = self._launch(args)
+        finally:
+            self.grid, self.block, self.shared = saved
+        check_launch(self.resources(dev.arch), launch, dev.arch, dev)
+        func = self._function(dev.arch)
+        if launch.shared > 48 * 1024:
+            func.max_dynamic_shared_size_bytes = launch.shared
+        func(launch.grid, launch.block, self._arguments(args, self.param_sizes(dev.arch)), shared_mem=launch.shared)
+
+    def verify(self, reference: Callable, *args, outputs: Sequence[int] = (), tol: float | None = None):
+        """Run once with the `outputs` arguments poisoned (NaN) and compare each with `reference(*args)`
+        computed in float64 (a CuPy/NumPy expression of the inputs; one array, or one per output)."""
+        import cupy
+
+        from .verify import compare, elementwise_tolerance
+
+        if not outputs:
+            raise ValueError("say which arguments the kernel writes: outputs=[index, ...]")
+        wide = [a.astype(cupy.float64) if isinstance(a, cupy.ndarray) and a.dtype.kind == "f" else a for a in args]
+        expected = reference(*wide)
+        expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        if len(expected) != len(outputs):
+            raise ValueError(f"the reference returned {len(expected)} arrays for {len(outputs)} outputs")
+        for i in outputs:
+            args[i].fill(np.nan)
+        self(*args)
+        cupy.cuda.get_current_stream().synchronize()
+        verdicts = []
+        for i, ref in zip(outputs, expected):
+            t = tol if tol is not None else elementwise_tolerance(args[i].dtype.name)
+            verdicts.append(compare(args[i], cupy.asarray(ref).reshape(args[i].shape), t))
+        return verdicts[0] if len(verdicts) == 1 else verdicts
+
+    def time(self, *args, **kw):
+        """Median time of a launch (CUDA events, warm-up, L2 flushed between repetitions)."""
+        from .bench import time_gpu
+
+        return time_gpu(lambda: self(*args), **kw)
+
+
+def _bad_size(what: str, size: int):
+    raise TypeError(f"{what} is a Python number but the kernel takes a {size}-byte value there: pass a NumPy scalar")

@@ -1,0 +1,94 @@
+"""simtlab.Kernel: compile-time behaviour on any machine; launching, verifying and timing on a GPU."""
+
+import numpy as np
+import pytest
+
+import simtlab
+from simtlab import CompileError, Kernel
+
+SAXPY = """
+__global__ void saxpy(float* y, const float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+TEMPLATED = """
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) scale(float* x, float s, long long n) {
+  long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) x[i] *= s;
+}
+"""
+
+
+def grid_for(y, x, a, n):
+    return (-(-int(n) // 256),)
+
+
+def test_static_facts_without_a_gpu(tmp_cache):
+    k = Kernel(SAXPY, "saxpy", grid=grid_for, block=256)
+    assert k.param_sizes("sm_90") == [8, 8, 4, 4]
+    info = k.explain(arch="sm_90")
+    assert info["registers"] > 0 and info["spill_bytes"] == 0 and info["occupancy"] == 1.0
+    assert info["sass"]["memory"]["LDG.32"] >= 2
+    t = Kernel(TEMPLATED, "scale", [128], block=128)
+    assert t.expression == "scale<128>" and t.resources("sm_80").max_threads_declared == 128
+
+
+def test_source_from_a_file(tmp_path, tmp_cache):
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    assert Kernel(path, "saxpy").param_sizes("sm_90") == [8, 8, 4, 4]
+    with pytest.raises(FileNotFoundError):
+        Kernel(tmp_path / "missing.cu", "saxpy")
+    with pytest.raises(ValueError, match="does not appear"):
+        Kernel(SAXPY, "daxpy")
+
+
+def test_compile_errors_name_the_line(tmp_cache):
+    with pytest.raises(CompileError) as err:
+        Kernel("__global__ void bad(float* x) {\n  x[0] = undefined_thing;\n}\n", "bad").compile("sm_90")
+    assert err.value.line == 2
+
+
+def test_exported_from_the_package():
+    assert simtlab.Kernel is Kernel
+
+
+AXPY_OUT = """
+__global__ void axpy(float* out, const float* x, const float* y, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n - SKIP) out[i] = a * x[i] + y[i];
+}
+"""
+
+
+@pytest.mark.gpu
+def test_verify_time_and_bad_arguments():
+    import cupy
+
+    n = 100_003
+    rng = cupy.random.default_rng(0)
+    x, y, out = (rng.random(n, dtype=cupy.float32) for _ in range(3))
+    grid = lambda out, x, y, a, n: (-(-int(n) // 256),)  # noqa: E731
+    good = Kernel(AXPY_OUT, "axpy", grid=grid, block=256, options={"define_macro": ("SKIP", "0")})
+    v = good.verify(lambda out, x, y, a, n: a * x + y, out, x, y, 2.0, n, outputs=[0])
+    assert v.ok, v.reason
+    buggy = Kernel(AXPY_OUT, "axpy", grid=grid, block=256, options={"define_macro": ("SKIP", "1")})
+    v = buggy.verify(lambda out, x, y, a, n: a * x + y, out, x, y, 2.0, n, outputs=[0])
+    assert not v.ok and "never written" in v.reason and f"({n - 1},)" in v.reason
+    assert good.time(out, x, y, 2.0, n, target_ms=5).median_ms > 0
+    with pytest.raises(TypeError, match="takes 5 arguments"):
+        good(out, x, y, 2.0)
+    with pytest.raises(TypeError, match="host"):
+        good(np.ones(n, np.float32), x, y, 2.0, n)
+    with pytest.raises(ValueError, match="not contiguous"):
+        good(out[::2], x, y, 2.0, n)
+    with pytest.raises(simtlab.launch.LaunchError, match="threads per block"):
+        good(out, x, y, 2.0, n, block=2048)
+    t = Kernel(TEMPLATED, "scale", [128], grid=lambda x, s, n: (-(-int(n) // 128),), block=128)
+    z = cupy.ones(1000, cupy.float32)
+    t(z, 3.0, np.int64(1000))
+    assert float(z.sum()) == 3000.0
+    with pytest.raises(simtlab.launch.LaunchError, match="__launch_bounds__"):
+        t(z, 3.0, np.int64(1000), block=256)
