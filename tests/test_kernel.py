@@ -63,6 +63,29 @@ __global__ void axpy(float* out, const float* x, const float* y, float a, int n)
 """
 
 
+def test_variants_share_the_source(tmp_cache):
+    base = Kernel(TEMPLATED, "scale", [128], block=128)
+    v = base.variant([256], block=256)
+    assert v.expression == "scale<256>" and v.block == 256 and base.expression == "scale<128>"
+    assert v.resources("sm_90").max_threads_declared == 256
+
+
+@pytest.mark.gpu
+def test_tune_a_users_kernel():
+    import cupy
+
+    from simtlab.tune import Space
+
+    n = 1 << 20
+    x = cupy.ones(n, cupy.float32)
+    k = Kernel(TEMPLATED, "scale", [128], grid=lambda x, s, n: (-(-int(n) // 128),), block=128)
+    space = Space({"BLOCK": (64, 128, 256, 512, 1024)})
+    result = k.tune(space, x, 1.0, np.int64(n), template=lambda c: [c["BLOCK"]],
+                    launch=lambda c: {"block": c["BLOCK"], "grid": lambda x, s, n: (-(-int(n) // c["BLOCK"]),)},
+                    strategy="brute", budget=5, target_ms=5)
+    assert len(result.measured) == 5 and result.best.value > 0
+
+
 @pytest.mark.gpu
 def test_verify_time_and_bad_arguments():
     import cupy

@@ -203,6 +203,38 @@ class Kernel:
 
         return time_gpu(lambda: self(*args), **kw)
 
+    def variant(self, template_args: Sequence | None = None, **launch) -> "Kernel":
+        """The same source with other template arguments and/or launch geometry."""
+        k = Kernel.__new__(Kernel)
+        k.__dict__.update(self.__dict__)
+        k.template_args = list(template_args if template_args is not None else self.template_args)
+        k.expression = f"{self.name}<{', '.join(str(a) for a in k.template_args)}>" if k.template_args else self.name
+        for key in ("grid", "block", "shared"):
+            if key in launch:
+                setattr(k, key, launch[key])
+        k._cubins, k._functions = {}, {}
+        return k
+
+    def tune(self, space, *args, template: Callable | None = None, launch: Callable | None = None,
+             reference: Callable | None = None, outputs: Sequence[int] = (), strategy: str = "random",
+             budget: int = 20, seed: int = 0, target_ms: float = 100.0):
+        """Search `space` (a simtlab.tune.Space): `template(config)` gives template arguments and
+        `launch(config)` a dict of grid/block/shared for each point; with a `reference`, every
+        point is verified first and a wrong one is recorded as a failure, never as a speed.
+        Returns a simtlab.tune.TuneResult (its `.best` is the fastest verified point)."""
+        from .tune import tune
+
+        def objective(config):
+            k = self.variant(template(config) if template else None, **(launch(config) if launch else {}))
+            if reference is not None:
+                verdicts = k.verify(reference, *args, outputs=outputs)
+                for v in verdicts if isinstance(verdicts, list) else [verdicts]:
+                    if not v.ok:
+                        raise ValueError(f"wrong result: {v.reason}")
+            return k.time(*args, target_ms=target_ms).median_ms
+
+        return tune(space.valid(), objective, strategy, budget, seed)
+
 
 def _bad_size(what: str, size: int):
     raise TypeError(f"{what} is a Python number but the kernel takes a {size}-byte value there: pass a NumPy scalar")
