@@ -168,6 +168,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
            target_ms: float = typer.Option(400.0, help="measured time per kernel and size"),
            db: Optional[Path] = typer.Option(None, help="results database (default: $SIMTLAB_DB or user data dir)"),
            plot: Optional[Path] = typer.Option(None, help="write a bar chart of the ladder (PNG)"),
+           quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or tables; failures only"),
            json_out: Optional[Path] = typer.Option(None, "--json-out", help="also write the rows as JSON")):
     """Verify and time every rung of a ladder beside its reference; store every row."""
     from .device import NoGpuError, current_sm_clock_mhz, device_info
@@ -193,19 +194,20 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         _fail(_message(exc))
     store = Store(db)
     run_id = store.start_run(" ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]]), dev, current_sm_clock_mhz())
-    console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
+    if not quiet:
+        console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     n_refs = len(op.references())
     total = len(sizes) * (n_refs + len(rungs or fam.rungs))
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+                  TimeElapsedColumn(), console=console, transient=True, disable=quiet) as progress:
         task = progress.add_task("starting", total=total)
         rows = run_ladder(fam, sizes, rungs, store, run_id,
                           LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms),
                           on_row=lambda r: progress.advance(task),
                           on_step=lambda s: progress.update(task, description=s))
-    for prob in dict.fromkeys(r.problem for r in rows):
+    for prob in ([] if quiet else dict.fromkeys(r.problem for r in rows)):
         sub = [r for r in rows if r.problem == prob]
         ref = next((r.name for r in sub if r.is_reference and r.median_ms), None)
         console.print(ladder_table(sub, fam.metric, ref, title=f"{fam.name} {prob} on {dev.name}"))
@@ -213,7 +215,8 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         from .report.plot import ladder_chart
 
         ladder_chart(rows, fam.metric, plot, title=f"{fam.name} ladder on {dev.name}")
-        console.print(f"chart: {plot}")
+        if not quiet:
+            console.print(f"chart: {plot}")
     if json_out:
         json_out.write_text(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
     bad = [r for r in rows if r.status not in ("ok", "reference", "unsupported")]
@@ -663,6 +666,20 @@ def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to
     except LookupError as exc:
         _fail(str(exc))
     console.print(f"report: {output} ({output.stat().st_size // 1024} KiB)")
+
+
+@app.command()
+def docs(output: Path = typer.Option(Path("docs"), "-o", "--output", help="folder for the pages"),
+         db: Optional[Path] = typer.Option(None, help="results database")):
+    """One Markdown page per family (lessons, tables, charts) generated from the store."""
+    from .report.docs import write_docs
+    from .store import Store, default_path
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
+    pages = write_docs(Store(path), output)
+    console.print(f"{len(pages)} pages in {output}")
 
 
 @app.command()

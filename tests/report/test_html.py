@@ -106,3 +106,16 @@ def test_browser_renders_tables_and_plots(store, tmp_path):
     assert pixels[..., :3].std() > 0.05
     saturated = (abs(pixels[..., 0] - pixels[..., 2]) > 0.3).mean()
     assert saturated > 0.001
+
+
+def test_docs_pages_from_the_store(store, tmp_path):
+    from simtlab.report.docs import write_docs
+
+    pages = write_docs(store, tmp_path / "docs")
+    names = {p.name for p in pages}
+    assert {"README.md", "gemm.md", "elementwise.md", "reduction.md", "transpose.md"} <= names
+    gemm = (tmp_path / "docs" / "gemm.md").read_text()
+    assert "| 02_coalesced |" in gemm and "![gemm ladder](gemm_ladder.png)" in gemm
+    assert "Rung 1 - naive" in gemm  # the kernel file's header comment
+    assert (tmp_path / "docs" / "gemm_ladder.png").read_bytes()[:4] == b"\x89PNG"
+    assert "No ladder run of this family" in (tmp_path / "docs" / "transpose.md").read_text()

@@ -63,24 +63,36 @@ def _rows(store, run_id: int, fam: str) -> list[Row]:
     return rows
 
 
-def _table(rows: list[Row], metric: str) -> str:
+def ladder_cells(rows: list[Row], metric: str) -> tuple[list[str], list[tuple[list[str], bool, bool]]]:
+    """Header and, per row, its cells, whether it is a reference and whether it is good: shared by the
+    HTML report and the generated docs."""
     unit = "TFLOP/s" if metric == "tflops" else "GB/s"
     ref = next((r.name for r in rows if r.is_reference and r.median_ms), "reference")
-    head = ["rung", unit, f"% of {ref}", "ms", "±%", "regs", "smem B", "occ", "rel err", "status", "lesson / error"]
-    out = ["<table><tr>" + "".join(f'<th class="{"l" if h in ("rung", "status", "lesson / error") else ""}">'
-                                   f"{_esc(h)}</th>" for h in head) + "</tr>"]
+    head = ["rung", unit, f"% of {ref}", "ms", "±%", "regs", "smem B", "occ %", "rel err", "status", "lesson / error"]
+    out = []
     for r in rows:
         value = (r.gflops / 1e3 if metric == "tflops" else r.gbs) if r.median_ms else None
         good = r.status in ("ok", "reference")
-        cells = [(r.name.split("/")[-1], "l"), (_fmt(value, ".2f" if metric == "tflops" else ".0f"), ""),
-                 (_fmt(r.pct_of_reference, ".1f"), ""), (_fmt(r.median_ms, ".3f"), ""),
-                 (_fmt(r.spread * 100 if r.spread is not None else None, ".1f"), ""), (_fmt(r.registers, "d"), ""),
-                 (_fmt(r.shared_bytes, "d"), ""),
-                 (_fmt(r.occupancy * 100 if r.occupancy is not None else None, ".0f"), ""),
-                 (_fmt(r.rel_error, ".1e"), ""), (r.status, "l" if good else "l bad"),
-                 (r.lesson if good else (r.error or ""), "l")]
-        out.append(f'<tr class="{"ref" if r.is_reference else ""}">' +
-                   "".join(f'<td class="{c}">{_esc(v)}</td>' for v, c in cells) + "</tr>")
+        out.append(([r.name.split("/")[-1], _fmt(value, ".2f" if metric == "tflops" else ".0f"),
+                     _fmt(r.pct_of_reference, ".1f"), _fmt(r.median_ms, ".3f"),
+                     _fmt(r.spread * 100 if r.spread is not None else None, ".1f"), _fmt(r.registers, "d"),
+                     _fmt(r.shared_bytes, "d"), _fmt(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),
+                     _fmt(r.rel_error, ".1e"), r.status, r.lesson if good else (r.error or "")],
+                    r.is_reference, good))
+    return head, out
+
+
+_LEFT = {0, 9, 10}  # rung, status, lesson columns
+
+
+def _table(rows: list[Row], metric: str) -> str:
+    head, body = ladder_cells(rows, metric)
+    out = ["<table><tr>" + "".join(f'<th class="{"l" if i in _LEFT else ""}">{_esc(h)}</th>'
+                                   for i, h in enumerate(head)) + "</tr>"]
+    for cells, is_ref, good in body:
+        out.append(f'<tr class="{"ref" if is_ref else ""}">' + "".join(
+            f'<td class="{("l" if i in _LEFT else "") + ("" if good or i != 9 else " bad")}">{_esc(v)}</td>'
+            for i, v in enumerate(cells)) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
 
