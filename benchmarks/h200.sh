@@ -36,8 +36,10 @@ fi
 echo "== simtlab ladder elementwise"
 simtlab ladder elementwise --json-out "$OUT/elementwise_ladder.json"
 if [[ $phase == all || $phase == memory ]]; then
-  echo "== simtlab ladder reduction"; simtlab ladder reduction -s 268435456 -s 268435456:max -s 1000003
-  echo "== simtlab ladder transpose"; simtlab ladder transpose -s 8192 -s 8191x8193 -s 4096x16384
+  echo "== simtlab ladder reduction"; simtlab ladder reduction -s 2^30 -s 2^30:max -s 2^20 -s 1000003 \
+    --json-out "$OUT/reduction_ladder.json"
+  echo "== simtlab ladder transpose"; simtlab ladder transpose -s 16384 -s 8191x8193 -s 4097x31 \
+    --json-out "$OUT/transpose_ladder.json"
 fi
 if [[ $phase == smoke || $phase == tune ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048

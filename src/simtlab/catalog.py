@@ -186,8 +186,8 @@ REDUCTION = Family(
     name="reduction",
     title="fp32 reduction to one value (sum, or max with n:max)",
     op_module="simtlab.ops.reduction",
-    reference="device-to-device copy of the bytes read",
-    default_sizes=("268435456",),
+    reference="CuPy sum/max (CUB), and a device copy of the bytes read",
+    default_sizes=("1073741824",),
     rungs=(
         _reduction_rung(1, "interleaved_divergent", "reduce_interleaved_divergent",
                         "tid % (2s) == 0: half the lanes of every warp idle through each step (divergence)",
@@ -220,7 +220,7 @@ TRANSPOSE = Family(
     title="fp32 matrix transpose, any rows x cols",
     op_module="simtlab.ops.transpose",
     reference="device-to-device copy of the same bytes",
-    default_sizes=("8192",),
+    default_sizes=("16384",),
     rungs=(
         Rung("transpose", 1, "naive", "transpose/01_naive.cu", "transpose_naive", _TILE,
              _frozen({"TILE": 32, "ROWS": 8}), "coalesced reads, writes 32 rows apart: one sector per element written",
