@@ -40,6 +40,7 @@ if [[ $phase == all || $phase == memory ]]; then
     --json-out "$OUT/reduction_ladder.json"
   echo "== simtlab ladder transpose"; simtlab ladder transpose -s 16384 -s 8191x8193 -s 4097x31 \
     --json-out "$OUT/transpose_ladder.json"
+  echo "== divergence"; simtlab ladder branch; simtlab ladder boundary
 fi
 if [[ $phase == smoke || $phase == tune ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048

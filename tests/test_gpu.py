@@ -227,3 +227,15 @@ def test_tune_cli_small(tmp_path):
     assert again.exit_code == 0, again.output
     rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
     assert len(rows) == 6 and len({r["params"] for r in rows}) == 6
+
+
+@pytest.mark.parametrize("name", ["branch", "boundary"])
+@pytest.mark.parametrize("n", [1, 31, 1000, (1 << 20) + 7])
+def test_divergence_rungs(name, n):
+    fam = family(name)
+    op = fam.op()
+    for rung in fam.rungs:
+        p = op.parse_size(str(n))
+        ws = _run_rung(fam, rung, p, seed=n)
+        v = compare(ws.output(), ws.expected(), op.tolerance(p))
+        assert v.ok, (rung.id, n, v.reason)

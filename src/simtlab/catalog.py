@@ -240,7 +240,39 @@ TRANSPOSE = Family(
     check_size="333x517",
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE)}
+BRANCH = Family(
+    name="branch",
+    title="warp divergence: even/odd branch vs branch-free (64-term polynomials, compute-bound)",
+    op_module="simtlab.ops.branch",
+    reference="device copy of the same bytes (the memory floor)",
+    default_sizes=("67108864",),
+    rungs=(
+        Rung("branch", 1, "even_odd", "branch/01_even_odd.cu", "branch_even_odd", ("BLOCK", "DEGREE"),
+             _frozen({"BLOCK": 256, "DEGREE": 64}), "neighbouring lanes take opposite sides: each warp runs both loops",
+             "geometry"),
+        Rung("branch", 2, "branch_free", "branch/02_branch_free.cu", "branch_free", ("BLOCK", "DEGREE"),
+             _frozen({"BLOCK": 256, "DEGREE": 64}), "select the coefficients, not the code: one loop for every lane",
+             "geometry"),
+    ),
+    metric="tflops",
+)
+
+BOUNDARY = Family(
+    name="boundary",
+    title="warp divergence: particles reflecting off walls, if/else chain vs select",
+    op_module="simtlab.ops.boundary",
+    reference="device copy of the same bytes",
+    default_sizes=("268435456",),
+    rungs=(
+        Rung("boundary", 1, "if_else_chain", "boundary/01_if_else_chain.cu", "boundary_if_else", ("BLOCK",),
+             _frozen({"BLOCK": 256}), "data-dependent if/else: lanes of a warp disagree on the branch", "geometry"),
+        Rung("boundary", 2, "select", "boundary/02_select.cu", "boundary_select", ("BLOCK",),
+             _frozen({"BLOCK": 256}), "the same reflection as selects: no control flow", "geometry"),
+    ),
+    metric="gbs",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY)}
 
 
 def families() -> list[Family]:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Reference", "parse_int", "require_cupy_array"]
+__all__ = ["Reference", "parse_int", "require_cupy_array", "device_copy"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,18 @@ def require_cupy_array(x, name: str, dtype=None, ndim: int | None = None):
     if arr.device.id != cupy.cuda.Device().id:
         raise ValueError(f"{name} is on GPU {arr.device.id} but the current device is {cupy.cuda.Device().id}")
     return arr
+
+
+def device_copy(nbytes: int):
+    """A runner for cudaMemcpy device-to-device of `nbytes` (moving 2 x nbytes: read + write),
+    the bandwidth ceiling memory-bound rungs are measured against."""
+    import cupy
+
+    nbytes = max(int(nbytes), 1)
+    src = cupy.ones(nbytes, dtype=cupy.uint8)
+    dst = cupy.empty(nbytes, dtype=cupy.uint8)
+
+    def run():
+        dst.data.copy_from_device_async(src.data, nbytes)
+
+    return run

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..launch import Launch, LaunchError
 from ..verify import UNIT_ROUNDOFF
-from .base import Reference, parse_int
+from .base import Reference, device_copy, parse_int
 
 DTYPE = "float32"
 OPS = {"sum": 0, "max": 1}
@@ -200,15 +200,7 @@ def _cupy(ws: Workspace):
 
 
 def _device_copy(ws: Workspace):
-    import cupy
-
-    nbytes = 2 * ws.p.n  # moves 4n bytes: as many as the reduction reads
-    src, dst = cupy.ones(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)
-
-    def run():
-        dst.data.copy_from_device_async(src.data, nbytes)
-
-    return run
+    return device_copy(2 * ws.p.n)  # moves 4n bytes: as many as the reduction reads
 
 
 def references() -> list[Reference]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..launch import Launch, grid2
-from .base import Reference, parse_int
+from .base import Reference, device_copy, parse_int
 
 DTYPE = "float32"
 
@@ -93,15 +93,7 @@ def workspace(p: TransposeProblem, seed: int) -> Workspace:
 
 
 def _device_copy(ws: Workspace):
-    import cupy
-
-    nbytes = 4 * ws.p.rows * ws.p.cols
-    src, dst = cupy.ones(nbytes, dtype=cupy.uint8), cupy.empty(nbytes, dtype=cupy.uint8)
-
-    def run():
-        dst.data.copy_from_device_async(src.data, nbytes)
-
-    return run
+    return device_copy(4 * ws.p.rows * ws.p.cols)
 
 
 def _tile_copy(ws: Workspace):

@@ -1,0 +1,94 @@
+"""Warp divergence, data-dependent: particles step x = p + v*dt and reflect off the walls
+of [0, 1]. Inputs sit on a 2^-10 grid and dt = 1/8, so every step is exact in fp32 and the
+reference (float64) agrees bit for bit - including which side of a wall each particle lands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch
+from .base import Reference, device_copy, parse_int
+
+DTYPE = "float32"
+LO, HI, DT = 0.0, 1.0, 0.125
+
+
+@dataclass(frozen=True)
+class BoundaryProblem:
+    n: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"particle count must be >= 1, got {self.n}")
+
+    @property
+    def label(self) -> str:
+        return str(self.n)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n
+
+    @property
+    def bytes(self) -> int:
+        return 16 * self.n  # p and v read, position and velocity written
+
+
+def parse_size(text: str, **_) -> BoundaryProblem:
+    return BoundaryProblem(parse_int(text, "particle count"))
+
+
+def tolerance(p: BoundaryProblem, ws=None) -> float:
+    return 0.0
+
+
+def geometry(params, p: BoundaryProblem, device=None) -> Launch:
+    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def requested_bytes(rung_name: str, params, p: BoundaryProblem) -> int:
+    return p.bytes
+
+
+class Workspace:
+    def __init__(self, p: BoundaryProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        # positions in [-0.25, 1.25) and velocities in [-2, 2) on a 2^-10 grid: about 40% reflect
+        self.pos = (rng.integers(-256, 1280, p.n) / 1024).astype(cupy.float32)
+        self.vel = (rng.integers(-2048, 2048, p.n) / 1024).astype(cupy.float32)
+        self.out = cupy.empty(2 * p.n, dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.out.fill(np.nan)
+
+    def args(self) -> tuple:
+        return (self.pos, self.vel, self.out, np.float32(LO), np.float32(HI), np.float32(DT), np.int64(self.p.n))
+
+    def vec_ok(self) -> bool:
+        return True
+
+    def expected(self):
+        import cupy
+
+        x = self.pos.astype(cupy.float64) + self.vel.astype(cupy.float64) * DT
+        below, above = x < LO, x > HI
+        x = cupy.where(below, 2 * LO - x, cupy.where(above, 2 * HI - x, x))
+        u = cupy.where(below | above, -self.vel.astype(cupy.float64), self.vel.astype(cupy.float64))
+        return cupy.concatenate([x, u])
+
+    def output(self):
+        return self.out
+
+
+def workspace(p: BoundaryProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", lambda ws: device_copy(8 * ws.p.n), verifiable=False)]

@@ -1,0 +1,98 @@
+"""Warp divergence, even/odd: y[i] = p_even(x[i]) or p_odd(x[i]) by the parity of i,
+two DEGREE-term polynomials (compute-bound at DEGREE = 64)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch
+from ..verify import UNIT_ROUNDOFF
+from .base import Reference, device_copy, parse_int
+
+DTYPE = "float32"
+DEGREE = 64
+
+
+@dataclass(frozen=True)
+class BranchProblem:
+    n: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"length must be >= 1, got {self.n}")
+
+    @property
+    def label(self) -> str:
+        return str(self.n)
+
+    @property
+    def flops(self) -> int:
+        return 2 * (DEGREE - 1) * self.n  # one Horner evaluation per element: the useful work
+
+    @property
+    def bytes(self) -> int:
+        return 8 * self.n
+
+
+def parse_size(text: str, **_) -> BranchProblem:
+    return BranchProblem(parse_int(text, "length"))
+
+
+def tolerance(p: BranchProblem, ws=None) -> float:
+    return UNIT_ROUNDOFF[p.dtype] * (4 * DEGREE + 16)  # Horner on |x| < 1 with decaying coefficients
+
+
+def geometry(params, p: BranchProblem, device=None) -> Launch:
+    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def requested_bytes(rung_name: str, params, p: BranchProblem) -> int:
+    return p.bytes
+
+
+class Workspace:
+    def __init__(self, p: BranchProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        self.x = rng.random(p.n, dtype=cupy.float32) * 2 - 1
+        decay = cupy.asarray(0.7 ** np.arange(DEGREE), dtype=cupy.float32)  # well-conditioned polynomials
+        self.coef = ((rng.random(2 * DEGREE, dtype=cupy.float32) * 2 - 1) * cupy.tile(decay, 2)).astype(cupy.float32)
+        self.y = cupy.empty(p.n, dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.y.fill(np.nan)
+
+    def args(self) -> tuple:
+        return (self.x, self.y, self.coef, np.int64(self.p.n))
+
+    def vec_ok(self) -> bool:
+        return True
+
+    def expected(self):
+        import cupy
+
+        x = self.x.astype(cupy.float64)
+        out = cupy.empty_like(x)
+        for parity in (0, 1):
+            c = self.coef[parity * DEGREE:(parity + 1) * DEGREE].astype(cupy.float64)
+            acc = cupy.full(x[parity::2].shape, float(c[DEGREE - 1]))
+            for k in range(DEGREE - 2, -1, -1):
+                acc = acc * x[parity::2] + float(c[k])
+            out[parity::2] = acc
+        return out
+
+    def output(self):
+        return self.y
+
+
+def workspace(p: BranchProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", lambda ws: device_copy(4 * ws.p.n), verifiable=False)]
