@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install from the working tree (offline: the wheels the image
-# lacks travel in .whl), run the test suite with its GPU tests, then the ladders.
+# lacks travel in .whl - fill it first with benchmarks/fetch_wheels.sh), run the
+# test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung; long).
