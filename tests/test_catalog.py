@@ -118,3 +118,28 @@ def test_tuned_defaults_pick_the_measured_tile_class():
     assert pick(1536, 1536, 1536) == gemm.TUNED_MEDIUM
     assert pick(1024, 1024, 1024) == gemm.TUNED_SMALL
     assert pick(4097, 4095, 4093, vec=False) == gemm.TUNED_PREDICATED
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_op_module_meets_the_contract(name):
+    """What the ladder, plan, explain, report and tuner call on a family's op module, checked with no GPU."""
+    import inspect
+
+    fam = family(name)
+    op = fam.op()
+    for attr in ("parse_size", "tolerance", "requested_bytes", "workspace", "references", "DTYPE"):
+        assert hasattr(op, attr), (name, attr)
+    assert "ws" in inspect.signature(op.tolerance).parameters
+    for size in fam.default_sizes + (fam.check_size,):
+        p = op.parse_size(size)
+        assert p.bytes > 0 and p.flops >= 0 and p.label
+        assert op.tolerance(p) >= 0
+        for rung in fam.rungs:
+            params = rung.params("sm_90")
+            if rung.size_defaults:
+                params.update(getattr(op, rung.size_defaults)(p, None, True))
+            launch = getattr(op, rung.geometry)(params, p, None)
+            assert launch.threads >= 32 and launch.blocks >= 1
+            assert op.requested_bytes(rung.name, params, p) >= p.bytes or fam.name == "gemm"
+    assert fam.metric in ("tflops", "gbs")
+    assert op.references(), "every family is measured against something"
