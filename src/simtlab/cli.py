@@ -40,6 +40,20 @@ def _target(fam, arch: Optional[str], rung_keys) -> tuple:
         _fail(_message(exc) + ("" if arch else " (or pass --arch sm_90)"))
 
 
+def _existing_store(db: Optional[Path], first: str = "simtlab ladder FAMILY"):
+    """The results store at `db` (or the default), refusing clearly where none exists yet."""
+    from .store import Store, default_path
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `{first}` first")
+    return Store(path)
+
+
+def _command_line() -> str:
+    return " ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
 def _family(name: str):
     try:
         return get_family(name)
@@ -193,7 +207,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
     except (ValueError, KeyError) as exc:
         _fail(_message(exc))
     store = Store(db)
-    run_id = store.start_run(" ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]]), dev, current_sm_clock_mhz())
+    run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     if not quiet:
         console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -375,12 +389,8 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
              as_json: bool = typer.Option(False, "--json", help="print the points as JSON too")):
     """Roofline of stored results against the device's measured ceilings (no GPU needed)."""
     from .analyze.roofline import ceilings_from_store, points_from_rows, roofline_chart
-    from .store import Store, default_path
-
-    path = db or default_path()
-    if not Path(path).exists():
-        _fail(f"no results database at {path} yet: run `simtlab ladder elementwise` and `simtlab ladder gemm` first")
-    store = Store(path)
+    store = _existing_store(db, "simtlab ladder elementwise` and `simtlab ladder gemm")
+    path = store.path
     runs = store.runs(1000)
     name = device_name or next((r["device"] for r in runs if r["device"]), None)
     if not name:
@@ -439,7 +449,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
         for config, value in history_from_store(store, fam.name, r.id, problem.label, dev.name):
             if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
                 history.append(({k: config[k] for k in space.names}, value))
-    run_id = store.start_run(" ".join(["simtlab"] + sys.argv[1:]), dev, current_sm_clock_mhz())
+    run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     refs: dict = {}
 
     def objective(config):
@@ -489,14 +499,11 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             export: Optional[str] = typer.Option(None, help="write the rows as csv or json (to --output or stdout)"),
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="file for --export")):
     """Query the results store."""
-    from .store import Store, default_path, rows_as_json
+    from .store import rows_as_json
 
-    path = db or default_path()
-    if not Path(path).exists():
-        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
+    store = _existing_store(db)
     if export not in (None, "csv", "json"):
         _fail(f"--export takes csv or json, not {export!r}")
-    store = Store(path)
     rows = store.runs(limit or 20) if runs else store.results(run, family, status, limit)
     if export:
         import csv
@@ -622,7 +629,7 @@ def profile(family: str = typer.Argument(..., help="kernel family"),
     except RuntimeError as exc:
         _fail(str(exc), 1)
     store = Store(db)
-    run_id = store.start_run(" ".join(["simtlab"] + sys.argv[1:]), dev, current_sm_clock_mhz())
+    run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     label = fam.op().parse_size(problem).label
     store.add_result(run_id, family=fam.name, rung=r.id, stage=None, problem=label, status="profile",
                      extra={"ncu": parsed})
@@ -646,12 +653,8 @@ def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to
            db: Optional[Path] = typer.Option(None, help="results database")):
     """One self-contained HTML file: device, ceilings, ladder tables and charts, roofline, explanations."""
     from .report.html import write_report
-    from .store import Store, default_path
-
-    path = db or default_path()
-    if not Path(path).exists():
-        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
-    store = Store(path)
+    store = _existing_store(db)
+    path = store.path
     runs = None
     if run:
         runs = {}
@@ -673,12 +676,7 @@ def docs(output: Path = typer.Option(Path("docs"), "-o", "--output", help="folde
          db: Optional[Path] = typer.Option(None, help="results database")):
     """One Markdown page per family (lessons, tables, charts) generated from the store."""
     from .report.docs import write_docs
-    from .store import Store, default_path
-
-    path = db or default_path()
-    if not Path(path).exists():
-        _fail(f"no results database at {path} yet: run `simtlab ladder FAMILY` first")
-    pages = write_docs(Store(path), output)
+    pages = write_docs(_existing_store(db), output)
     console.print(f"{len(pages)} pages in {output}")
 
 
