@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Reference", "parse_int", "require_cupy_array", "device_copy"]
+__all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", "require_cupy_array", "device_copy"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,34 @@ class Reference:
     name: str
     make: Callable[[Any], Callable[[], None]]
     verifiable: bool = True
+
+
+@dataclass(frozen=True)
+class LengthProblem:
+    """A problem sized by one element count n; subclasses give its FLOP and byte counts."""
+
+    n: int
+    dtype: str = "float32"
+    what = "length"  # how errors name n
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"{self.what} must be >= 1, got {self.n}")
+
+    @property
+    def label(self) -> str:
+        return str(self.n)
+
+    @classmethod
+    def parse(cls, text: str, **_):
+        return cls(parse_int(text, cls.what))
+
+
+def one_thread_per_element(params, p: LengthProblem, device=None):
+    """Launch geometry of the kernels that give each element its own thread."""
+    from ..launch import Launch
+
+    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
 
 
 _INT = re.compile(r"^\s*(\d+)\s*(?:(\^|\*\*)\s*(\d+))?\s*$")

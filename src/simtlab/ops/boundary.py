@@ -4,29 +4,17 @@ reference (float64) agrees bit for bit - including which side of a wall each par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch
-from .base import Reference, device_copy, parse_int
+from .base import LengthProblem, Reference, device_copy, one_thread_per_element
 
 DTYPE = "float32"
 LO, HI, DT = 0.0, 1.0, 0.125
 
 
-@dataclass(frozen=True)
-class BoundaryProblem:
-    n: int
-    dtype: str = DTYPE
-
-    def __post_init__(self):
-        if int(self.n) < 1:
-            raise ValueError(f"particle count must be >= 1, got {self.n}")
-
-    @property
-    def label(self) -> str:
-        return str(self.n)
+class BoundaryProblem(LengthProblem):
+    what = "particle count"
 
     @property
     def flops(self) -> int:
@@ -38,15 +26,14 @@ class BoundaryProblem:
 
 
 def parse_size(text: str, **_) -> BoundaryProblem:
-    return BoundaryProblem(parse_int(text, "particle count"))
+    return BoundaryProblem.parse(text)
 
 
 def tolerance(p: BoundaryProblem, ws=None) -> float:
     return 0.0
 
 
-def geometry(params, p: BoundaryProblem, device=None) -> Launch:
-    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+geometry = one_thread_per_element
 
 
 def requested_bytes(rung_name: str, params, p: BoundaryProblem) -> int:

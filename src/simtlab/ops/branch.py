@@ -3,31 +3,17 @@ two DEGREE-term polynomials (compute-bound at DEGREE = 64)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF
-from .base import Reference, device_copy, parse_int
+from .base import LengthProblem, Reference, device_copy, one_thread_per_element
 
 DTYPE = "float32"
 DEGREE = 64
 
 
-@dataclass(frozen=True)
-class BranchProblem:
-    n: int
-    dtype: str = DTYPE
-
-    def __post_init__(self):
-        if int(self.n) < 1:
-            raise ValueError(f"length must be >= 1, got {self.n}")
-
-    @property
-    def label(self) -> str:
-        return str(self.n)
-
+class BranchProblem(LengthProblem):
     @property
     def flops(self) -> int:
         return 2 * (DEGREE - 1) * self.n  # one Horner evaluation per element: the useful work
@@ -38,15 +24,14 @@ class BranchProblem:
 
 
 def parse_size(text: str, **_) -> BranchProblem:
-    return BranchProblem(parse_int(text, "length"))
+    return BranchProblem.parse(text)
 
 
 def tolerance(p: BranchProblem, ws=None) -> float:
     return UNIT_ROUNDOFF[p.dtype] * (4 * DEGREE + 16)  # Horner on |x| < 1 with decaying coefficients
 
 
-def geometry(params, p: BranchProblem, device=None) -> Launch:
-    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+geometry = one_thread_per_element
 
 
 def requested_bytes(rung_name: str, params, p: BranchProblem) -> int:

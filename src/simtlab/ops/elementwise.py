@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..launch import Launch
 from ..verify import elementwise_tolerance
-from .base import Reference, device_copy, parse_int
+from .base import LengthProblem, Reference, device_copy, one_thread_per_element
 
 DTYPE = "float32"
 
 
-@dataclass(frozen=True)
-class VecProblem:
-    n: int
-    dtype: str = DTYPE
-
-    def __post_init__(self):
-        if int(self.n) < 1:
-            raise ValueError(f"vector length must be >= 1, got {self.n}")
-
-    @property
-    def label(self) -> str:
-        return str(self.n)
+class VecProblem(LengthProblem):
+    what = "vector length"
 
     @property
     def flops(self) -> int:
@@ -36,7 +25,7 @@ class VecProblem:
 
 
 def parse_size(text: str, **_) -> VecProblem:
-    return VecProblem(parse_int(text, "vector length"))
+    return VecProblem.parse(text)
 
 
 def tolerance(p: VecProblem, ws=None) -> float:
@@ -52,8 +41,7 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def geometry_scalar(params, p: VecProblem, device=None) -> Launch:
-    return Launch((_ceil(p.n, params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+geometry_scalar = one_thread_per_element
 
 
 def geometry_float4(params, p: VecProblem, device=None) -> Launch:
