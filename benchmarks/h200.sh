@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,po
 
 # The README's two setup commands (install; test).
 python3 -m pip install -q -e ".[dev]" 2>&1 | grep -v "^$" | tail -3
-if [[ $phase == smoke || $phase == all || $phase == check ]]; then
+if [[ $phase == smoke || $phase == all || $phase == check || $phase == memory ]]; then
   echo "== python3 -m pytest"
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
@@ -43,7 +43,7 @@ if [[ $phase == all || $phase == memory ]]; then
     --json-out "$OUT/transpose_ladder.json"
   echo "== divergence"; simtlab ladder branch; simtlab ladder boundary
 fi
-if [[ $phase == smoke || $phase == tune ]]; then
+if [[ $phase == smoke || $phase == tune || $phase == memory ]]; then
   echo "== simtlab ladder gemm --size 2048"; simtlab ladder gemm --size 2048
 fi
 if [[ $phase == tune ]]; then
@@ -57,7 +57,16 @@ if [[ $phase == full || $phase == all ]]; then
   echo "== simtlab ladder gemm (issue sizes)"
   simtlab ladder gemm "${SIZES[@]}" --plot "$OUT/gemm_ladder.png" --json-out "$OUT/gemm_ladder.json"
 fi
-if [[ $phase == full || $phase == all ]]; then
+if [[ $phase == memory ]]; then
+  echo "== ncu through simtlab profile: global sectors, bank conflicts, branch uniformity (vs simtlab access)"
+  for spec in "transpose naive 4096" "transpose shared_tile 4096" "transpose padded_tile 4096" \
+              "reduction interleaved_divergent 2^24" "reduction sequential 2^24" "branch even_odd 2^24" \
+              "branch branch_free 2^24" "boundary if_else_chain 2^24" "boundary select 2^24"; do
+    set -- $spec; echo "-- simtlab profile $1 $2 --size $3"; simtlab profile "$1" "$2" --size "$3" || true
+  done
+  echo "== simtlab access"; simtlab access
+fi
+if [[ $phase == full || $phase == all || $phase == memory ]]; then
   echo "== simtlab report"; simtlab report -o "$OUT/report.html"
 fi
 if [[ ($phase == full || $phase == all) && -z ${NO_NCU:-} ]]; then
