@@ -24,8 +24,23 @@ if [[ $phase == smoke || $phase == all || $phase == check || $phase == memory ]]
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
 echo "== simtlab device"; simtlab device
-if [[ $phase == sanitize ]]; then
-  for fam in elementwise gemm reduction transpose; do echo "== simtlab sanitize $fam"; simtlab sanitize "$fam"; done
+if [[ $phase == sanitize || $phase == explain ]]; then
+  for fam in elementwise gemm reduction transpose branch boundary; do
+    echo "== simtlab sanitize $fam"; simtlab sanitize "$fam" --jobs ${SANITIZE_JOBS:-8}
+  done
+fi
+if [[ $phase == explain ]]; then
+  echo "== transpose ladder"; simtlab ladder transpose -s 16384 -s 8191x8193 -s 4097x31 --json-out "$OUT/transpose_ladder.json"
+  echo "== GPU tests of the transpose and tuner"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/ops tests/test_gpu.py -k transpose 2>&1 | tail -3
+  echo "== ncu counters for the access-pattern checks"; bash benchmarks/ncu_capture.sh
+fi
+if [[ $phase == tunetable ]]; then
+  echo "== every valid configuration of gemm/10_tuned at ${TUNE_SIZE:-2048}, in random order, until the time budget"
+  simtlab tune gemm --rung tuned --size ${TUNE_SIZE:-2048} --strategy random --budget 5000 --fresh \
+    --time-budget ${TUNE_SECONDS:-420} --target-ms 20 --timeout 60 --json > "$OUT/tune_table.json"
+  python3 -c "import json; t = json.load(open('$OUT/tune_table.json')); print(len(t), 'evaluations,', sum(e['ms'] is not None for e in t), 'measured')"
+fi
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

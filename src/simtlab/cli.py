@@ -413,8 +413,13 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
 def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
              rung: str = typer.Option("tuned", help="tunable rung: warptiling, multistage or tuned"),
              size: str = typer.Option("4096", help="problem size"),
-             strategy: str = typer.Option("model", help="model (gradient-boosted cost model), random or brute"),
+             strategy: str = typer.Option("model", help="model (gradient-boosted cost model), tpe (Optuna), "
+                                                         "random or brute"),
              budget: int = typer.Option(40, help="new evaluations (history from the store is free)"),
+             time_budget: Optional[float] = typer.Option(None, help="stop starting evaluations after this many seconds"),
+             jobs: int = typer.Option(0, help="compiler processes running ahead of the GPU (0: CPUs - 1)"),
+             timeout: float = typer.Option(60.0, help="seconds an evaluation may take before its process is killed"),
+             isolate: bool = typer.Option(True, help="measure in a killable child process (hangs become timeouts)"),
              seed: int = typer.Option(0, help="strategy seed"),
              fresh: bool = typer.Option(False, "--fresh", help="ignore earlier evaluations in the store"),
              target_ms: float = typer.Option(150.0, help="measured time per evaluation"),
@@ -423,12 +428,12 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
     """Search a rung's parameters on this GPU; every verified evaluation is stored, and the tuned
     rung and simtlab.gemm(rung="best") use the fastest one for this device and size."""
     from .device import NoGpuError, current_sm_clock_mhz, device_info
-    from .ladder import LadderOptions, run_ladder
     from .store import Store
     from .tune import tune
     from .tune.spaces import gemm_features, gemm_warptile
     from .tune.strategies import STRATEGIES
     from .tune.tuner import history_from_store
+    from .tune.worker import IsolatedEvaluator, Precompiler, ladder_objective
 
     fam = _family(family)
     try:
@@ -450,27 +455,37 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
             if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
                 history.append(({k: config[k] for k in space.names}, value))
     run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
-    refs: dict = {}
+    kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
+                  fixed=dict(space.fixed))
+    if isolate:
+        objective = IsolatedEvaluator("simtlab.tune.worker:ladder_objective", kwargs, timeout_s=timeout)
+    else:
+        objective = ladder_objective(**kwargs)
 
-    def objective(config):
-        rows = run_ladder(fam, [size], [r], store, run_id,
-                          LadderOptions(target_ms=target_ms, overrides={r.name: space.complete(config)}),
-                          reference_cache=refs)
-        row = rows[-1]
-        if row.status != "ok":
-            raise RuntimeError(f"{row.status}: {row.error}")
-        return row.median_ms
+    def record(e):  # the measuring process stores what it measures; a kill or a crash is stored here
+        progress.advance(task)
+        if e.status in ("timeout", "crashed"):
+            store.add_result(run_id, family=fam.name, rung=r.id, stage=r.stage, params=space.complete(e.config),
+                             problem=problem.label, dtype=problem.dtype, status=e.status, error=e.error)
 
     from rich.progress import Progress
 
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True) as progress, \
+            Precompiler(fam.name, r.name, dev.arch, jobs or None, space.complete) as compiler:
         task = progress.add_task(f"{r.id} {problem.label} {strategy}", total=budget)
         extra = {"features": gemm_features} if strategy == "model" else {}
-        result = tune(configs, objective, strategy, budget, seed, history,
-                      on_eval=lambda e: progress.advance(task), **extra)
+        try:
+            result = tune(configs, objective, strategy, budget, seed, history, on_eval=record,
+                          time_budget_s=time_budget, prefetch=compiler.submit, batch=max(4, compiler.workers),
+                          **extra)
+        finally:
+            if isolate:
+                objective.close()
     ranked = sorted((e for e in result.evaluations if e.value is not None), key=lambda e: e.value)
     if as_json:
-        print(json.dumps([{"config": e.config, "ms": e.value, "status": e.status} for e in ranked], indent=2))
+        rest = [e for e in result.evaluations if e.value is None]
+        print(json.dumps([{"config": e.config, "ms": e.value, "status": e.status, "error": e.error}
+                          for e in ranked + rest], indent=2))
         return
     from rich.table import Table
 
@@ -483,9 +498,11 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
         t.add_row(f"{e.value:.4f}", f"{problem.flops / e.value / 1e9:.2f}",
                   " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
     console.print(t)
-    failed = [e for e in result.evaluations if e.status == "failed"]
+    failed = [e for e in result.evaluations if e.status in ("failed", "timeout", "crashed")]
     if failed:
-        console.print(f"{len(failed)} configuration(s) failed and were skipped (reasons are in the store)")
+        kinds = ", ".join(f"{sum(e.status == k for e in failed)} {k}" for k in ("failed", "timeout", "crashed")
+                          if any(e.status == k for e in failed))
+        console.print(f"{len(failed)} configuration(s) skipped ({kinds}; reasons are in the store)")
 
 
 @app.command()
@@ -567,6 +584,7 @@ def sanitize(family: str = typer.Argument(..., help="kernel family"),
              tool: Optional[List[str]] = typer.Option(None, help="memcheck, racecheck, synccheck, initcheck (repeatable; default: all four)"),
              size: Optional[str] = typer.Option(None, help="problem (default: the family's small odd check size)"),
              timeout: float = typer.Option(300.0, help="seconds per rung and tool"),
+             jobs: int = typer.Option(1, min=1, help="sanitizer processes at once (they share the GPU)"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Run compute-sanitizer over the rungs on a small odd problem; exit 1 on any error."""
     from .device import NoGpuError, require_gpu
@@ -584,7 +602,11 @@ def sanitize(family: str = typer.Argument(..., help="kernel family"),
     except (KeyError, ValueError, NoGpuError, ToolUnavailable) as exc:
         _fail(_message(exc))
     problem = size or fam.check_size
-    results = [sanitize_rung(fam.name, r.name, t, problem, timeout) for r in rungs for t in tools]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(jobs) as pool:  # each job is a subprocess: threads only wait on it
+        results = list(pool.map(lambda rt: sanitize_rung(fam.name, rt[0].name, rt[1], problem, timeout),
+                                [(r, t) for r in rungs for t in tools]))
     if as_json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:

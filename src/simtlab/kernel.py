@@ -159,6 +159,7 @@ class Kernel:
         from .device import device_info
 
         dev = device_info()
+        kernel_args = self._arguments(args, self.param_sizes(dev.arch))  # count and types before any callable sees them
         saved = (self.grid, self.block, self.shared)
         try:
             self.grid = grid if grid is not None else self.grid
@@ -171,7 +172,7 @@ class Kernel:
         func = self._function(dev.arch)
         if launch.shared > 48 * 1024:
             func.max_dynamic_shared_size_bytes = launch.shared
-        func(launch.grid, launch.block, self._arguments(args, self.param_sizes(dev.arch)), shared_mem=launch.shared)
+        func(launch.grid, launch.block, kernel_args, shared_mem=launch.shared)
 
     def verify(self, reference: Callable, *args, outputs: Sequence[int] = (), tol: float | None = None):
         """Run once with the `outputs` arguments poisoned (NaN) and compare each with `reference(*args)`

@@ -60,6 +60,7 @@ EXPECTED = {
     "transpose naive write (out[x][y])": {"sectors_per_request": 32},
     "transpose tile[32][32] column read": {"ways": 32},
     "transpose tile[32][33] column read (padded)": {"ways": 1},
+    "transpose wide tile[64][65] column read": {"ways": 1},
     "reduction v0 tid % (2s) == 0, s=1": {"paths": 2, "taken": 16},
     "reduction v0 tid % (2s) == 0, s=8": {"paths": 2, "work_fraction": 2 / 32},
     "reduction v1 sdata[2*s*tid], s=8": {"ways": 16},

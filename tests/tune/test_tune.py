@@ -130,3 +130,25 @@ def test_tune_cli_arguments():
     assert r.exit_code == 2 and "no search space" in r.output
     r = CliRunner().invoke(app, ["tune", "gemm", "--strategy", "annealing"])
     assert r.exit_code == 2 and "unknown strategy" in r.output
+
+
+def test_tpe_proposes_only_valid_new_points_and_beats_random():
+    configs = gemm_warptile().valid()
+    valid = {Space.key(c) for c in configs}
+    optimum = min(v for v in (_safe(c) for c in configs) if v is not None)
+    gaps = {"tpe": [], "random": []}
+    for seed in range(3):
+        for strategy in gaps:
+            result = tune(configs, _objective, strategy, budget=60, seed=seed)
+            keys = [Space.key(e.config) for e in result.evaluations]
+            assert len(keys) == len(set(keys)) == 60 and set(keys) <= valid
+            gaps[strategy].append(result.best.value / optimum - 1)
+    assert sum(gaps["tpe"]) < sum(gaps["random"])
+
+
+def test_tpe_takes_history():
+    configs = gemm_warptile().valid()[:50]
+    history = [(c, _safe(c)) for c in configs[:20]]
+    result = tune(configs, _objective, "tpe", budget=10, seed=0, history=history)
+    measured = [Space.key(e.config) for e in result.evaluations if e.status != "history"]
+    assert len(measured) == 10 and not set(measured) & {Space.key(c) for c, _ in history}

@@ -183,6 +183,9 @@ def _transpose():
             "shared", lambda: shared_access(addresses(lambda tx, ty, *_: tx * 32 + ty, b), 4)),
         "transpose tile[32][33] column read (padded)": (
             "shared", lambda: shared_access(addresses(lambda tx, ty, *_: tx * 33 + ty, b), 4)),
+        # rung 5: a warp covers 4 rows x 8 float4; lane reads tile[c][r], c = 4 * (lane % 8), r = lane / 8
+        "transpose wide tile[64][65] column read": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: 4 * (tx % 8) * 65 + tx // 8, Block(256)), 4)),
     }
 
 

@@ -59,6 +59,11 @@ def geometry_vectorized(params, p: TransposeProblem, device=None) -> Launch:
     return Launch(grid2(p.cols, p.rows, t, t), (t * t // 4, 1, 1))
 
 
+def geometry_wide(params, p: TransposeProblem, device=None) -> Launch:
+    t = params["TILE"]
+    return Launch(grid2(p.cols, p.rows, t, t), (params["THREADS"], 1, 1))
+
+
 def requested_bytes(rung_name: str, params, p: TransposeProblem) -> int:
     return p.bytes
 

@@ -1,7 +1,7 @@
 """Search strategies over a finite list of valid configurations.
 
 A strategy proposes configurations (`ask`) and learns from measured times
-(`tell`; None for a failure). Brute force walks the list; random shuffles it;
+(`tell`; None for a failure). Brute force walks the list; random shuffles it; TPE is Optuna's sampler;
 the cost model (gradient-boosted trees, scikit-learn) is trained on what has
 been measured - including history from the store - and proposes the batch it
 predicts fastest, keeping one random pick per batch to keep exploring.
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from typing import Callable, Sequence
 
 from .space import Config, Space
 
-__all__ = ["Strategy", "BruteForce", "RandomSearch", "CostModel", "STRATEGIES", "make_strategy"]
+__all__ = ["Strategy", "BruteForce", "RandomSearch", "CostModel", "TPE", "STRATEGIES", "make_strategy"]
 
 
 class Strategy:
@@ -33,19 +34,24 @@ class Strategy:
     def ask(self, n: int) -> list[Config]:
         raise NotImplementedError
 
+    def lookahead(self, current: list[Config], n: int) -> list[Config]:
+        """Configurations likely to be asked for after `current` (for compiling ahead); none by default."""
+        return []
+
 
 class BruteForce(Strategy):
     def ask(self, n: int) -> list[Config]:
         return self.pending()[:n]
 
+    def lookahead(self, current, n):
+        taken = {Space.key(c) for c in current}
+        return [c for c in self.pending() if Space.key(c) not in taken][:n]
 
-class RandomSearch(Strategy):
+
+class RandomSearch(BruteForce):
     def __init__(self, configs, seed: int = 0):
         super().__init__(configs, seed)
         self.rng.shuffle(self.configs)
-
-    def ask(self, n: int) -> list[Config]:
-        return self.pending()[:n]
 
 
 class CostModel(Strategy):
@@ -81,7 +87,71 @@ class CostModel(Strategy):
         return picks[:n]
 
 
-STRATEGIES = {"brute": BruteForce, "random": RandomSearch, "model": CostModel}
+class TPE(Strategy):
+    """Optuna's tree-structured Parzen estimator over the parameters as categorical choices.
+    Points outside the valid list cost nothing: they are told a penalty at once and never measured,
+    so the sampler learns the restrictions as a slow region. Failures get the same penalty."""
+
+    def __init__(self, configs, seed: int = 0, startup: int = 10):
+        super().__init__(configs, seed)
+        try:
+            import optuna
+        except ImportError:
+            raise ValueError("the tpe strategy needs Optuna: pip install 'simtlab[tune]'") from None
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._optuna = optuna
+        self.valid = {Space.key(c) for c in self.configs}
+        names = list(self.configs[0]) if self.configs else []
+        self.dist = {k: optuna.distributions.CategoricalDistribution(sorted({c[k] for c in self.configs}))
+                     for k in names}
+        with warnings.catch_warnings():  # multivariate/group are marked experimental; they model the
+            warnings.simplefilter("ignore")  # parameters jointly, which tile sizes need
+            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
+                                                 group=True, warn_independent_sampling=False)
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        self.open: dict[tuple, list] = {}  # key -> trials asked and not yet told
+
+    def _penalty(self) -> float:
+        good = [v for v in self.measured.values() if v is not None]
+        return 10.0 * max(good) if good else 1e9
+
+    def tell(self, config, value):
+        super().tell(config, value)
+        key = Space.key(config)
+        trials = self.open.pop(key, None)
+        v = value if value is not None else self._penalty()
+        if trials:
+            for t in trials:
+                self.study.tell(t, v)
+        else:  # history: enter it as a finished trial
+            self.study.add_trial(self._optuna.trial.create_trial(params=dict(config), distributions=self.dist, value=v))
+
+    def ask(self, n: int) -> list[Config]:
+        out: list[Config] = []
+        chosen: set[tuple] = set()
+        for _ in range(200 * n):
+            if len(out) >= n:
+                break
+            trial = self.study.ask(self.dist)
+            config = {k: trial.params[k] for k in self.dist}
+            key = Space.key(config)
+            if key not in self.valid:
+                self.study.tell(trial, self._penalty())
+            elif key in self.measured:
+                v = self.measured[key]
+                self.study.tell(trial, v if v is not None else self._penalty())
+            else:
+                self.open.setdefault(key, []).append(trial)
+                if key not in chosen:
+                    chosen.add(key)
+                    out.append(config)
+        if len(out) < n:  # the sampler keeps landing on known points: fill with random pending ones
+            rest = [c for c in self.pending() if Space.key(c) not in chosen]
+            out += self.rng.sample(rest, min(n - len(out), len(rest)))
+        return out
+
+
+STRATEGIES = {"brute": BruteForce, "random": RandomSearch, "model": CostModel, "tpe": TPE}
 
 
 def make_strategy(name: str, configs: Sequence[Config], seed: int = 0, **kw) -> Strategy:

@@ -16,7 +16,7 @@ from .strategies import make_strategy
 class Evaluation:
     config: Config
     value: float | None  # median ms; None when it failed
-    status: str  # ok | failed | history
+    status: str  # ok | failed (rejected) | timeout | crashed (process died) | history
     error: str = ""
     seconds: float = 0.0
 
@@ -38,8 +38,10 @@ class TuneResult:
 def tune(configs: Sequence[Config], objective: Callable[[Config], float], strategy: str = "model",
          budget: int = 40, seed: int = 0, history: Iterable[tuple[Config, float | None]] = (),
          on_eval: Callable[[Evaluation], None] | None = None, time_budget_s: float | None = None,
-         batch: int = 4, **strategy_kw) -> TuneResult:
-    """Evaluate up to `budget` new configurations (history does not count against it)."""
+         batch: int = 4, prefetch: Callable[[list[Config]], None] | None = None, **strategy_kw) -> TuneResult:
+    """Evaluate up to `budget` new configurations (history does not count against it).
+    `prefetch` sees each batch before it is measured, and the batch after it where the strategy
+    already knows it (brute force, random), so compilation can run ahead of measurement."""
     strat = make_strategy(strategy, configs, seed, **strategy_kw)
     result = TuneResult()
     for config, value in history:
@@ -53,12 +55,14 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float], strate
         proposals = [c for c in strat.ask(min(batch, budget - spent)) if Space.key(c) not in strat.measured]
         if not proposals:
             break
+        if prefetch:
+            prefetch(proposals + strat.lookahead(proposals, batch))
         for config in proposals:
             t0 = time.monotonic()
             try:
                 value, status, error = float(objective(config)), "ok", ""
             except Exception as exc:  # a failing configuration is recorded and skipped
-                value, status, error = None, "failed", f"{type(exc).__name__}: {exc}"[:300]
+                value, status, error = None, _failure_status(exc), f"{type(exc).__name__}: {exc}"[:300]
             ev = Evaluation(dict(config), value, status, error, time.monotonic() - t0)
             strat.tell(config, value)
             result.evaluations.append(ev)
@@ -68,6 +72,14 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float], strate
             if spent >= budget:
                 break
     return result
+
+
+def _failure_status(exc: Exception) -> str:
+    from .worker import EvaluationCrashed
+
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return "crashed" if isinstance(exc, EvaluationCrashed) else "failed"
 
 
 def history_from_store(store, family: str, rung_id: str, problem: str, device: str | None):

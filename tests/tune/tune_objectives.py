@@ -1,0 +1,22 @@
+"""Objectives the isolation tests run in a child process (pytest puts this folder on sys.path,
+which a spawned child inherits)."""
+
+import os
+import time
+
+
+def sleepy(hang_on: int = 3, die_on: int | None = None):
+    def objective(config):
+        if config["x"] == hang_on:
+            time.sleep(3600)  # a kernel that never finishes
+        if config["x"] == die_on:
+            os._exit(7)  # a process that dies (e.g. a driver abort)
+        if config["x"] < 0:
+            raise ValueError("negative x is rejected")
+        return float(config["x"]) + 0.5
+
+    return objective
+
+
+def broken():
+    raise RuntimeError("no GPU here")
