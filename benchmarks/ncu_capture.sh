@@ -24,9 +24,14 @@ capture reduction 2 2^24 reduce_interleaved_strided
 capture reduction 3 2^24 reduce_sequential
 capture branch 1 2^24 branch_even_odd
 capture branch 2 2^24 branch_free
-# per-instruction counters (active and predicated-on threads at every SASS line) of the divergent kernel
-ncu --clock-control none --section SourceCounters --page source --print-source sass --csv -k regex:branch_even_odd \
-  python3 -m simtlab.tools.launch_once branch 1 --size 2^20 > "$dir/branch_1_source.csv" 2> "$dir/branch_1_source.err" \
-  || tail -3 "$dir/branch_1_source.err"
+source() {  # family rung size kernel-regex: per-SASS-instruction counters (threads, conflicts, divergence)
+  echo "-- ncu source page $1 $2 --size $3"
+  ncu --clock-control none --section SourceCounters --page source --print-source sass --csv -k "regex:$4" \
+    python3 -m simtlab.tools.launch_once "$1" "$2" --size "$3" > "$dir/$1_$2_source.csv" 2> "$dir/$1_$2_source.err" \
+    || tail -3 "$dir/$1_$2_source.err"
+}
+source branch 1 2^20 branch_even_odd
+for r in shared_tile padded_tile wide_tile; do source transpose $r 2048 "transpose_$r"; done
+for r in 1 2 3; do source reduction $r 2^20 "reduce_"; done
 ls -la "$dir"
 mkdir -p "$OUT" && tar -czf "$OUT/ncu.tar.gz" -C "$dir" .

@@ -177,6 +177,8 @@ def _gemm():
 def _transpose():
     b = Block(32, 8)
     return {
+        "transpose naive read (in[y][x])": (
+            "global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: ty * 4096 + tx, b))),
         "transpose naive write (out[x][y])": (
             "global", lambda: global_access(addresses(lambda tx, ty, tz, bx, by, bz: tx * 4096 + ty, b))),
         "transpose tile[32][32] column read": (
@@ -201,7 +203,11 @@ def _reduction():
     }
 
 
-ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction()}
+def _branch():
+    return {"branch i & 1 (even/odd lanes)": ("branch", lambda: divergence(lambda tx, *_: tx % 2 == 1, Block(256)))}
+
+
+ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch()}
 
 
 def run_analysis(name: str) -> dict:

@@ -89,8 +89,9 @@ class CostModel(Strategy):
 
 class TPE(Strategy):
     """Optuna's tree-structured Parzen estimator over the parameters as categorical choices.
-    Points outside the valid list cost nothing: they are told a penalty at once and never measured,
-    so the sampler learns the restrictions as a slow region. Failures get the same penalty."""
+    A sampled point outside the valid list (or already measured) is not evaluated: it is replaced
+    by the nearest valid pending configuration (fewest parameters changed), and the measurement is
+    entered for the configuration actually run, so the sampler only ever learns real times."""
 
     def __init__(self, configs, seed: int = 0, startup: int = 10):
         super().__init__(configs, seed)
@@ -100,7 +101,6 @@ class TPE(Strategy):
             raise ValueError("the tpe strategy needs Optuna: pip install 'simtlab[tune]'") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        self.valid = {Space.key(c) for c in self.configs}
         names = list(self.configs[0]) if self.configs else []
         self.dist = {k: optuna.distributions.CategoricalDistribution(sorted({c[k] for c in self.configs}))
                      for k in names}
@@ -109,7 +109,7 @@ class TPE(Strategy):
             sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
                                                  group=True, warn_independent_sampling=False)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
-        self.open: dict[tuple, list] = {}  # key -> trials asked and not yet told
+        self.open: dict[tuple, object] = {}  # key -> the trial whose sample it is (when not replaced)
 
     def _penalty(self) -> float:
         good = [v for v in self.measured.values() if v is not None]
@@ -117,37 +117,43 @@ class TPE(Strategy):
 
     def tell(self, config, value):
         super().tell(config, value)
-        key = Space.key(config)
-        trials = self.open.pop(key, None)
         v = value if value is not None else self._penalty()
-        if trials:
-            for t in trials:
-                self.study.tell(t, v)
-        else:  # history: enter it as a finished trial
+        trial = self.open.pop(Space.key(config), None)
+        if trial is not None:
+            self.study.tell(trial, v)
+        else:  # history, or a replacement for an invalid sample: enter it as a finished trial
             self.study.add_trial(self._optuna.trial.create_trial(params=dict(config), distributions=self.dist, value=v))
+
+    def _nearest(self, config: Config, exclude: set) -> Config | None:
+        best, best_d = [], None
+        for c in self.pending():
+            if Space.key(c) in exclude:
+                continue
+            d = sum(c[k] != config[k] for k in self.dist)
+            if best_d is None or d < best_d:
+                best, best_d = [c], d
+            elif d == best_d:
+                best.append(c)
+        return self.rng.choice(best) if best else None
 
     def ask(self, n: int) -> list[Config]:
         out: list[Config] = []
         chosen: set[tuple] = set()
-        for _ in range(200 * n):
-            if len(out) >= n:
-                break
+        pending = {Space.key(c) for c in self.pending()}
+        while len(out) < n and len(chosen) < len(pending):
             trial = self.study.ask(self.dist)
             config = {k: trial.params[k] for k in self.dist}
             key = Space.key(config)
-            if key not in self.valid:
-                self.study.tell(trial, self._penalty())
-            elif key in self.measured:
-                v = self.measured[key]
-                self.study.tell(trial, v if v is not None else self._penalty())
-            else:
-                self.open.setdefault(key, []).append(trial)
-                if key not in chosen:
-                    chosen.add(key)
-                    out.append(config)
-        if len(out) < n:  # the sampler keeps landing on known points: fill with random pending ones
-            rest = [c for c in self.pending() if Space.key(c) not in chosen]
-            out += self.rng.sample(rest, min(n - len(out), len(rest)))
+            if key in pending and key not in chosen:
+                self.open[key] = trial
+            else:  # invalid, measured or already in this batch: run the nearest pending point instead
+                self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+                config = self._nearest(config, chosen)
+                if config is None:
+                    break
+                key = Space.key(config)
+            chosen.add(key)
+            out.append(config)
         return out
 
 
