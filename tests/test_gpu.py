@@ -239,3 +239,35 @@ def test_divergence_rungs(name, n):
         ws = _run_rung(fam, rung, p, seed=n)
         v = compare(ws.output(), ws.expected(), op.tolerance(p))
         assert v.ok, (rung.id, n, v.reason)
+
+
+TC_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (256, 256, 256), (64, 136, 72), (33, 1, 300)]
+
+
+@pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("mnk", TC_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_core_rung_matches_float64_and_cublas(rung, mnk, dtype):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import choose_params
+    from simtlab.ops import gemm_tc
+
+    fam = family("gemm_tc")
+    p = gemm_tc.TcProblem(*mnk, dtype)
+    dev = device_info()
+    ws = fam.op().workspace(p, seed=hash((rung.name, mnk, dtype)) & 0xFFFF)
+    vec = ws.vec_ok() if rung.vec_variant else None
+    inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
+    launch = inst.geometry(p, dev)
+    ws.poison()
+    prepare(inst, launch, vec, dev)(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+    cupy.cuda.get_current_stream().synchronize()
+    ours = ws.C.copy()
+    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    gemm_tc._cublas(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok

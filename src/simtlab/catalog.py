@@ -144,10 +144,10 @@ GEMM = Family(
              "geometry_multistage", vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
              arch_defaults=_SM80_NO_SPILL, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
         Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M",),
-             # 128x256 blocks, 16x8 outputs per thread, one block per SM: the best of the sweeps in
-             # benchmarks/results (H200); spill-free on sm_80 and sm_90.
-             _frozen({"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "WMITER": 4, "WNITER": 2,
-                      "STAGES": 3, "MINB": 1, "GROUP_M": 8}),
+             # 128x256 blocks, 8x16 outputs per thread, four stages, one block per SM: the optimum of
+             # the H200 brute-force tables at 2048^3 and 4096^3; spill-free on sm_80 and sm_90.
+             _frozen({"BM": 128, "BN": 256, "BK": 16, "WM": 32, "WN": 128, "WMITER": 2, "WNITER": 4,
+                      "STAGES": 4, "MINB": 1, "GROUP_M": 8}),
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
              from_store=True, size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
@@ -276,7 +276,35 @@ BOUNDARY = Family(
     metric="gbs",
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY)}
+GEMM_TC = Family(
+    name="gemm_tc",
+    title="tensor-core GEMM: fp16/bf16 in, fp32 accumulate and out, C = A@B, row-major",
+    op_module="simtlab.ops.gemm_tc",
+    reference="cuBLAS GemmEx (same types)",
+    default_sizes=("4096", "4096:bf16"),
+    rungs=(
+        Rung("gemm_tc", 1, "wmma", "gemm_tc/01_wmma.cu", "gemm_tc_wmma", ("DT", "WARPS_M", "WARPS_N"),
+             _frozen({"DT": 0, "WARPS_M": 2, "WARPS_N": 2}),
+             "one warp, one 16x16 tile: WMMA fragments loaded straight from global, 4096 MACs per HMMA",
+             "geometry_wmma", min_cc=(8, 0), size_defaults="dtype_params", sass_expect=("HMMA",)),
+        Rung("gemm_tc", 2, "wmma_smem", "gemm_tc/02_wmma_smem.cu", "gemm_tc_wmma_smem",
+             ("DT", "BM", "BN", "BK", "WARPS_M", "WARPS_N"),
+             _frozen({"DT": 0, "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4}),
+             "block tiles in shared memory: each fragment loaded there feeds several HMMAs",
+             "geometry_wmma_smem", vec_variant=True, min_cc=(8, 0), size_defaults="dtype_params",
+             sass_expect=("HMMA", "LDS", "BAR")),
+        Rung("gemm_tc", 3, "mma_multistage", "gemm_tc/03_mma_multistage.cu", "gemm_tc_mma",
+             ("DT", "BM", "BN", "WM", "WN", "STAGES"),
+             _frozen({"DT": 0, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 4}),
+             "mma.sync + ldmatrix on XOR-swizzled tiles, a cp.async ring of STAGES slices (the Ampere way)",
+             "geometry_mma", vec_variant=True, min_cc=(8, 0), size_defaults="dtype_params",
+             sass_expect=("HMMA", "LDSM", "LDGSTS.128")),
+    ),
+    check_size="127x129x65",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY,
+                                                   GEMM_TC)}
 
 
 def families() -> list[Family]:

@@ -177,7 +177,8 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
            rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
            alpha: float = typer.Option(1.0, help="GEMM alpha"),
            beta: float = typer.Option(0.0, help="GEMM beta"),
-           dtype: str = typer.Option("float32", help="element type (the CUDA-core ladders are fp32)"),
+           dtype: Optional[str] = typer.Option(None, help="element type check (the CUDA-core ladders are fp32; "
+                                                          "gemm_tc takes fp16 or bf16 from the size, e.g. 4096:bf16)"),
            seed: Optional[int] = typer.Option(None, help="fix the input seed (default: fresh random inputs)"),
            target_ms: float = typer.Option(400.0, help="measured time per kernel and size"),
            db: Optional[Path] = typer.Option(None, help="results database (default: $SIMTLAB_DB or user data dir)"),
@@ -197,7 +198,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         err.print(f"simtlab ladder needs a GPU: {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     op = fam.op()
-    if dtype != op.DTYPE:
+    if dtype is not None and dtype != op.DTYPE:
         _fail(f"the {fam.name} ladder computes in {op.DTYPE}; --dtype {dtype} is not available for it")
     sizes = list(size) if size else list(fam.default_sizes)
     try:
@@ -255,7 +256,8 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     try:
         spec = gpu_spec(gpu) if gpu else None
         target = normalise_arch(arch or (spec.arch if spec else None))
-        ceilings = datasheet_ceilings(spec) if spec else None
+        problem = fam.op().parse_size(size or fam.default_sizes[-1])
+        ceilings = datasheet_ceilings(spec, problem.dtype) if spec else None
         result = plan(fam, target, ceilings, size)
     except (NoGpuError, ValueError) as exc:
         _fail(f"{exc} (pass --gpu h200 or --arch sm_90)")

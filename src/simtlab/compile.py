@@ -82,6 +82,25 @@ def cache_dir() -> Path:
 
 
 @cache
+def toolkit_include_dirs() -> tuple[Path, ...]:
+    """The CUDA toolkit's headers (mma.h for WMMA, cuda/barrier, ...), which NVRTC does not carry:
+    found through cuda-pathfinder (CUDA_HOME, conda, the nvidia-* wheels) or /usr/local/cuda.
+    Empty where there is no toolkit; kernels that need none still compile."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found = find_nvidia_header_directory("cudart")
+        if found and (Path(found) / "mma.h").is_file():
+            return (Path(found),)
+    except Exception:  # an older cuda-pathfinder, or nothing found: try the usual places
+        pass
+    for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if base and (Path(base) / "include" / "mma.h").is_file():
+            return (Path(base) / "include",)
+    return ()
+
+
+@cache
 def nvrtc_version() -> tuple[int, int]:
     from cuda.bindings import nvrtc
 
@@ -168,7 +187,7 @@ def compile_source(
     arch = normalise_arch(arch)
     exprs = tuple(dict.fromkeys(name_expressions))
     options = dict(options or {})
-    dirs = tuple(Path(d) for d in include_dirs) + INCLUDE_DIRS
+    dirs = tuple(Path(d) for d in include_dirs) + INCLUDE_DIRS + toolkit_include_dirs()
     key = _key(source, name, exprs, arch, options, dirs)
     folder = cache_dir()
     cubin_path, meta_path = folder / f"{key}.cubin", folder / f"{key}.json"

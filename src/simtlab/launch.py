@@ -114,8 +114,9 @@ def choose_params(rung: Rung, problem, device, vec: bool | None, store=None,
     defaults; None keeps the rung's (per-arch) defaults."""
     import json
 
-    if explicit:
-        return dict(explicit)
+    if explicit:  # over the size defaults, which may carry what the problem fixes (operator, dtype)
+        base = getattr(_family_op(rung), rung.size_defaults)(problem, device, vec) if rung.size_defaults else {}
+        return {**base, **explicit}
     if rung.from_store and store is not None and device is not None:
         best = store.best(rung.family, rung.id, problem.label, device.name)
         if best and best.get("params"):

@@ -100,9 +100,12 @@ def ceilings_from_store(store, device: str, bandwidth_ref: str = "device copy",
                     f"{bandwidth_ref}: best of {n_bw} rows (runs {runs_bw}); {compute_ref}: best of {n_fl} (runs {runs_fl})")
 
 
-def datasheet_ceilings(spec: GpuSpec) -> Ceilings:
-    return Ceilings(spec.name, spec.bandwidth_gbs, spec.fp32_tflops * 1e3, spec.bandwidth_gbs,
-                    spec.fp32_tflops * 1e3, measured=False, source="datasheet")
+def datasheet_ceilings(spec: GpuSpec, dtype: str = "float32") -> Ceilings:
+    """fp32 problems meet the CUDA-core peak; fp16/bf16 ones the dense tensor-core peak."""
+    tflops = spec.bf16_tflops if dtype in ("float16", "bfloat16") and spec.bf16_tflops else spec.fp32_tflops
+    kind = "tensor-core fp16/bf16" if tflops is spec.bf16_tflops else "fp32"
+    return Ceilings(spec.name, spec.bandwidth_gbs, tflops * 1e3, spec.bandwidth_gbs, tflops * 1e3,
+                    measured=False, source=f"datasheet ({kind})")
 
 
 @dataclass(frozen=True)

@@ -126,14 +126,16 @@ def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
 
 # Tile classes of the tuned rung, measured on the H200 at every reported size
 # (benchmarks/results/2026-12-02_h200_560aff/sweep_sizes.json):
-#  * LARGE, 128x256 blocks with 16x8 outputs per thread, one block per SM: ~48 TFLOP/s on large
-#    aligned problems (best from 2048^3 up), but a slow predicated path;
+#  * LARGE, 128x256 blocks with 8x16 outputs per thread in 32x128 warp tiles, four stages, one
+#    block per SM: the optimum of all 1038 valid configurations at both 2048^3 (47.8 TFLOP/s) and
+#    4096^3 (48.8) in the brute-force tables (tests/fixtures/gemm_tuned_h200_*.json), but a slow
+#    predicated path;
 #  * MEDIUM, 128x128 with 8x8 per thread, two blocks per SM: ~45 TFLOP/s, twice the tiles;
 #  * SMALL, 64x64 with 8x4 per thread, four blocks per SM: 30.8 TFLOP/s at 1024^3 where the
 #    others leave most SMs idle (MEDIUM 19.6, LARGE 11.4);
 #  * PREDICATED, MEDIUM with BK=8: rows that are not 16-byte aligned (37.3 at 4097x4095x4093;
 #    the BK=16 MEDIUM measured 38.1 there but spills on NVRTC 13.5, so it is left to the store).
-TUNED_LARGE = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WMITER=4, WNITER=2, STAGES=3, MINB=1, GROUP_M=8)
+TUNED_LARGE = dict(BM=128, BN=256, BK=16, WM=32, WN=128, WMITER=2, WNITER=4, STAGES=4, MINB=1, GROUP_M=8)
 TUNED_MEDIUM = dict(BM=128, BN=128, BK=16, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=2, MINB=2, GROUP_M=8)
 TUNED_SMALL = dict(BM=64, BN=64, BK=16, WM=32, WN=32, WMITER=2, WNITER=1, STAGES=3, MINB=4, GROUP_M=8)
 TUNED_PREDICATED = dict(BM=128, BN=128, BK=8, WM=32, WN=64, WMITER=2, WNITER=2, STAGES=3, MINB=2, GROUP_M=8)

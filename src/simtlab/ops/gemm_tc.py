@@ -1,0 +1,190 @@
+"""Tensor-core GEMM with fp16 or bf16 inputs and fp32 accumulation and output:
+C (MxN, fp32) = A (MxK) @ B (KxN), all row-major and contiguous."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch, grid2
+from ..verify import dot_tolerance
+from .base import Reference, parse_int
+
+DTYPE = "float16"  # the default input type; a size suffix picks bf16 ("4096:bf16")
+DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+DT = {"float16": 0, "bfloat16": 1}  # the kernels' DT template argument
+_CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14}  # CUDA_R_16F, CUDA_R_16BF (library_types.h)
+_CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT = 0, 68, -1
+
+
+@dataclass(frozen=True)
+class TcProblem:
+    M: int
+    N: int
+    K: int
+    dtype: str = "float16"
+
+    def __post_init__(self):
+        for name in ("M", "N", "K"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in DT:
+            raise ValueError(f"tensor-core GEMM inputs are float16 or bfloat16, not {self.dtype}")
+
+    @property
+    def short(self) -> str:
+        return "fp16" if self.dtype == "float16" else "bf16"
+
+    @property
+    def label(self) -> str:
+        return f"{self.M}x{self.N}x{self.K}:{self.short}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def bytes(self) -> int:
+        return 2 * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N
+
+
+def parse_size(text: str, **_) -> TcProblem:
+    """'4096' (a cube, fp16), 'MxNxK', either with ':bf16' or ':fp16'."""
+    size, _, kind = str(text).lower().partition(":")
+    if kind and kind not in DTYPES:
+        raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16 or bf16, not {kind!r}")
+    dtype = DTYPES[kind or "fp16"]
+    parts = size.replace("*", "x").split("x")
+    if len(parts) == 1:
+        n = parse_int(parts[0], "GEMM size")
+        return TcProblem(n, n, n, dtype)
+    if len(parts) != 3:
+        raise ValueError(f"GEMM size {text!r}: use N (a cube) or MxNxK, optionally with :fp16 or :bf16")
+    m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
+    return TcProblem(m, n, k, dtype)
+
+
+def tolerance(p: TcProblem, ws=None) -> float:
+    """The inputs' products are exact in fp32, so only the accumulation rounds. Tensor-core adders
+    align and truncate rather than round each step, so the bound is 4x the fp32 FFMA-chain bound
+    (the reference is the float64 product of the same half-precision inputs)."""
+    return 4 * dot_tolerance("float32", p.K)
+
+
+def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
+    """The problem picks the element-type template argument."""
+    return {"DT": DT[p.dtype]}
+
+
+# --- launch geometry -------------------------------------------------------------------------
+
+def geometry_wmma(params, p: TcProblem, device=None) -> Launch:
+    wm, wn = params["WARPS_M"], params["WARPS_N"]
+    return Launch(grid2(p.N, p.M, 16 * wn, 16 * wm), (32 * wm * wn, 1, 1))
+
+
+def geometry_wmma_smem(params, p: TcProblem, device=None) -> Launch:
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (32 * params["WARPS_M"] * params["WARPS_N"], 1, 1))
+
+
+MMA_BK = 32  # fixed in 03_mma_multistage.cu: four 16-byte chunks per A row
+
+
+def mma_smem(params) -> int:
+    return params["STAGES"] * (params["BM"] + params["BN"]) * MMA_BK * 2
+
+
+def geometry_mma(params, p: TcProblem, device=None) -> Launch:
+    threads = (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * 32
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (threads, 1, 1), mma_smem(params))
+
+
+def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
+    """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
+    B column panel once."""
+    if rung_name == "wmma":
+        bm, bn = 16, 16
+    else:
+        bm, bn = params["BM"], params["BN"]
+    tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
+    return 2 * p.K * tiles_m * tiles_n * (bm + bn) + 4 * p.M * p.N
+
+
+# --- inputs, outputs, references ---------------------------------------------------------------
+
+class Workspace:
+    def __init__(self, p: TcProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        self.A = _narrow(rng.random((p.M, p.K), dtype=cupy.float32) * 2 - 1, p.dtype)
+        self.B = _narrow(rng.random((p.K, p.N), dtype=cupy.float32) * 2 - 1, p.dtype)
+        self.C = cupy.empty((p.M, p.N), dtype=cupy.float32)
+
+    def poison(self) -> None:
+        self.C.fill(np.nan)
+
+    def args(self) -> tuple:
+        p = self.p
+        return (np.int32(p.M), np.int32(p.N), np.int32(p.K), self.A, self.B, self.C)
+
+    def vec_ok(self) -> bool:
+        """16-byte rows: K and N multiples of 8 elements, 16-byte aligned buffers."""
+        aligned = all(x.data.ptr % 16 == 0 for x in (self.A, self.B, self.C))
+        return aligned and self.p.K % 8 == 0 and self.p.N % 8 == 0
+
+    def expected(self):
+        return _widen(self.A) @ _widen(self.B)
+
+    def output(self):
+        return self.C
+
+
+def _narrow(x, dtype: str):
+    """float32 -> float16, or -> bfloat16 held as its uint16 bit pattern (CuPy has no bfloat16
+    type; the kernels only see a pointer), rounded to nearest even like __float2bfloat16."""
+    import cupy
+
+    if dtype == "float16":
+        return x.astype(cupy.float16)
+    bits = x.view(cupy.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cupy.uint16)
+
+
+def _widen(x):
+    """The exact float64 value of each half-precision input."""
+    import cupy
+
+    if x.dtype == cupy.float16:
+        return x.astype(cupy.float64)
+    return (x.astype(cupy.uint32) << 16).view(cupy.float32).astype(cupy.float64)
+
+
+def workspace(p: TcProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _cublas(ws: Workspace):
+    """cublasGemmEx: half-precision inputs, fp32 compute and output (what the rungs do)."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setPointerMode(handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
+    p = ws.p
+    one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
+    dt = _CUDA_DATA_TYPE[p.dtype]
+    op_n = getattr(cublas, "CUBLAS_OP_N", 0)
+
+    def run():  # row-major C = A B as column-major C^T = B^T A^T
+        cublas.gemmEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
+                      ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, _CUDA_R_32F, p.N,
+                      _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+
+    return run
+
+
+def references() -> list[Reference]:
+    return [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]

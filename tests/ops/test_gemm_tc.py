@@ -1,0 +1,39 @@
+import pytest
+
+from simtlab.catalog import family
+from simtlab.ops import gemm_tc as tc
+
+
+def test_parse_labels_and_counts():
+    p = tc.parse_size("1000x1013x37:bf16")
+    assert (p.M, p.N, p.K, p.dtype, p.label) == (1000, 1013, 37, "bfloat16", "1000x1013x37:bf16")
+    assert tc.parse_size("64").label == "64x64x64:fp16"
+    assert p.flops == 2 * 1000 * 1013 * 37 and p.bytes == 2 * (1000 * 37 + 37 * 1013) + 4 * 1000 * 1013
+    for bad in ("0", "2x3", "64:fp8", "axbxc"):
+        with pytest.raises(ValueError):
+            tc.parse_size(bad)
+    assert tc.dtype_params(p) == {"DT": 1} and tc.dtype_params(tc.parse_size("8")) == {"DT": 0}
+    assert 0 < tc.tolerance(tc.parse_size("4096")) < 1e-3
+
+
+@pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (127, 129, 65), (4096, 4096, 4096), (33, 1, 300)])
+def test_every_output_has_a_block(rung, mnk):
+    p = tc.TcProblem(*mnk)
+    params = rung.params("sm_90", tc.dtype_params(p))
+    L = getattr(tc, rung.geometry)(params, p)
+    if rung.name == "wmma":
+        bm, bn = 16 * params["WARPS_M"], 16 * params["WARPS_N"]
+    else:
+        bm, bn = params["BM"], params["BN"]
+    assert L.grid[0] * bn >= p.N and (L.grid[0] - 1) * bn < p.N
+    assert L.grid[1] * bm >= p.M and (L.grid[1] - 1) * bm < p.M
+    assert L.threads <= 1024 and L.shared <= 227 * 1024
+
+
+def test_explicit_parameters_keep_the_problems_dtype():
+    from simtlab.launch import choose_params
+
+    rung = family("gemm_tc").rung("mma_multistage")
+    p = tc.parse_size("256:bf16")
+    assert choose_params(rung, p, None, True, explicit={"STAGES": 3}) == {"DT": 1, "STAGES": 3}
