@@ -86,17 +86,20 @@ def toolkit_include_dirs() -> tuple[Path, ...]:
     """The CUDA toolkit's headers (mma.h for WMMA, cuda/barrier, ...), which NVRTC does not carry:
     found through cuda-pathfinder (CUDA_HOME, conda, the nvidia-* wheels) or /usr/local/cuda.
     Empty where there is no toolkit; kernels that need none still compile."""
+    candidates = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
         found = find_nvidia_header_directory("cudart")
-        if found and (Path(found) / "mma.h").is_file():
-            return (Path(found),)
+        if found:
+            candidates.append(Path(found))
     except Exception:  # an older cuda-pathfinder, or nothing found: try the usual places
         pass
-    for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if base and (Path(base) / "include" / "mma.h").is_file():
-            return (Path(base) / "include",)
+    candidates += [Path(b) / "include" for b in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                                                   "/usr/local/cuda") if b]
+    for d in candidates:  # a complete set: some wheels ship mma.h without the crt/ headers it includes
+        if (d / "mma.h").is_file() and (d / "crt" / "mma.h").is_file():
+            return (d,)
     return ()
 
 
