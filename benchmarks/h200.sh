@@ -48,7 +48,11 @@ if [[ $phase == tc ]]; then
   echo "== fp32 rungs 9-10 with the brute-force winner as the large-size default (empty store)"
   simtlab ladder gemm -s 2048 -s 4096 -s 8192 --rung 9 --rung 10 --json-out "$OUT/gemm_top_rungs.json"
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc ]]; then
+if [[ $phase == final ]]; then
+  echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
+  echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary
+fi
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
