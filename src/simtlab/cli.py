@@ -422,6 +422,8 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
              jobs: int = typer.Option(0, help="compiler processes running ahead of the GPU (0: CPUs - 1)"),
              timeout: float = typer.Option(60.0, help="seconds an evaluation may take before its process is killed"),
              isolate: bool = typer.Option(True, help="measure in a killable child process (hangs become timeouts)"),
+             warm_start: bool = typer.Option(True, help="measure first the best configurations stored for other "
+                                                        "sizes or devices"),
              seed: int = typer.Option(0, help="strategy seed"),
              fresh: bool = typer.Option(False, "--fresh", help="ignore earlier evaluations in the store"),
              target_ms: float = typer.Option(150.0, help="measured time per evaluation"),
@@ -434,7 +436,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
     from .tune import tune
     from .tune.spaces import gemm_features, gemm_warptile
     from .tune.strategies import STRATEGIES
-    from .tune.tuner import history_from_store
+    from .tune.tuner import history_from_store, warm_start_from_store
     from .tune.worker import IsolatedEvaluator, Precompiler, ladder_objective
 
     fam = _family(family)
@@ -456,6 +458,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
         for config, value in history_from_store(store, fam.name, r.id, problem.label, dev.name):
             if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
                 history.append(({k: config[k] for k in space.names}, value))
+    seeds = warm_start_from_store(store, fam.name, r.id, problem.label, space.names, space.fixed) if warm_start else []
     run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
                   fixed=dict(space.fixed))
@@ -479,7 +482,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
         try:
             result = tune(configs, objective, strategy, budget, seed, history, on_eval=record,
                           time_budget_s=time_budget, prefetch=compiler.submit, batch=max(4, compiler.workers),
-                          **extra)
+                          warm_start=seeds, **extra)
         finally:
             if isolate:
                 objective.close()

@@ -94,3 +94,28 @@ def test_access_cli():
     table = CliRunner().invoke(app, ["access"], env={"COLUMNS": "150"})
     assert table.exit_code == 0 and "32-way" in table.output and "tile[32][33]" in table.output
     assert CliRunner().invoke(app, ["access", "fft"]).exit_code == 2
+
+
+def test_predictions_agree_with_the_committed_h200_counters():
+    """The analyzer against Nsight Compute's captures from the H200 (benchmarks/ncu_capture.sh):
+    every prediction within 10% of the counter, as the analyzer issue requires."""
+    from pathlib import Path
+
+    from simtlab.analyze.validate import CHECKS, evaluate
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-02_h200_97f8bf" / "ncu"
+    rows = evaluate(folder)
+    assert len(rows) == len(CHECKS) >= 13
+    bad = [(r["check"], r["predicted"], r["measured"], r["note"]) for r in rows
+           if r["difference"] is None or r["difference"] > 0.10]
+    assert not bad, bad
+
+
+def test_reduction_tree_simulation_counts_predicated_warps():
+    from simtlab.analyze.validate import tree_wavefronts
+
+    # sequential addressing, 256 threads: 8 strides x 8 warps x 2 loads + 8 final reads issue;
+    # only warps with a live lane cost wavefronts: 4+2+1 full warps, then warp 0 alone (x2 loads), + 1
+    wf, rq = tree_wavefronts(lambda t, s: t, lambda t, s: t < s, (128, 64, 32, 16, 8, 4, 2, 1))
+    assert rq == 8 * 8 * 2 + 8
+    assert wf == 2 * (4 + 2 + 1 + 5) + 1

@@ -42,3 +42,24 @@ def test_a_recorded_failure_raises():
         broken(dict(key))
     with pytest.raises(KeyError):
         t({"BM": 1})
+
+
+def test_warm_start_from_another_size_finds_the_optimum_at_once(tmp_path):
+    """The 2048^3 table's best configurations, stored, seed a search on the 4096^3 table."""
+    from simtlab.store import Store
+    from simtlab.tune import tune
+    from simtlab.tune.tuner import warm_start_from_store
+
+    small, large = (load_table(p) for p in TABLES)  # 2048, 4096
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("t")
+    flops = 2 * 2048 ** 3
+    for key, ms in small.times.items():
+        store.add_result(run, family="gemm", rung="gemm/10_tuned", problem="2048x2048x2048",
+                         params={**dict(key), "GROUP_M": 8}, median_ms=ms, gflops=flops / ms / 1e6, status="ok")
+    seeds = warm_start_from_store(store, "gemm", "gemm/10_tuned", "4096x4096x4096", small.params, {"GROUP_M": 8})
+    assert len(seeds) == 8 and seeds[0] == dict(min(small.times, key=small.times.get))
+    cold = tune(large.configs, large, "model", budget=8, seed=0, features=gemm_features)
+    warm = tune(large.configs, large, "model", budget=8, seed=0, features=gemm_features, warm_start=seeds)
+    assert [Space.key(e.config) for e in warm.evaluations] == [Space.key(c) for c in seeds]
+    assert warm.best.value / large.optimum - 1 < 0.005 < cold.best.value / large.optimum - 1

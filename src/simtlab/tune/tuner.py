@@ -38,21 +38,31 @@ class TuneResult:
 def tune(configs: Sequence[Config], objective: Callable[[Config], float], strategy: str = "model",
          budget: int = 40, seed: int = 0, history: Iterable[tuple[Config, float | None]] = (),
          on_eval: Callable[[Evaluation], None] | None = None, time_budget_s: float | None = None,
-         batch: int = 4, prefetch: Callable[[list[Config]], None] | None = None, **strategy_kw) -> TuneResult:
+         batch: int = 4, prefetch: Callable[[list[Config]], None] | None = None,
+         warm_start: Sequence[Config] = (), **strategy_kw) -> TuneResult:
     """Evaluate up to `budget` new configurations (history does not count against it).
-    `prefetch` sees each batch before it is measured, and the batch after it where the strategy
-    already knows it (brute force, random), so compilation can run ahead of measurement."""
+    `warm_start` configurations (e.g. the best ones on another size or device) are measured first,
+    then the strategy takes over, knowing their results. `prefetch` sees each batch before it is
+    measured, and the batch after it where the strategy already knows it (brute force, random),
+    so compilation can run ahead of measurement."""
     strat = make_strategy(strategy, configs, seed, **strategy_kw)
     result = TuneResult()
     for config, value in history:
         strat.tell(config, value)
         result.evaluations.append(Evaluation(dict(config), value, "history"))
+    valid = {Space.key(c) for c in configs}
+    seeds = [dict(c) for c in dict.fromkeys(Space.key(c) for c in warm_start)]
+    seeds = [dict(k) for k in (Space.key(c) for c in seeds) if k in valid and k not in strat.measured]
     start = time.monotonic()
     spent = 0
     while spent < budget:
         if time_budget_s is not None and time.monotonic() - start > time_budget_s:
             break
-        proposals = [c for c in strat.ask(min(batch, budget - spent)) if Space.key(c) not in strat.measured]
+        if seeds:
+            proposals, seeds = seeds[:min(batch, budget - spent)], seeds[min(batch, budget - spent):]
+        else:
+            proposals = strat.ask(min(batch, budget - spent))
+        proposals = [c for c in proposals if Space.key(c) not in strat.measured]
         if not proposals:
             break
         if prefetch:
@@ -80,6 +90,25 @@ def _failure_status(exc: Exception) -> str:
     if isinstance(exc, TimeoutError):
         return "timeout"
     return "crashed" if isinstance(exc, EvaluationCrashed) else "failed"
+
+
+def warm_start_from_store(store, family: str, rung_id: str, problem: str, names, fixed=None, k: int = 8):
+    """The `k` fastest distinct configurations (by FLOP/s, so sizes compare) this rung reached on
+    other problems or devices: where a new search starts."""
+    import json
+
+    rows = store.db.execute(
+        "SELECT params, MAX(gflops) AS g FROM results WHERE family = ? AND rung = ? AND problem != ? "
+        "AND status = 'ok' AND params IS NOT NULL AND gflops IS NOT NULL GROUP BY params ORDER BY g DESC",
+        (family, rung_id, problem)).fetchall()
+    out = []
+    for params, _ in rows:
+        c = json.loads(params)
+        if all(n in c for n in names) and all(c.get(key) == v for key, v in (fixed or {}).items()):
+            out.append({n: c[n] for n in names})
+        if len(out) >= k:
+            break
+    return out
 
 
 def history_from_store(store, family: str, rung_id: str, problem: str, device: str | None):
