@@ -271,3 +271,42 @@ def test_tensor_core_rung_matches_float64_and_cublas(rung, mnk, dtype):
     gemm_tc._cublas(ws)()
     cupy.cuda.get_current_stream().synchronize()
     assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
+
+
+@pytest.mark.parametrize("rung", family("conv2d").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (1000, 1013), (7, 2000)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("radius", range(1, 8))
+def test_conv2d_rung_matches_float64(rung, shape, radius):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import choose_params
+    from simtlab.ops import conv2d
+
+    p = conv2d.ConvProblem(*shape, radius)
+    dev = device_info()
+    ws = conv2d.workspace(p, seed=hash((rung.name, shape, radius)) & 0xFFFF)
+    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
+    ws.poison()
+    conv2d.make_runner(inst, p, ws, dev, None, prepare)()
+    cupy.cuda.get_current_stream().synchronize()
+    verdict = compare(ws.out, ws.expected(), conv2d.tolerance(p))
+    assert verdict.ok, verdict.reason
+
+
+def test_conv2d_library_references_agree():
+    import cupy
+    import torch
+    import torch.nn.functional as F
+
+    from simtlab.ops import conv2d
+
+    torch.backends.cudnn.allow_tf32 = False  # fp32, as the reference in ops/conv2d.py runs it
+    p = conv2d.ConvProblem(1000, 1013, 5)
+    ws = conv2d.workspace(p, seed=3)
+    ws.poison()
+    conv2d._cupyx(ws)()
+    assert compare(ws.out, ws.expected(), conv2d.tolerance(p)).ok
+    res = F.conv2d(torch.as_tensor(ws.img, device="cuda")[None, None], torch.as_tensor(ws.filt, device="cuda")[None, None],
+                   padding=p.R)[0, 0]
+    assert compare(cupy.asarray(res), ws.expected(), 4 * conv2d.tolerance(p)).ok

@@ -303,8 +303,34 @@ GEMM_TC = Family(
     check_size="127x129x65",
 )
 
+CONV2D = Family(
+    name="conv2d",
+    title="single-channel 2D filter, fp32, same size, zeros outside, radius 1-7",
+    op_module="simtlab.ops.conv2d",
+    reference="device copy of the image (read + write), cupyx.scipy.ndimage.correlate, PyTorch conv2d",
+    default_sizes=("8192:r3",),
+    rungs=(
+        Rung("conv2d", 1, "naive", "conv2d/01_naive.cu", "conv2d_naive", ("BX", "BY"), _frozen({"BX": 32, "BY": 8}),
+             "one thread per pixel; every tap's input and filter value loaded from global memory", "geometry_pixel"),
+        Rung("conv2d", 2, "constant", "conv2d/02_constant.cu", "conv2d_constant", ("BX", "BY"),
+             _frozen({"BX": 32, "BY": 8}),
+             "filter in __constant__ memory: one broadcast per tap for the whole warp, half the loads",
+             "geometry_pixel"),
+        Rung("conv2d", 3, "smem_tile", "conv2d/03_smem_tile.cu", "conv2d_smem_tile", ("BX", "BY", "R"),
+             _frozen({"BX": 32, "BY": 8, "R": 3}),
+             "haloed input tile loaded once per block into shared memory; taps unrolled for the radius",
+             "geometry_pixel", size_defaults="radius_params", sass_expect=("LDS", "BAR")),
+        Rung("conv2d", 4, "register_x", "conv2d/04_register_x.cu", "conv2d_register_x", ("BX", "BY", "R"),
+             _frozen({"BX": 32, "BY": 8, "R": 3}),
+             "four outputs per thread: each window row read once (LDS.128) feeds 4(2R+1) FMAs",
+             "geometry_register_x", size_defaults="radius_params", sass_expect=("LDS.128", "STG.128")),
+    ),
+    metric="gbs",
+    check_size="333x517:r7",
+)
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY,
-                                                   GEMM_TC)}
+                                                   GEMM_TC, CONV2D)}
 
 
 def families() -> list[Family]:

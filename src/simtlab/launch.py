@@ -78,16 +78,20 @@ class RungInstance:
         r = self.resources(vec)
         return occupancy(self.arch, launch.threads, r.registers, r.shared_static, launch.shared)
 
+    def module(self):
+        """The loaded CuPy module of this cubin (needs a GPU): its functions and its __constant__ data."""
+        module = _MODULES.get(self.cubin.path)
+        if module is None:
+            import cupy
+
+            module = _MODULES[self.cubin.path] = cupy.RawModule(path=str(self.cubin.path))
+        return module
+
     def function(self, vec: bool | None = True):
         """The loaded CUDA function (needs a GPU)."""
         key = self.expression(vec)
         if key not in self._functions:
-            import cupy
-
-            module = _MODULES.get(self.cubin.path)
-            if module is None:
-                module = _MODULES[self.cubin.path] = cupy.RawModule(path=str(self.cubin.path))
-            self._functions[key] = module.get_function(self.cubin.mangled(key))
+            self._functions[key] = self.module().get_function(self.cubin.mangled(key))
         return self._functions[key]
 
 

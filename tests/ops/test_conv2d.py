@@ -1,0 +1,36 @@
+import pytest
+
+from simtlab.catalog import family
+from simtlab.ops import conv2d as cv
+
+
+def test_parse_labels_and_counts():
+    p = cv.parse_size("1000x1013:r7")
+    assert (p.H, p.W, p.R, p.taps, p.label) == (1000, 1013, 7, 225, "1000x1013:r7")
+    assert cv.parse_size("8192").label == "8192x8192:r3"
+    assert p.flops == 2 * 225 * 1000 * 1013 and p.bytes == 8 * 1000 * 1013 + 4 * 225
+    for bad in ("0", "5x0", "64:r0", "64:r8", "64:3", "1x2x3"):
+        with pytest.raises(ValueError):
+            cv.parse_size(bad)
+    assert cv.radius_params(p) == {"R": 7}
+    assert 0 < cv.tolerance(p) < 1e-4
+
+
+@pytest.mark.parametrize("rung", family("conv2d").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (1000, 1013), (33, 65), (8192, 8192)])
+def test_every_pixel_has_a_thread(rung, shape):
+    p = cv.ConvProblem(*shape, 7)
+    params = rung.params("sm_90", cv.radius_params(p) if rung.size_defaults else None)
+    L = getattr(cv, rung.geometry)(params, p)
+    cols = params["BX"] * (cv.TX if rung.name == "register_x" else 1)
+    assert L.grid[0] * cols >= p.W and (L.grid[0] - 1) * cols < p.W
+    assert L.grid[1] * params["BY"] >= p.H and (L.grid[1] - 1) * params["BY"] < p.H
+
+
+def test_tiling_cuts_the_requested_bytes():
+    p = cv.parse_size("8192:r3")
+    fam = family("conv2d")
+    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", cv.radius_params(p) if r.size_defaults else None), p)
+           for r in fam.rungs}
+    assert req["naive"] > req["constant"] > 10 * req["smem_tile"]
+    assert req["smem_tile"] < 2 * p.bytes and req["register_x"] < 1.5 * p.bytes
