@@ -4,7 +4,8 @@
 # test suite with its GPU tests, then the ladders.
 # Everything lands in $OUT (default ./out): log.txt (all console output),
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
-# cross-check) | sanitize (compute-sanitizer over every rung; long).
+# cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
+# tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) | final.
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -48,11 +49,19 @@ if [[ $phase == tc ]]; then
   echo "== fp32 rungs 9-10 with the brute-force winner as the large-size default (empty store)"
   simtlab ladder gemm -s 2048 -s 4096 -s 8192 --rung 9 --rung 10 --json-out "$OUT/gemm_top_rungs.json"
 fi
+if [[ $phase == conv ]]; then
+  echo "== GPU tests of conv2d and stencil (every radius 1-7, odd sizes, vs float64)"
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "conv2d or stencil" 2>&1 | tail -4
+  echo "== simtlab ladder conv2d"; simtlab ladder conv2d -s 8192:r3 -s 8192:r1 -s 8192:r7 -s 1000x1013:r3 \
+    --json-out "$OUT/conv2d_ladder.json"
+  echo "== conv2d block shapes"; python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json "$OUT/conv_block_sweep.json"
+  echo "== simtlab ladder stencil"; simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
+fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
   echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

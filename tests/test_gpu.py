@@ -310,3 +310,14 @@ def test_conv2d_library_references_agree():
     res = F.conv2d(torch.as_tensor(ws.img, device="cuda")[None, None], torch.as_tensor(ws.filt, device="cuda")[None, None],
                    padding=p.R)[0, 0]
     assert compare(cupy.asarray(res), ws.expected(), 4 * conv2d.tolerance(p)).ok
+
+
+@pytest.mark.parametrize("rung", family("stencil").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (3, 1000, 7), (130, 9, 40)], ids=lambda s: "x".join(map(str, s)))
+def test_stencil_rung_matches_float64(rung, shape):
+    from simtlab.ops import stencil
+
+    p = stencil.StencilProblem(*shape)
+    ws = _run_rung(family("stencil"), rung, p, seed=hash((rung.name, shape)) & 0xFFFF)
+    verdict = compare(ws.out, ws.expected(), stencil.tolerance(p))
+    assert verdict.ok, verdict.reason

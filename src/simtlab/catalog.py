@@ -329,8 +329,26 @@ CONV2D = Family(
     check_size="333x517:r7",
 )
 
+STENCIL = Family(
+    name="stencil",
+    title="3D 7-point Jacobi step, fp32, zeros outside the grid",
+    op_module="simtlab.ops.stencil",
+    reference="device copy of the grid (read + write), CuPy slices",
+    default_sizes=("512",),
+    rungs=(
+        Rung("stencil", 1, "naive", "stencil/01_naive.cu", "stencil_naive", ("BX", "BY"), _frozen({"BX": 32, "BY": 8}),
+             "one thread per point, seven global loads: the z neighbours are a plane away", "geometry_naive"),
+        Rung("stencil", 2, "blocking_25d", "stencil/02_blocking_25d.cu", "stencil_25d", ("BX", "BY", "ZC"),
+             _frozen({"BX": 32, "BY": 8, "ZC": 64}),
+             "2.5D: the plane in shared memory with its halo, z neighbours in registers, marching along z",
+             "geometry_25d", sass_expect=("LDS", "BAR")),
+    ),
+    metric="gbs",
+    check_size="33x65x17",
+)
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY,
-                                                   GEMM_TC, CONV2D)}
+                                                   GEMM_TC, CONV2D, STENCIL)}
 
 
 def families() -> list[Family]:

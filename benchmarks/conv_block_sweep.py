@@ -1,0 +1,55 @@
+"""The conv2d ladder's block-shape step: rungs 3 (one output per thread) and 4 (four per thread)
+at each 2D block shape the conv issue names, on one image and radius; every row verified, timed
+beside the device copy and stored. Prints the table with occupancy and its limiter, which is
+most of the answer to "which shape wins and why".
+
+    python benchmarks/conv_block_sweep.py [--size 8192:r3] [--json rows.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from simtlab.catalog import family
+from simtlab.device import current_sm_clock_mhz, device_info
+from simtlab.ladder import LadderOptions, run_ladder
+from simtlab.store import Store
+
+SHAPES = [(32, 8), (16, 16), (32, 32), (64, 4)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", default="8192:r3")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    fam = family("conv2d")
+    dev = device_info()
+    store = Store()
+    run_id = store.start_run("benchmarks/conv_block_sweep.py --size " + args.size, dev, current_sm_clock_mhz())
+    refs: dict = {}
+    rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
+    for rung in (fam.rung("smem_tile"), fam.rung("register_x")):
+        for bx, by in SHAPES:
+            opts = LadderOptions(overrides={rung.name: {"BX": bx, "BY": by}})
+            rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
+    t = Table(title=f"conv2d {args.size} block shapes on {dev.name}", title_justify="left", header_style="bold")
+    for col in ("rung", "block", "GB/s", "% of copy", "regs", "smem B", "occ", "limited by", "status"):
+        t.add_column(col)
+    for r in rows:
+        block = f"{r.params['BX']}x{r.params['BY']}" if r.params else ""
+        t.add_row(r.name, block, f"{r.gbs:.0f}" if r.gbs else "", f"{r.pct_of_reference:.1f}" if r.pct_of_reference else "",
+                  str(r.registers or ""), str(r.shared_bytes or ""), f"{100 * r.occupancy:.0f}%" if r.occupancy else "",
+                  r.limiter or "", r.status)
+    Console(width=200).print(t)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in rows], f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""One Jacobi step of the 3D 7-point stencil, fp32, zeros outside the grid:
+out[z, y, x] = C0 * u[z, y, x] + C1 * (sum of the six face neighbours of u[z, y, x]); x is contiguous."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..launch import Launch, grid2
+from ..verify import UNIT_ROUNDOFF
+from .base import Reference, device_copy, parse_int
+
+DTYPE = "float32"
+C0, C1 = 0.4, 0.1  # Jacobi-style weights (centre and each face neighbour)
+
+
+@dataclass(frozen=True)
+class StencilProblem:
+    NZ: int
+    NY: int
+    NX: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        for name in ("NZ", "NY", "NX"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"stencil grid {name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def points(self) -> int:
+        return self.NZ * self.NY * self.NX
+
+    @property
+    def label(self) -> str:
+        return f"{self.NZ}x{self.NY}x{self.NX}"
+
+    @property
+    def flops(self) -> int:
+        return 8 * self.points  # 5 adds, 1 multiply, 1 FMA (2)
+
+    @property
+    def bytes(self) -> int:
+        return 8 * self.points  # u read once, out written once
+
+
+def parse_size(text: str, **_) -> StencilProblem:
+    """'512' (a cube) or 'NZxNYxNX'."""
+    parts = str(text).lower().split("x")
+    if len(parts) == 1:
+        n = parse_int(parts[0], "stencil grid size")
+        return StencilProblem(n, n, n)
+    if len(parts) != 3:
+        raise ValueError(f"stencil size {text!r}: use N (a cube) or NZxNYxNX")
+    return StencilProblem(*(parse_int(q, f"stencil size {text!r}") for q in parts))
+
+
+def tolerance(p: StencilProblem, ws=None) -> float:
+    """Seven fp32 roundings per point (six adds and the FMA), 2x margin."""
+    return 16 * UNIT_ROUNDOFF[p.dtype]
+
+
+def geometry_naive(params, p: StencilProblem, device=None) -> Launch:
+    gx, gy, _ = grid2(p.NX, p.NY, params["BX"], params["BY"])
+    return Launch((gx, gy, p.NZ), (params["BX"], params["BY"], 1))
+
+
+def geometry_25d(params, p: StencilProblem, device=None) -> Launch:
+    gx, gy, _ = grid2(p.NX, p.NY, params["BX"], params["BY"])
+    return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1))
+
+
+def requested_bytes(rung_name: str, params, p: StencilProblem) -> int:
+    """Loads the threads issue (caches aside): seven per point in rung 1; in rung 2 one per point
+    and plane of the column (plus the two planes around each z chunk) and each plane's halo ring."""
+    if rung_name == "naive":
+        return 4 * 8 * p.points
+    bx, by, zc = params["BX"], params["BY"], params["ZC"]
+    columns = -(-p.NX // bx) * -(-p.NY // by)
+    chunks = -(-p.NZ // zc)
+    own = columns * bx * by * (p.NZ + 2 * chunks)
+    ring = columns * (2 * (bx + 2) + 2 * by) * p.NZ
+    return 4 * (own + ring) + 4 * p.points
+
+
+class Workspace:
+    def __init__(self, p: StencilProblem, seed: int):
+        import cupy
+
+        self.p = p
+        self.u = cupy.random.default_rng(seed).random((p.NZ, p.NY, p.NX), dtype=cupy.float32) * 2 - 1
+        self.out = cupy.empty_like(self.u)
+
+    def poison(self) -> None:
+        self.out.fill(np.nan)
+
+    def args(self) -> tuple:
+        p = self.p
+        return (self.u, self.out, np.int32(p.NX), np.int32(p.NY), np.int32(p.NZ), np.float32(C0), np.float32(C1))
+
+    def expected(self):
+        import cupy
+
+        v = cupy.pad(self.u.astype(cupy.float64), 1)
+        faces = (v[:-2, 1:-1, 1:-1] + v[2:, 1:-1, 1:-1] + v[1:-1, :-2, 1:-1] + v[1:-1, 2:, 1:-1]
+                 + v[1:-1, 1:-1, :-2] + v[1:-1, 1:-1, 2:])
+        return float(np.float32(C0)) * v[1:-1, 1:-1, 1:-1] + float(np.float32(C1)) * faces
+
+    def output(self):
+        return self.out
+
+
+def workspace(p: StencilProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _device_copy(ws: Workspace):
+    return device_copy(4 * ws.p.points)
+
+
+def _cupy_slices(ws: Workspace):
+    """What a CuPy user would write: zero-padded copy, then six shifted slices summed."""
+    import cupy
+
+    c0, c1 = np.float32(C0), np.float32(C1)
+
+    def run():
+        v = cupy.pad(ws.u, 1)
+        faces = (v[:-2, 1:-1, 1:-1] + v[2:, 1:-1, 1:-1] + v[1:-1, :-2, 1:-1] + v[1:-1, 2:, 1:-1]
+                 + v[1:-1, 1:-1, :-2] + v[1:-1, 1:-1, 2:])
+        cupy.multiply(faces, c1, out=ws.out)
+        ws.out += c0 * ws.u
+
+    return run
+
+
+def references() -> list[Reference]:
+    return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy slices", _cupy_slices)]

@@ -1,0 +1,35 @@
+import pytest
+
+from simtlab.catalog import family
+from simtlab.ops import stencil as st
+
+
+def test_parse_labels_and_counts():
+    p = st.parse_size("17x33x65")
+    assert (p.NZ, p.NY, p.NX, p.label, p.points) == (17, 33, 65, "17x33x65", 17 * 33 * 65)
+    assert st.parse_size("512").label == "512x512x512"
+    assert p.bytes == 8 * p.points and p.flops == 8 * p.points
+    for bad in ("0", "2x3", "1x0x5", "ax1x1"):
+        with pytest.raises(ValueError):
+            st.parse_size(bad)
+    assert 0 < st.tolerance(p) < 1e-5
+
+
+@pytest.mark.parametrize("rung", family("stencil").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (512, 512, 512), (3, 1000, 7)])
+def test_every_point_has_a_thread(rung, shape):
+    p = st.StencilProblem(*shape)
+    params = rung.params("sm_90")
+    L = getattr(st, rung.geometry)(params, p)
+    assert L.grid[0] * params["BX"] >= p.NX and (L.grid[0] - 1) * params["BX"] < p.NX
+    assert L.grid[1] * params["BY"] >= p.NY and (L.grid[1] - 1) * params["BY"] < p.NY
+    zc = params.get("ZC", 1)
+    assert L.grid[2] * zc >= p.NZ and (L.grid[2] - 1) * zc < p.NZ
+
+
+def test_blocking_requests_about_one_load_per_point():
+    p = st.parse_size("512")
+    fam = family("stencil")
+    naive, blocked = (st.requested_bytes(r.name, r.params("sm_90"), p) for r in fam.rungs)
+    assert naive == 4 * 8 * p.points
+    assert blocked < 1.5 * p.bytes < naive / 2
