@@ -83,3 +83,31 @@ def test_two_writers_at_once(tmp_path):
     rows = Store(db).results()
     assert sorted((r["rung"], int(r["problem"])) for r in rows) == sorted(
         (n, i) for n in "ab" for i in range(50))
+
+
+def test_merge_copies_runs_once_under_new_ids(tmp_path):
+    from simtlab.store import Store
+
+    a, b = Store(tmp_path / "a.db"), Store(tmp_path / "b.db")
+    for s, label in ((a, "a"), (b, "b")):
+        run = s.start_run(f"ladder {label}")
+        for k in range(3):
+            s.add_result(run, family="gemm", rung=f"gemm/0{k + 1}_x", stage=k + 1, problem="64x64x64", status="ok",
+                         median_ms=float(k + 1), params={"K": k})
+    a.close()
+    assert b.merge_from(tmp_path / "a.db") == 1
+    assert b.merge_from(tmp_path / "a.db") == 0  # already there
+    runs = {r["command"]: r["id"] for r in b.runs()}
+    assert set(runs) == {"ladder a", "ladder b"} and runs["ladder a"] > runs["ladder b"]
+    rows = b.results(run_id=runs["ladder a"])
+    assert [r["median_ms"] for r in rows] == [1.0, 2.0, 3.0] and rows[0]["params"] == '{"K": 0}'
+    assert b.integrity_ok()
+
+
+def test_merge_cli_names_a_missing_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    r = CliRunner().invoke(app, ["merge", str(tmp_path / "nope.db"), "--db", str(tmp_path / "x.db")])
+    assert r.exit_code != 0 and "no results database" in r.output

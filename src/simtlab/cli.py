@@ -565,6 +565,24 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
 
 
 @app.command()
+def merge(sources: List[Path] = typer.Argument(..., help="results databases to copy from"),
+          db: Optional[Path] = typer.Option(None, help="results database to copy into (created if missing)")):
+    """Copy the runs of other results databases (other machines, sessions) into one."""
+    from .store import Store
+
+    missing = [str(p) for p in sources if not p.is_file()]
+    if missing:
+        _fail(f"no results database at {', '.join(missing)}")
+    store = Store(db)
+    for src in sources:
+        try:
+            n = store.merge_from(src)
+        except Exception as exc:  # a corrupt or foreign file: say which, keep what was merged
+            _fail(f"cannot merge {src}: {exc}")
+        console.print(f"{src}: {n} run(s) merged into {store.path}")
+
+
+@app.command()
 def plot(rows_json: Path = typer.Argument(..., help="rows written by `simtlab ladder --json-out`"),
          output: Path = typer.Option(..., "-o", "--output", help="PNG to write"),
          title: str = typer.Option("", help="chart title")):

@@ -193,8 +193,39 @@ class Store:
             (family, rung, problem, device)).fetchone()
         return dict(row) if row else None
 
+    def merge_from(self, other: str | Path) -> int:
+        """Copy every run of another store (and its results) into this one, in the other's order,
+        under new ids; a run already merged (same start time, host, command and commit) is skipped.
+        Returns the number of runs copied. Results from several machines or sessions can then be
+        reported, compared and tuned from as one history."""
+        src = Store(other)
+        try:
+            run_cols = [c for c in _columns(src.db, "runs") if c != "id"]
+            res_cols = [c for c in _columns(src.db, "results") if c not in ("id", "run_id")]
+            copied = 0
+            with self._tx():
+                for run in src.db.execute("SELECT * FROM runs ORDER BY id").fetchall():
+                    key = (run["started"], run["host"], run["command"], run["git_commit"])
+                    if self.db.execute("SELECT 1 FROM runs WHERE started IS ? AND host IS ? AND command IS ? "
+                                       "AND git_commit IS ?", key).fetchone():
+                        continue
+                    cur = self.db.execute(f"INSERT INTO runs ({', '.join(run_cols)}) VALUES "
+                                          f"({', '.join('?' * len(run_cols))})", [run[c] for c in run_cols])
+                    new_id = cur.lastrowid
+                    for r in src.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)):
+                        self.db.execute(f"INSERT INTO results (run_id, {', '.join(res_cols)}) VALUES "
+                                        f"(?, {', '.join('?' * len(res_cols))})", [new_id, *(r[c] for c in res_cols)])
+                    copied += 1
+            return copied
+        finally:
+            src.close()
+
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
 
 
 def rows_as_json(rows: Iterable[dict]) -> str:
