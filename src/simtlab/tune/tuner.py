@@ -51,8 +51,7 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float], strate
         strat.tell(config, value)
         result.evaluations.append(Evaluation(dict(config), value, "history"))
     valid = {Space.key(c) for c in configs}
-    seeds = [dict(c) for c in dict.fromkeys(Space.key(c) for c in warm_start)]
-    seeds = [dict(k) for k in (Space.key(c) for c in seeds) if k in valid and k not in strat.measured]
+    seeds = [dict(k) for k in dict.fromkeys(Space.key(c) for c in warm_start) if k in valid and k not in strat.measured]
     start = time.monotonic()
     spent = 0
     while spent < budget:

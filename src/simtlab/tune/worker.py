@@ -142,7 +142,11 @@ class IsolatedEvaluator:
             if self._proc is not None:
                 self.restarts += 1
             self._start()
-        self._conn.send(dict(config))
+        try:
+            self._conn.send(dict(config))
+        except (BrokenPipeError, OSError):  # it died between two evaluations
+            self._kill()
+            raise EvaluationCrashed("the measuring process died before this evaluation") from None
         if not self._conn.poll(self.timeout_s):
             self._kill()
             self.restarts += 1
