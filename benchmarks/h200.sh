@@ -5,7 +5,8 @@
 # Everything lands in $OUT (default ./out): log.txt (all console output),
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
-# tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) | final.
+# tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
+# softmax | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -57,11 +58,16 @@ if [[ $phase == conv ]]; then
   echo "== conv2d block shapes"; python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json "$OUT/conv_block_sweep.json"
   echo "== simtlab ladder stencil"; simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
 fi
+if [[ $phase == softmax ]]; then
+  echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4
+  echo "== simtlab ladder softmax (the same 512 MiB at every row length)"
+  simtlab ladder softmax -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 --json-out "$OUT/softmax_ladder.json"
+fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
   echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

@@ -321,3 +321,37 @@ def test_stencil_rung_matches_float64(rung, shape):
     ws = _run_rung(family("stencil"), rung, p, seed=hash((rung.name, shape)) & 0xFFFF)
     verdict = compare(ws.out, ws.expected(), stencil.tolerance(p))
     assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("rung", family("softmax").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (9, 1025)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_softmax_rung_matches_float64(rung, shape):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import choose_params
+    from simtlab.ops import softmax
+
+    p = softmax.SoftmaxProblem(*shape)
+    dev = device_info()
+    ws = softmax.workspace(p, seed=hash((rung.name, shape)) & 0xFFFF)
+    vec = ws.vec_ok() if rung.vec_variant else None
+    inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
+    ws.poison()
+    softmax.make_runner(inst, p, ws, dev, vec, prepare)()
+    cupy.cuda.get_current_stream().synchronize()
+    verdict = compare(ws.y, ws.expected(), softmax.tolerance(p))
+    assert verdict.ok, verdict.reason
+
+
+def test_softmax_reference_agrees():
+    import cupy
+    import torch
+
+    from simtlab.ops import softmax
+
+    p = softmax.SoftmaxProblem(64, 4096)
+    ws = softmax.workspace(p, seed=5)
+    res = torch.softmax(torch.as_tensor(ws.x, device="cuda"), dim=-1)
+    assert compare(cupy.asarray(res), ws.expected(), softmax.tolerance(p)).ok

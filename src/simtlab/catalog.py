@@ -347,8 +347,34 @@ STENCIL = Family(
     check_size="33x65x17",
 )
 
+SOFTMAX = Family(
+    name="softmax",
+    title="row-wise softmax over the last dimension, fp32",
+    op_module="simtlab.ops.softmax",
+    reference="device copy of the matrix (read + write), PyTorch softmax",
+    default_sizes=("32768x4096",),
+    rungs=(
+        Rung("softmax", 1, "three_pass", "softmax/01_three_pass.cu", "softmax_three_pass", ("BLOCK",),
+             _frozen({"BLOCK": 256}), "max, sum of exponentials, normalise: three launches, three reads of x",
+             "geometry_row"),
+        Rung("softmax", 2, "fused", "softmax/02_fused.cu", "softmax_fused", ("BLOCK",), _frozen({"BLOCK": 256}),
+             "one launch per matrix, shuffle reductions; rereads of a row hit L2", "geometry_row",
+             sass_expect=("SHFL",)),
+        Rung("softmax", 3, "online", "softmax/03_online.cu", "softmax_online", ("BLOCK",), _frozen({"BLOCK": 256}),
+             "running max and rescaled running sum: the statistics in one read", "geometry_row",
+             sass_expect=("SHFL",)),
+        Rung("softmax", 4, "vectorized", "softmax/04_vectorized.cu", "softmax_vectorized",
+             ("BLOCK", "VPT", "WARP_ROWS"), _frozen({"BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
+             "the row held in registers (LDG.128), __expf, a warp or a block per row by length: one read, one write",
+             "geometry_vectorized", vec_variant=True, size_defaults="row_params",
+             sass_expect=("LDG.128", "STG.128", "MUFU")),
+    ),
+    metric="gbs",
+    check_size="333x517",
+)
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY,
-                                                   GEMM_TC, CONV2D, STENCIL)}
+                                                   GEMM_TC, CONV2D, STENCIL, SOFTMAX)}
 
 
 def families() -> list[Family]:

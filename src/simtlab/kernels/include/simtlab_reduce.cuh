@@ -69,3 +69,31 @@ __device__ __forceinline__ float block_reduce(float v, float* warp_vals) {
 }
 
 }  // namespace simtlab
+
+namespace simtlab {
+
+// Butterfly (xor) reduction: every lane ends with the warp's result.
+template <int OP>
+__device__ __forceinline__ float warp_allreduce(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = Reduce<OP>::apply(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Block-wide reduction whose result every thread receives (softmax and normalisations need it
+// in all threads). `warp_vals` holds BLOCK/32 floats; it may be reused right after the call.
+template <int BLOCK, int OP>
+__device__ __forceinline__ float block_allreduce(float v, float* warp_vals) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps, at most 32 of them");
+  v = warp_allreduce<OP>(v);
+  if constexpr (BLOCK > 32) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __syncthreads();  // an earlier call's readers are done with warp_vals
+    if (lane == 0) warp_vals[warp] = v;
+    __syncthreads();
+    v = warp_allreduce<OP>(lane < BLOCK / 32 ? warp_vals[lane] : Reduce<OP>::identity());
+  }
+  return v;
+}
+
+}  // namespace simtlab

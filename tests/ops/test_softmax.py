@@ -1,0 +1,43 @@
+import pytest
+
+from simtlab.catalog import family
+from simtlab.ops import softmax as sm
+
+
+def test_parse_and_counts():
+    p = sm.parse_size("32768x4096")
+    assert (p.rows, p.cols, p.label, p.bytes) == (32768, 4096, "32768x4096", 8 * 32768 * 4096)
+    for bad in ("4096", "0x5", "1x2x3", "ax3"):
+        with pytest.raises(ValueError):
+            sm.parse_size(bad)
+    assert 0 < sm.tolerance(p) < 1e-4
+
+
+@pytest.mark.parametrize("cols", [1, 3, 128, 129, 1000, 1024, 1025, 4096, 8192, 8193, 32768])
+def test_rung4_shape_covers_the_row(cols):
+    p = sm.SoftmaxProblem(10, cols)
+    q = sm.row_params(p)
+    lanes = 32 if q["WARP_ROWS"] else q["BLOCK"]
+    assert 1 <= q["VPT"] <= 8 and lanes * q["VPT"] * 4 >= cols
+    assert (q["WARP_ROWS"] == 1) == (cols <= 1024)
+
+
+def test_rung4_refuses_rows_it_cannot_hold():
+    with pytest.raises(ValueError, match="at most 32768"):
+        sm.row_params(sm.SoftmaxProblem(1, 32769))
+
+
+@pytest.mark.parametrize("rung", family("softmax").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (1000, 3), (5, 1024), (32768, 4096), (7, 32768)])
+def test_every_row_has_a_block_or_warp(rung, shape):
+    p = sm.SoftmaxProblem(*shape)
+    params = rung.params("sm_90", sm.row_params(p) if rung.size_defaults else None)
+    L = getattr(sm, rung.geometry)(params, p)
+    per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
+    assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows
+
+
+def test_each_rung_reads_less():
+    p = sm.parse_size("32768x4096")
+    req = [sm.requested_bytes(r.name, {}, p) for r in family("softmax").rungs]
+    assert req == sorted(req, reverse=True) and req[-1] == p.bytes
