@@ -24,6 +24,7 @@ def test_stages_are_consecutive():
 def test_rung_lookup():
     g = family("gemm")
     assert g.rung("naive") is g.rung(1) is g.rung("01") is g.rung("gemm/01_naive")
+    assert g.rung("warptile") is g.rung("warptiling")  # the name the tuner issue uses
     with pytest.raises(KeyError, match="no rung"):
         g.rung("fastest")
     with pytest.raises(KeyError, match="no kernel family"):

@@ -38,6 +38,7 @@ class Rung:
     from_store: bool = False  # take parameters from the best verified result in the store, when there is one
     size_defaults: str | None = None  # op-module function (problem, device, vec) -> params, when the store has none
     sass_expect: tuple[str, ...] = ()  # opcodes (base or base.width) the lesson must put in the SASS
+    aliases: tuple[str, ...] = ()  # other names the CLI accepts (e.g. "warptile")
 
     @property
     def id(self) -> str:
@@ -86,7 +87,7 @@ class Family:
         """By name ('naive'), stage (3, '3', '03') or id ('gemm/03_smem_tiling')."""
         text = str(key).split("/")[-1]
         for r in self.rungs:
-            if text in (r.name, f"{r.stage:02d}_{r.name}") or (text.isdigit() and int(text) == r.stage):
+            if text in (r.name, f"{r.stage:02d}_{r.name}", *r.aliases) or (text.isdigit() and int(text) == r.stage):
                 return r
         raise KeyError(f"family {self.name!r} has no rung {key!r}; rungs: {', '.join(r.name for r in self.rungs)}")
 
@@ -136,7 +137,7 @@ GEMM = Family(
              _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2}),
              "block -> warp -> thread tiles: compact per-warp fragments, whole-line C stores",
              "geometry_warptile", vec_variant=True, tunable=_WARP + ("MINB",),
-             sass_expect=("LDG.128", "LDS.128", "STG.128")),
+             sass_expect=("LDG.128", "LDS.128", "STG.128"), aliases=("warptile",)),
         Rung("gemm", 9, "multistage", "gemm/09_multistage.cu", "gemm_multistage", _WARP_TUNABLE,
              _frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
                       "STAGES": 3, "MINB": 2}),
