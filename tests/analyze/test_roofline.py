@@ -28,6 +28,8 @@ def store(tmp_path):
     s.add_result(run, family="gemm", rung="gemm/10_tuned", problem="4096x4096x4096", status="ok",
                  gflops=47700.0, gbs=1400.0, median_ms=2.9)
     s.add_result(run, family="gemm", rung="gemm/01_naive", problem="4096x4096x4096", status="wrong")
+    s.add_result(run, family="gemm_tc", rung="gemm_tc/03_mma_multistage", problem="4096x4096x4096:fp16",
+                 dtype="float16", status="ok", gflops=165000.0, gbs=900.0, median_ms=0.83)
     return s
 
 
@@ -55,6 +57,7 @@ def test_points_skip_unverified_rows(store):
 def test_datasheet_table():
     c = datasheet_ceilings(gpu_spec("a100"))
     assert not c.measured and c.compute_gflops == 19500.0
+    assert datasheet_ceilings(gpu_spec("h200"), "bfloat16").compute_gflops == 989000.0
     assert isinstance(c, Ceilings)
     with pytest.raises(ValueError, match="no datasheet entry"):
         gpu_spec("b300x")

@@ -124,12 +124,16 @@ class Point:
 
 
 def points_from_rows(rows: Iterable[dict], ceilings: Ceilings) -> list[Point]:
-    """Roofline points for stored result rows (verified rungs and references)."""
+    """Roofline points for stored result rows (verified rungs and references). The measured compute
+    roof is the fp32 library GEMM, so only fp32 rows are placed under it (a tensor-core rung would
+    sit above a roof that is not its own)."""
     from ..catalog import family
 
     pts = []
     for r in rows:
         if r["status"] not in ("ok", "reference") or not r.get("gflops") or not r.get("gbs"):
+            continue
+        if r.get("dtype") not in (None, "float32"):
             continue
         fam = family(r["family"])
         problem = fam.op().parse_size(r["problem"].split()[0])
