@@ -144,3 +144,34 @@ def test_every_family_op_module_meets_the_contract(name):
             assert op.requested_bytes(rung.name, params, p) >= p.bytes or fam.name == "gemm"
     assert fam.metric in ("tflops", "gbs")
     assert op.references(), "every family is measured against something"
+
+
+def test_runner_uses_the_family_hook_or_one_default_launch(monkeypatch):
+    """launch.runner: a family's make_runner where it takes the rung (softmax's three passes), the
+    single launch with ws.args() where the hook returns None or the family has none."""
+    import simtlab.launch as launch
+    from simtlab.ops import softmax
+
+    calls = []
+
+    class Func:
+        def __call__(self, grid, block, args, shared_mem=0):
+            calls.append((grid, block, args[-1]))
+
+    monkeypatch.setattr(launch, "prepare", lambda *a, **k: Func())
+
+    class Ws:
+        x = y = stats = None
+
+        def args(self):
+            return ("x", "y", "default")
+
+    fam = family("softmax")
+    p = softmax.SoftmaxProblem(5, 1000)
+    three = launch.build(fam.rung("three_pass"), None, "sm_90")
+    launch.runner(three, p, Ws(), None)()
+    assert [int(c[2]) for c in calls] == [0, 1, 2] and calls[0][0] == (5, 1, 1)
+    calls.clear()
+    fused = launch.build(fam.rung("fused"), None, "sm_90")
+    launch.runner(fused, p, Ws(), None)()
+    assert calls == [((5, 1, 1), (256, 1, 1), "default")]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simtlab.catalog import family
-from simtlab.launch import build, prepare
+from simtlab.launch import build, choose_params, prepare, runner
 from simtlab.verify import compare
 
 pytestmark = pytest.mark.gpu
@@ -13,20 +13,19 @@ GEMM_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (64, 64, 64), (1, 40
 SCALES = [(1.0, 0.0), (0.5, -2.0)]
 
 
-def _run_rung(fam, rung, problem, seed):
+def _run_rung(fam, rung, problem, seed, ladder_params=False):
+    """Run a rung once on fresh, poisoned inputs: at its catalog defaults, or (`ladder_params`) at the
+    parameters the ladder would choose for the problem (its dtype, radius or row length)."""
     import cupy
 
     from simtlab.device import device_info
 
     dev = device_info()
-    op = fam.op()
-    inst = build(rung, None, dev.arch)
-    ws = op.workspace(problem, seed)
+    ws = fam.op().workspace(problem, seed)
     vec = ws.vec_ok() if rung.vec_variant else None
-    launch = inst.geometry(problem, dev)
-    func = prepare(inst, launch, vec, dev)
+    inst = build(rung, choose_params(rung, problem, dev, vec) if ladder_params else None, dev.arch)
     ws.poison()
-    func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+    runner(inst, problem, ws, vec, dev)()
     cupy.cuda.get_current_stream().synchronize()
     return ws
 
@@ -167,7 +166,6 @@ def test_reduction_rung(rung, n, op):
     import cupy
 
     from simtlab.device import device_info
-    from simtlab.launch import choose_params
     from simtlab.ops import reduction
 
     dev = device_info()
@@ -175,7 +173,7 @@ def test_reduction_rung(rung, n, op):
     ws = reduction.workspace(p, seed=n)
     vec = ws.vec_ok() if rung.vec_variant else None
     inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
-    run = reduction.make_runner(inst, p, ws, dev, vec, prepare)
+    run = runner(inst, p, ws, vec, dev)
     ws.poison()
     run()
     cupy.cuda.get_current_stream().synchronize()
@@ -250,20 +248,10 @@ TC_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (256, 256, 256), (64, 
 def test_tensor_core_rung_matches_float64_and_cublas(rung, mnk, dtype):
     import cupy
 
-    from simtlab.device import device_info
-    from simtlab.launch import choose_params
     from simtlab.ops import gemm_tc
 
-    fam = family("gemm_tc")
     p = gemm_tc.TcProblem(*mnk, dtype)
-    dev = device_info()
-    ws = fam.op().workspace(p, seed=hash((rung.name, mnk, dtype)) & 0xFFFF)
-    vec = ws.vec_ok() if rung.vec_variant else None
-    inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
-    launch = inst.geometry(p, dev)
-    ws.poison()
-    prepare(inst, launch, vec, dev)(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
-    cupy.cuda.get_current_stream().synchronize()
+    ws = _run_rung(family("gemm_tc"), rung, p, hash((rung.name, mnk, dtype)) & 0xFFFF, ladder_params=True)
     ours = ws.C.copy()
     verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
     assert verdict.ok, verdict.reason
@@ -277,19 +265,10 @@ def test_tensor_core_rung_matches_float64_and_cublas(rung, mnk, dtype):
 @pytest.mark.parametrize("shape", [(1, 1), (33, 65), (1000, 1013), (7, 2000)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("radius", range(1, 8))
 def test_conv2d_rung_matches_float64(rung, shape, radius):
-    import cupy
-
-    from simtlab.device import device_info
-    from simtlab.launch import choose_params
     from simtlab.ops import conv2d
 
     p = conv2d.ConvProblem(*shape, radius)
-    dev = device_info()
-    ws = conv2d.workspace(p, seed=hash((rung.name, shape, radius)) & 0xFFFF)
-    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
-    ws.poison()
-    conv2d.make_runner(inst, p, ws, dev, None, prepare)()
-    cupy.cuda.get_current_stream().synchronize()
+    ws = _run_rung(family("conv2d"), rung, p, hash((rung.name, shape, radius)) & 0xFFFF, ladder_params=True)
     verdict = compare(ws.out, ws.expected(), conv2d.tolerance(p))
     assert verdict.ok, verdict.reason
 
@@ -327,20 +306,10 @@ def test_stencil_rung_matches_float64(rung, shape):
 @pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (9, 1025)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_softmax_rung_matches_float64(rung, shape):
-    import cupy
-
-    from simtlab.device import device_info
-    from simtlab.launch import choose_params
     from simtlab.ops import softmax
 
     p = softmax.SoftmaxProblem(*shape)
-    dev = device_info()
-    ws = softmax.workspace(p, seed=hash((rung.name, shape)) & 0xFFFF)
-    vec = ws.vec_ok() if rung.vec_variant else None
-    inst = build(rung, choose_params(rung, p, dev, vec), dev.arch)
-    ws.poison()
-    softmax.make_runner(inst, p, ws, dev, vec, prepare)()
-    cupy.cuda.get_current_stream().synchronize()
+    ws = _run_rung(family("softmax"), rung, p, hash((rung.name, shape)) & 0xFFFF, ladder_params=True)
     verdict = compare(ws.y, ws.expected(), softmax.tolerance(p))
     assert verdict.ok, verdict.reason
 

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 from .bench import Timing, time_gpu
 from .catalog import Family, Rung
 from .compile import CompileError
-from .launch import LaunchError, build, choose_params, prepare
+from .launch import LaunchError, build, choose_params, runner
 from .store import Store
 from .verify import Verdict, compare
 
@@ -186,15 +186,7 @@ def run_ladder(
                 row.registers, row.spill_bytes = res.registers, res.spill_bytes
                 row.shared_bytes = res.shared_static + launch.shared
                 row.occupancy, row.limiter = occ.occupancy, occ.limiter
-                if hasattr(op, "make_runner"):  # several launches per run (e.g. multi-pass reductions)
-                    run = op.make_runner(inst, problem, ws, device, vec, prepare)
-                else:
-                    func = prepare(inst, launch, vec, device)
-                    args = ws.args()
-
-                    def run(func=func, launch=launch, args=args):
-                        func(launch.grid, launch.block, args, shared_mem=launch.shared)
-
+                run = runner(inst, problem, ws, vec, device)
                 timing = _measure(row, problem, ws, run, op.tolerance(problem, ws), opts)
                 if timing and ref_ms:
                     row.pct_of_reference = 100.0 * ref_ms / timing.median_ms

@@ -160,3 +160,22 @@ def prepare(instance: RungInstance, launch: Launch, vec: bool | None, device=Non
     if launch.shared > DEFAULT_SMEM_LIMIT:
         func.max_dynamic_shared_size_bytes = launch.shared
     return func
+
+
+def runner(instance: RungInstance, problem, ws, vec: bool | None, device=None):
+    """A zero-argument callable that runs the rung once on the workspace: the family's own
+    `make_runner` where it has one (several launches, __constant__ data, per-rung arguments; it may
+    return None for a rung it leaves to the default), else one launch with `ws.args()`."""
+    op = _family_op(instance.rung)
+    if hasattr(op, "make_runner"):
+        run = op.make_runner(instance, problem, ws, device, vec, prepare)
+        if run is not None:
+            return run
+    launch = instance.geometry(problem, device)
+    func = prepare(instance, launch, vec, device)
+    args = ws.args()
+
+    def run_once():
+        func(launch.grid, launch.block, args, shared_mem=launch.shared)
+
+    return run_once

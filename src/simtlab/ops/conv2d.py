@@ -140,20 +140,20 @@ def workspace(p: ConvProblem, seed: int) -> Workspace:
 
 
 def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare):
-    """Rungs 2-4 read the filter from their module's __constant__ c_filter: fill it, then launch."""
+    """Rungs 2-4 read the filter from their module's __constant__ c_filter: fill it, then launch
+    without the filter argument. Rung 1 is the default single launch (None)."""
     import cupy
 
-    launch = inst.geometry(problem, device)
-    func = prepare(inst, launch, vec, device)
+    if inst.rung.name not in CONSTANT_FILTER:
+        return None
     p = problem
-    if inst.rung.name in CONSTANT_FILTER:
-        symbol = inst.module().get_global("c_filter")
-        cupy.ndarray(((2 * MAX_RADIUS + 1) ** 2,), cupy.float32, memptr=symbol)[: p.taps] = ws.filt.ravel()
-        args = (ws.img, ws.out, np.int32(p.H), np.int32(p.W))
-        if inst.rung.name == "constant":
-            args += (np.int32(p.R),)
-    else:
-        args = ws.args()
+    launch = inst.geometry(p, device)
+    func = prepare(inst, launch, vec, device)
+    symbol = inst.module().get_global("c_filter")
+    cupy.ndarray(((2 * MAX_RADIUS + 1) ** 2,), cupy.float32, memptr=symbol)[: p.taps] = ws.filt.ravel()
+    args = (ws.img, ws.out, np.int32(p.H), np.int32(p.W))
+    if inst.rung.name == "constant":
+        args += (np.int32(p.R),)
 
     def run():
         func(launch.grid, launch.block, args)

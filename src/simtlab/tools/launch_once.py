@@ -12,7 +12,7 @@ import cupy
 
 from simtlab.catalog import family
 from simtlab.device import device_info
-from simtlab.launch import build, choose_params, prepare
+from simtlab.launch import build, choose_params, runner
 
 
 def main() -> None:
@@ -31,11 +31,7 @@ def main() -> None:
         vec = ws.vec_ok() if rung.vec_variant else None
         inst = build(rung, choose_params(rung, problem, dev, vec), dev.arch)
         launch = inst.geometry(problem, dev)
-        if hasattr(op, "make_runner"):
-            op.make_runner(inst, problem, ws, dev, vec, prepare)()
-        else:
-            func = prepare(inst, launch, vec, dev)
-            func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+        runner(inst, problem, ws, vec, dev)()
         cupy.cuda.get_current_stream().synchronize()
         print(f"{rung.id}: {inst.expression(vec)} grid={launch.grid} block={launch.block}", flush=True)
 
