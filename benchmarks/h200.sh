@@ -56,7 +56,11 @@ if [[ $phase == conv ]]; then
   echo "== simtlab ladder conv2d"; simtlab ladder conv2d -s 8192:r3 -s 8192:r1 -s 8192:r7 -s 1000x1013:r3 \
     --json-out "$OUT/conv2d_ladder.json"
   echo "== conv2d block shapes"; python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json "$OUT/conv_block_sweep.json"
+  echo "== conv2d rung 5 patch shapes"; python3 benchmarks/param_sweep.py conv2d register_xy --size 8192:r3 \
+    --param BY=2,4,8 --param TY=4,8 --json "$OUT/conv_xy_sweep.json"
   echo "== simtlab ladder stencil"; simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
+  echo "== stencil rung 3 tile and z chunk"; python3 benchmarks/param_sweep.py stencil pipelined_25d --size 512 \
+    --param BX=32,64 --param RY=2,4 --param ZC=16,32,64 --json "$OUT/stencil_sweep.json"
 fi
 if [[ $phase == softmax ]]; then
   echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4

@@ -20,17 +20,21 @@ def test_parse_labels_and_counts():
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 1013), (33, 65), (8192, 8192)])
 def test_every_pixel_has_a_thread(rung, shape):
     p = cv.ConvProblem(*shape, 7)
-    params = rung.params("sm_90", cv.radius_params(p) if rung.size_defaults else None)
+    params = rung.params("sm_90", getattr(cv, rung.size_defaults)(p) if rung.size_defaults else None)
     L = getattr(cv, rung.geometry)(params, p)
-    cols = params["BX"] * (cv.TX if rung.name == "register_x" else 1)
+    cols = params["BX"] * (cv.TX if rung.name.startswith("register") else 1)
+    rows = params["BY"] * params.get("TY", 1)
     assert L.grid[0] * cols >= p.W and (L.grid[0] - 1) * cols < p.W
-    assert L.grid[1] * params["BY"] >= p.H and (L.grid[1] - 1) * params["BY"] < p.H
+    assert L.grid[1] * rows >= p.H and (L.grid[1] - 1) * rows < p.H
 
 
 def test_tiling_cuts_the_requested_bytes():
     p = cv.parse_size("8192:r3")
     fam = family("conv2d")
-    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", cv.radius_params(p) if r.size_defaults else None), p)
+    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", getattr(cv, r.size_defaults)(p) if r.size_defaults
+                                                        else None), p)
            for r in fam.rungs}
     assert req["naive"] > req["constant"] > 10 * req["smem_tile"]
     assert req["smem_tile"] < 2 * p.bytes and req["register_x"] < 1.5 * p.bytes
+    assert req["register_xy"] < req["register_x"]  # taller tiles, less halo per output
+    assert cv.patch_rows(3) == 8 and cv.patch_rows(7) == 2

@@ -14,8 +14,8 @@ from .base import Reference, device_copy, parse_int
 
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
-CONSTANT_FILTER = ("constant", "smem_tile", "register_x")  # rungs that read c_filter
-TX = 4  # outputs per thread along x in rung 4
+CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy")  # rungs that read c_filter
+TX = 4  # outputs per thread along x in rungs 4 and 5
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,17 @@ def radius_params(p: ConvProblem, device=None, vec=None) -> dict:
     return {"R": p.R}
 
 
+def patch_rows(r: int) -> int:
+    """Rung 5's output rows per thread: fewer as the filter grows, so the fully unrolled
+    TY*4*(2R+1)^2 FMAs stay within a few thousand instructions (the instruction cache)."""
+    return 8 if r <= 3 else 4 if r <= 5 else 2
+
+
+def radius_rows_params(p: ConvProblem, device=None, vec=None) -> dict:
+    """Rung 5: the radius and the rows per thread that suit it."""
+    return {"R": p.R, "TY": patch_rows(p.R)}
+
+
 # --- launch geometry -------------------------------------------------------------------------
 
 def geometry_pixel(params, p: ConvProblem, device=None) -> Launch:
@@ -83,6 +94,10 @@ def geometry_pixel(params, p: ConvProblem, device=None) -> Launch:
 
 def geometry_register_x(params, p: ConvProblem, device=None) -> Launch:
     return Launch(grid2(p.W, p.H, params["BX"] * TX, params["BY"]), (params["BX"], params["BY"], 1))
+
+
+def geometry_register_xy(params, p: ConvProblem, device=None) -> Launch:
+    return Launch(grid2(p.W, p.H, params["BX"] * TX, params["BY"] * params["TY"]), (params["BX"], params["BY"], 1))
 
 
 def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
@@ -94,13 +109,14 @@ def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
     if rung_name == "constant":
         return 4 * p.taps * p.H * p.W + out
     bx, by, r = params["BX"], params["BY"], p.R
-    if rung_name == "register_x":
+    rows = by * params.get("TY", 1)
+    if rung_name in ("register_x", "register_xy"):
         nc = (TX + 2 * r + 3) // 4
         tw, cols = bx * TX + 4 * nc, bx * TX
     else:
         tw, cols = bx + 2 * r, bx
-    tiles = -(-p.W // cols) * -(-p.H // by)
-    return 4 * tiles * tw * (by + 2 * r) + out
+    tiles = -(-p.W // cols) * -(-p.H // rows)
+    return 4 * tiles * tw * (rows + 2 * r) + out
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------

@@ -70,12 +70,18 @@ def geometry_25d(params, p: StencilProblem, device=None) -> Launch:
     return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1))
 
 
+def geometry_25d_pipelined(params, p: StencilProblem, device=None) -> Launch:
+    gx, gy, _ = grid2(p.NX, p.NY, params["BX"], params["BY"] * params["RY"])
+    return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1))
+
+
 def requested_bytes(rung_name: str, params, p: StencilProblem) -> int:
-    """Loads the threads issue (caches aside): seven per point in rung 1; in rung 2 one per point
-    and plane of the column (plus the two planes around each z chunk) and each plane's halo ring."""
+    """Loads the threads issue (caches aside): seven per point in rung 1; in rungs 2-3 one per point
+    and plane of the column (plus the two planes around each z chunk) and each plane's halo ring
+    (rung 3's tile is BY*RY rows tall)."""
     if rung_name == "naive":
         return 4 * 8 * p.points
-    bx, by, zc = params["BX"], params["BY"], params["ZC"]
+    bx, by, zc = params["BX"], params["BY"] * params.get("RY", 1), params["ZC"]
     columns = -(-p.NX // bx) * -(-p.NY // by)
     chunks = -(-p.NZ // zc)
     own = columns * bx * by * (p.NZ + 2 * chunks)

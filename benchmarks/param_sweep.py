@@ -1,0 +1,74 @@
+"""Sweep a few parameters of one rung at one size: every combination verified, timed beside the
+family's references and stored, then one table (fastest first) with resources and occupancy.
+For hand-picked grids that are too small for `simtlab tune`; what it finds becomes a catalog default.
+
+    python benchmarks/param_sweep.py stencil pipelined_25d --size 512 --param RY=2,4 --param ZC=16,32,64
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from simtlab.catalog import family
+from simtlab.device import current_sm_clock_mhz, device_info
+from simtlab.ladder import LadderOptions, run_ladder
+from simtlab.store import Store
+
+
+def parse_param(text: str) -> tuple[str, list[int]]:
+    name, _, values = text.partition("=")
+    if not name or not values:
+        raise SystemExit(f"--param {text!r}: use NAME=v1,v2,...")
+    return name, [int(v) for v in values.split(",")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("family")
+    ap.add_argument("rung")
+    ap.add_argument("--size", required=True)
+    ap.add_argument("--param", action="append", default=[], help="NAME=v1,v2 (repeat for a grid)")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    fam = family(args.family)
+    rung = fam.rung(args.rung)
+    grid = [parse_param(p) for p in args.param]
+    dev = device_info()
+    store = Store()
+    cmd = f"benchmarks/param_sweep.py {args.family} {args.rung} --size {args.size} " + " ".join(
+        f"--param {p}" for p in args.param)
+    run_id = store.start_run(cmd, dev, current_sm_clock_mhz())
+    refs: dict = {}
+    rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
+    names = [n for n, _ in grid]
+    for values in itertools.product(*(v for _, v in grid)):
+        opts = LadderOptions(overrides={rung.name: dict(zip(names, values))})
+        rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
+    gbs = fam.metric == "gbs"
+
+    def value(r):
+        return (r.gbs if gbs else (r.gflops or 0) / 1e3) or 0.0
+
+    rows.sort(key=lambda r: (r.status not in ("ok", "reference"), r.status != "reference", -value(r)))
+    t = Table(title=f"{fam.name}/{rung.name} {args.size} on {dev.name}", title_justify="left", header_style="bold")
+    for col in ("rung", "params", "GB/s" if gbs else "TFLOP/s", "% of ref", "regs", "smem B", "occ",
+                "limited by", "status"):
+        t.add_column(col)
+    for r in rows:
+        shown = " ".join(f"{k}={r.params[k]}" for k in names if r.params and k in r.params)
+        t.add_row(r.name, shown, f"{value(r):.1f}" if value(r) else "", f"{r.pct_of_reference:.1f}" if r.pct_of_reference else "",
+                  str(r.registers or ""), str(r.shared_bytes or ""), f"{100 * r.occupancy:.0f}%" if r.occupancy else "",
+                  r.limiter or "", r.status)
+    Console(width=200).print(t)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in rows], f, indent=2, default=str)
+
+
+if __name__ == "__main__":
+    main()
