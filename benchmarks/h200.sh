@@ -65,7 +65,8 @@ fi
 if [[ $phase == softmax ]]; then
   echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4
   echo "== simtlab ladder softmax (the same 512 MiB at every row length)"
-  simtlab ladder softmax -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 --json-out "$OUT/softmax_ladder.json"
+  simtlab ladder softmax -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
+    -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/softmax_ladder.json"
 fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6

@@ -13,15 +13,18 @@ GEMM_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (64, 64, 64), (1, 40
 SCALES = [(1.0, 0.0), (0.5, -2.0)]
 
 
-def _run_rung(fam, rung, problem, seed, ladder_params=False):
+def _run_rung(fam, rung, problem, seed, ladder_params=False, edit=None):
     """Run a rung once on fresh, poisoned inputs: at its catalog defaults, or (`ladder_params`) at the
-    parameters the ladder would choose for the problem (its dtype, radius or row length)."""
+    parameters the ladder would choose for the problem (its dtype, radius or row length). `edit(ws)`
+    may overwrite inputs first (special values)."""
     import cupy
 
     from simtlab.device import device_info
 
     dev = device_info()
     ws = fam.op().workspace(problem, seed)
+    if edit is not None:
+        edit(ws)
     vec = ws.vec_ok() if rung.vec_variant else None
     inst = build(rung, choose_params(rung, problem, dev, vec) if ladder_params else None, dev.arch)
     ws.poison()
@@ -303,15 +306,55 @@ def test_stencil_rung_matches_float64(rung, shape):
 
 
 @pytest.mark.parametrize("rung", family("softmax").rungs, ids=lambda r: r.name)
-@pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (9, 1025)],
-                         ids=lambda s: "x".join(map(str, s)))
-def test_softmax_rung_matches_float64(rung, shape):
+@pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (9, 1025),
+                                   (4, 4097)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_softmax_rung_matches_float64(rung, shape, dtype):
     from simtlab.ops import softmax
 
-    p = softmax.SoftmaxProblem(*shape)
+    p = softmax.SoftmaxProblem(*shape, dtype)
     ws = _run_rung(family("softmax"), rung, p, hash((rung.name, shape)) & 0xFFFF, ladder_params=True)
-    verdict = compare(ws.y, ws.expected(), softmax.tolerance(p))
+    verdict = compare(ws.output(), ws.expected(), softmax.tolerance(p))
     assert verdict.ok, verdict.reason
+
+
+def _extreme_rows(ws):
+    """Rows a real model produces: masked (-inf) entries, huge logits of both signs, a row at the top
+    of the range, one whose only finite entry is huge, and a fully masked row (0/0: NaN, as PyTorch)."""
+    import cupy
+
+    from simtlab.ops import softmax
+
+    x = softmax.load(ws.x, ws.p.dtype).copy()
+    cols = ws.p.cols
+    x[0, ::3] = -cupy.inf
+    x[1, ::2] = 1e30
+    x[1, 1::2] = -1e30
+    x[2, :] = 3e38
+    x[3, :] = -cupy.inf
+    x[3, cols // 2] = 1e30
+    x[4, :] = -cupy.inf
+    ws.x[...] = softmax.store(x, ws.p.dtype)
+
+
+@pytest.mark.parametrize("rung", family("softmax").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(6, 1000), (5, 4100)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_softmax_stays_finite_on_masked_and_huge_rows(rung, shape, dtype):
+    import cupy
+
+    from simtlab.ops import softmax
+
+    p = softmax.SoftmaxProblem(*shape, dtype)
+    ws = _run_rung(family("softmax"), rung, p, 11, ladder_params=True, edit=_extreme_rows)
+    out, ref = ws.output(), ws.expected()
+    verdict = compare(out, ref, softmax.tolerance(p))
+    assert verdict.ok, verdict.reason
+    live = cupy.ones(shape[0], dtype=bool)
+    live[4] = False  # the fully masked row is NaN in the reference and in ours (checked by compare)
+    assert bool(cupy.isfinite(out[live]).all())
+    sums = out[live].astype(cupy.float64).sum(axis=1)
+    assert float(abs(sums - 1).max()) < 4 * softmax.tolerance(p) * shape[1] ** 0.5
 
 
 def test_softmax_reference_agrees():
@@ -320,7 +363,8 @@ def test_softmax_reference_agrees():
 
     from simtlab.ops import softmax
 
-    p = softmax.SoftmaxProblem(64, 4096)
-    ws = softmax.workspace(p, seed=5)
-    res = torch.softmax(torch.as_tensor(ws.x, device="cuda"), dim=-1)
-    assert compare(cupy.asarray(res), ws.expected(), softmax.tolerance(p)).ok
+    for dtype in ("float32", "bfloat16"):
+        p = softmax.SoftmaxProblem(64, 4096, dtype)
+        ws = softmax.workspace(p, seed=5)
+        res = torch.softmax(softmax.torch_view(ws.x, dtype), dim=-1).float()
+        assert compare(cupy.asarray(res), ws.expected(), softmax.tolerance(p)).ok

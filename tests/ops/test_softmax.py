@@ -7,10 +7,16 @@ from simtlab.ops import softmax as sm
 def test_parse_and_counts():
     p = sm.parse_size("32768x4096")
     assert (p.rows, p.cols, p.label, p.bytes) == (32768, 4096, "32768x4096", 8 * 32768 * 4096)
-    for bad in ("4096", "0x5", "1x2x3", "ax3"):
+    for bad in ("4096", "0x5", "1x2x3", "ax3", "4x4:fp16", "4x4:int8"):
         with pytest.raises(ValueError):
             sm.parse_size(bad)
     assert 0 < sm.tolerance(p) < 1e-4
+    q = sm.parse_size("32768x4096:bf16")
+    assert (q.dtype, q.label, q.bytes) == ("bfloat16", "32768x4096:bf16", 4 * 32768 * 4096)
+    assert sm.tolerance(p) < sm.tolerance(q) < 1e-2
+    assert sm.row_params(q)["DT"] == 1 and sm.dtype_params(p) == {"DT": 0}
+    with pytest.raises(ValueError, match="float32 or bfloat16"):
+        sm.SoftmaxProblem(4, 4, "float16")
 
 
 @pytest.mark.parametrize("cols", [1, 3, 128, 129, 1000, 1024, 1025, 4096, 8192, 8193, 32768])
@@ -31,7 +37,7 @@ def test_rung4_refuses_rows_it_cannot_hold():
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 3), (5, 1024), (32768, 4096), (7, 32768)])
 def test_every_row_has_a_block_or_warp(rung, shape):
     p = sm.SoftmaxProblem(*shape)
-    params = rung.params("sm_90", sm.row_params(p) if rung.size_defaults else None)
+    params = rung.params("sm_90", getattr(sm, rung.size_defaults)(p) if rung.size_defaults else None)
     L = getattr(sm, rung.geometry)(params, p)
     per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
     assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows

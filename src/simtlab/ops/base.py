@@ -6,7 +6,27 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", "require_cupy_array", "device_copy"]
+__all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", "require_cupy_array", "device_copy",
+           "to_bf16_bits", "bf16_bits_to_float32", "ITEMSIZE"]
+
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def to_bf16_bits(x):
+    """float32 CuPy array -> bfloat16 held as its uint16 bit pattern (CuPy has no bfloat16 type;
+    kernels see a pointer), rounded to nearest even like __float2bfloat16_rn; NaN stays NaN."""
+    import cupy
+
+    bits = x.astype(cupy.float32, copy=False).view(cupy.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cupy.uint16)
+    return cupy.where(cupy.isnan(x), cupy.uint16(0x7FC0), rounded)
+
+
+def bf16_bits_to_float32(x):
+    """The exact float32 value of each bfloat16 bit pattern."""
+    import cupy
+
+    return (x.astype(cupy.uint32) << 16).view(cupy.float32)
 
 
 @dataclass(frozen=True)

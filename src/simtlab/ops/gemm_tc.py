@@ -9,7 +9,7 @@ import numpy as np
 
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
-from .base import Reference, parse_int
+from .base import Reference, bf16_bits_to_float32, parse_int, to_bf16_bits
 
 DTYPE = "float16"  # the default input type; a size suffix picks bf16 ("4096:bf16")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
@@ -149,8 +149,7 @@ def _narrow(x, dtype: str):
 
     if dtype == "float16":
         return x.astype(cupy.float16)
-    bits = x.view(cupy.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(cupy.uint16)
+    return to_bf16_bits(x)
 
 
 def _widen(x):
@@ -159,7 +158,7 @@ def _widen(x):
 
     if x.dtype == cupy.float16:
         return x.astype(cupy.float64)
-    return (x.astype(cupy.uint32) << 16).view(cupy.float32).astype(cupy.float64)
+    return bf16_bits_to_float32(x).astype(cupy.float64)
 
 
 def workspace(p: TcProblem, seed: int) -> Workspace:

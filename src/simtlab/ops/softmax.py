@@ -1,4 +1,4 @@
-"""Row-wise softmax over the last dimension of a contiguous fp32 matrix:
+"""Row-wise softmax over the last dimension of a contiguous fp32 or bf16 matrix (fp32 arithmetic):
 y[r, c] = exp(x[r, c] - max_r) / sum_c' exp(x[r, c'] - max_r)."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ import numpy as np
 
 from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
-from .base import Reference, device_copy, parse_int
+from .base import ITEMSIZE, Reference, bf16_bits_to_float32, device_copy, parse_int, to_bf16_bits
 
 DTYPE = "float32"
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # size suffixes
+DT = {"float32": 0, "bfloat16": 1}  # the kernels' DT template argument
 MAX_REGISTER_ROW = 32768  # rung 4 keeps a row in registers: 1024 threads x 8 float4
 
 
@@ -24,10 +26,16 @@ class SoftmaxProblem:
     def __post_init__(self):
         if int(self.rows) < 1 or int(self.cols) < 1:
             raise ValueError(f"softmax shape must be at least 1x1, got {self.rows}x{self.cols}")
+        if self.dtype not in DT:
+            raise ValueError(f"softmax storage is float32 or bfloat16, not {self.dtype}")
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
 
     @property
     def label(self) -> str:
-        return f"{self.rows}x{self.cols}"
+        return f"{self.rows}x{self.cols}" + ("" if self.dtype == DTYPE else ":bf16")
 
     @property
     def flops(self) -> int:
@@ -35,20 +43,30 @@ class SoftmaxProblem:
 
     @property
     def bytes(self) -> int:
-        return 8 * self.rows * self.cols  # x read once, y written once
+        return 2 * self.itemsize * self.rows * self.cols  # x read once, y written once
 
 
 def parse_size(text: str, **_) -> SoftmaxProblem:
-    """'ROWSxCOLS' (softmax along each row of COLS values)."""
-    parts = str(text).lower().split("x")
+    """'ROWSxCOLS' (softmax along each row of COLS values), ':bf16' for bf16 storage."""
+    size, _, kind = str(text).lower().partition(":")
+    if kind and kind not in DTYPES:
+        raise ValueError(f"softmax {text!r}: the storage type is fp32 or bf16, not {kind!r}")
+    parts = size.split("x")
     if len(parts) != 2:
-        raise ValueError(f"softmax size {text!r}: use ROWSxCOLS, e.g. 32768x4096")
-    return SoftmaxProblem(*(parse_int(q, f"softmax size {text!r}") for q in parts))
+        raise ValueError(f"softmax size {text!r}: use ROWSxCOLS, e.g. 32768x4096 or 32768x4096:bf16")
+    return SoftmaxProblem(*(parse_int(q, f"softmax size {text!r}") for q in parts), DTYPES.get(kind, DTYPE))
 
 
 def tolerance(p: SoftmaxProblem, ws=None) -> float:
-    """The row sum is a length-cols fp32 sum; __expf adds a few ulps per element on top."""
-    return dot_tolerance(p.dtype, p.cols) + 32 * UNIT_ROUNDOFF[p.dtype]
+    """The row sum is a length-cols fp32 sum; __expf adds a few ulps per element on top; bf16
+    storage rounds each output once more (relative 2^-9), which dominates."""
+    fp32 = dot_tolerance("float32", p.cols) + 32 * UNIT_ROUNDOFF["float32"]
+    return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
+
+
+def dtype_params(p: SoftmaxProblem, device=None, vec=None) -> dict:
+    """The storage type picks the DT template argument."""
+    return {"DT": DT[p.dtype]}
 
 
 def row_params(p: SoftmaxProblem, device=None, vec=None) -> dict:
@@ -56,10 +74,11 @@ def row_params(p: SoftmaxProblem, device=None, vec=None) -> dict:
     up to 8192 and of 1024 up to 32768, with VPT float4 per thread covering the row."""
     if p.cols > MAX_REGISTER_ROW:
         raise ValueError(f"rung 4 keeps a row in registers: at most {MAX_REGISTER_ROW} columns, got {p.cols}")
+    dt = DT[p.dtype]
     if p.cols <= 1024:
-        return {"BLOCK": 128, "VPT": -(-p.cols // 128), "WARP_ROWS": 1}
+        return {"DT": dt, "BLOCK": 128, "VPT": -(-p.cols // 128), "WARP_ROWS": 1}
     block = 256 if p.cols <= 8192 else 1024
-    return {"BLOCK": block, "VPT": -(-p.cols // (4 * block)), "WARP_ROWS": 0}
+    return {"DT": dt, "BLOCK": block, "VPT": -(-p.cols // (4 * block)), "WARP_ROWS": 0}
 
 
 def geometry_row(params, p: SoftmaxProblem, device=None) -> Launch:
@@ -75,7 +94,17 @@ READS = {"three_pass": 3, "fused": 3, "online": 2, "vectorized": 1}  # times eac
 
 
 def requested_bytes(rung_name: str, params, p: SoftmaxProblem) -> int:
-    return 4 * p.rows * p.cols * (READS[rung_name] + 1)
+    return p.itemsize * p.rows * p.cols * (READS[rung_name] + 1)
+
+
+def store(values, dtype: str):
+    """A float32 CuPy array in the problem's storage type (bf16 as uint16 bits)."""
+    return values if dtype == "float32" else to_bf16_bits(values)
+
+
+def load(stored, dtype: str):
+    """The float32 values of stored data."""
+    return stored if dtype == "float32" else bf16_bits_to_float32(stored)
 
 
 class Workspace:
@@ -83,12 +112,13 @@ class Workspace:
         import cupy
 
         self.p = p
-        self.x = (cupy.random.default_rng(seed).random((p.rows, p.cols), dtype=cupy.float32) * 2 - 1) * 8
+        x = (cupy.random.default_rng(seed).random((p.rows, p.cols), dtype=cupy.float32) * 2 - 1) * 8
+        self.x = store(x, p.dtype)
         self.y = cupy.empty_like(self.x)
         self.stats = cupy.empty(2 * p.rows, dtype=cupy.float32)  # rung 1: row maxima, then row sums
 
     def poison(self) -> None:
-        self.y.fill(np.nan)
+        self.y.fill(np.nan if self.p.dtype == "float32" else 0x7FC0)  # NaN in either type
 
     def args(self) -> tuple:
         return (self.x, self.y, np.int32(self.p.rows), np.int32(self.p.cols))
@@ -99,12 +129,12 @@ class Workspace:
     def expected(self):
         import cupy
 
-        x = self.x.astype(cupy.float64)
+        x = load(self.x, self.p.dtype).astype(cupy.float64)
         e = cupy.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
     def output(self):
-        return self.y
+        return load(self.y, self.p.dtype)
 
 
 def workspace(p: SoftmaxProblem, seed: int) -> Workspace:
@@ -129,15 +159,23 @@ def make_runner(inst, problem: SoftmaxProblem, ws: Workspace, device, vec, prepa
 
 
 def _device_copy(ws: Workspace):
-    return device_copy(4 * ws.p.rows * ws.p.cols)
+    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
+
+
+def torch_view(stored, dtype: str):
+    """A PyTorch tensor over stored data (bf16 bits reinterpreted as torch.bfloat16, no copy)."""
+    import torch
+
+    t = torch.as_tensor(stored, device="cuda")
+    return t if dtype == "float32" else t.view(torch.bfloat16)
 
 
 def _torch(ws: Workspace):
     import torch
 
-    x = torch.as_tensor(ws.x, device="cuda")
+    x = torch_view(ws.x, ws.p.dtype)
 
-    def run():  # timed as a user calls it; its values are checked in tests/test_gpu.py
+    def run():  # timed as a user calls it (bf16 in, bf16 out); its values are checked in tests/test_gpu.py
         torch.softmax(x, dim=-1)
 
     return run

@@ -3,29 +3,31 @@
 // kernel with a phase argument, launched three times.) Each launch streams
 // the whole input from DRAM again: 3 reads + 1 write of the matrix, plus two
 // launch gaps, where the data needs 1 + 1. One block per row.
+#include "simtlab_io.cuh"
 #include "simtlab_reduce.cuh"
 
-template <int BLOCK>
+template <int DT, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-softmax_three_pass(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ stats, int rows, int cols,
-                   int phase) {
+softmax_three_pass(const typename simtlab::Io<DT>::T* __restrict__ x, typename simtlab::Io<DT>::T* __restrict__ y,
+                   float* __restrict__ stats, int rows, int cols, int phase) {
+  using Io = simtlab::Io<DT>;
   __shared__ float warp_vals[32];
   const int row = blockIdx.x, tid = threadIdx.x;
-  const float* xr = x + (size_t)row * cols;
+  const typename Io::T* xr = x + (size_t)row * cols;
   if (phase == 0) {
     float m = simtlab::Reduce<1>::identity();
-    for (int c = tid; c < cols; c += BLOCK) m = fmaxf(m, xr[c]);
+    for (int c = tid; c < cols; c += BLOCK) m = fmaxf(m, Io::load(xr + c));
     m = simtlab::block_allreduce<BLOCK, 1>(m, warp_vals);
     if (tid == 0) stats[row] = m;
   } else if (phase == 1) {
     const float m = stats[row];
     float s = 0.0f;
-    for (int c = tid; c < cols; c += BLOCK) s += expf(xr[c] - m);
+    for (int c = tid; c < cols; c += BLOCK) s += expf(Io::load(xr + c) - m);
     s = simtlab::block_allreduce<BLOCK, 0>(s, warp_vals);
     if (tid == 0) stats[rows + row] = s;
   } else {
     const float m = stats[row], inv = 1.0f / stats[rows + row];
-    float* yr = y + (size_t)row * cols;
-    for (int c = tid; c < cols; c += BLOCK) yr[c] = expf(xr[c] - m) * inv;
+    typename Io::T* yr = y + (size_t)row * cols;
+    for (int c = tid; c < cols; c += BLOCK) Io::store(yr + c, expf(Io::load(xr + c) - m) * inv);
   }
 }

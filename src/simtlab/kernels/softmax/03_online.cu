@@ -2,6 +2,7 @@
 // s of exp(x - m), rescaling s whenever m grows (s = s * exp(m_old - m_new)),
 // and partial (m, s) pairs from different threads combine the same way. The
 // statistics take one read of the row instead of two: 2 reads + 1 write.
+#include "simtlab_io.cuh"
 #include "simtlab_reduce.cuh"
 
 __device__ __forceinline__ void softmax_combine(float& m, float& s, float m2, float s2) {
@@ -12,15 +13,17 @@ __device__ __forceinline__ void softmax_combine(float& m, float& s, float m2, fl
   s = a + b;
 }
 
-template <int BLOCK>
+template <int DT, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-softmax_online(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+softmax_online(const typename simtlab::Io<DT>::T* __restrict__ x, typename simtlab::Io<DT>::T* __restrict__ y, int rows,
+               int cols) {
+  using Io = simtlab::Io<DT>;
   __shared__ float warp_m[32], warp_s[32];
   const int row = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const float* xr = x + (size_t)row * cols;
+  const typename Io::T* xr = x + (size_t)row * cols;
   float m = -__int_as_float(0x7f800000), s = 0.0f;
   for (int c = tid; c < cols; c += BLOCK) {
-    const float v = xr[c];
+    const float v = Io::load(xr + c);
     if (v > m) {
       s = s * expf(m - v) + 1.0f;
       m = v;
@@ -44,6 +47,6 @@ softmax_online(const float* __restrict__ x, float* __restrict__ y, int rows, int
       softmax_combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
   }
   const float inv = 1.0f / s;
-  float* yr = y + (size_t)row * cols;
-  for (int c = tid; c < cols; c += BLOCK) yr[c] = expf(xr[c] - m) * inv;
+  typename Io::T* yr = y + (size_t)row * cols;
+  for (int c = tid; c < cols; c += BLOCK) Io::store(yr + c, expf(Io::load(xr + c) - m) * inv);
 }

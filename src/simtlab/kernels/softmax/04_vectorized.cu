@@ -6,11 +6,15 @@
 // written once - the least traffic softmax can have - and __expf (one MUFU.EX2
 // and a multiply) replaces expf's longer, more accurate sequence. VEC=false
 // (rows not a multiple of 4, unaligned) loads the same elements one by one.
+// DT 1 keeps bf16 in memory: the same kernel with 8-byte accesses, half the bytes.
+#include "simtlab_io.cuh"
 #include "simtlab_reduce.cuh"
 
-template <int BLOCK, int VPT, int WARP_ROWS, bool VEC>
+template <int DT, int BLOCK, int VPT, int WARP_ROWS, bool VEC>
 __global__ void __launch_bounds__(BLOCK)
-softmax_vectorized(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+softmax_vectorized(const typename simtlab::Io<DT>::T* __restrict__ x, typename simtlab::Io<DT>::T* __restrict__ y,
+                   int rows, int cols) {
+  using Io = simtlab::Io<DT>;
   constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
   __shared__ float warp_vals[32];
   const int tid = threadIdx.x, lane = tid % 32;
@@ -18,19 +22,19 @@ softmax_vectorized(const float* __restrict__ x, float* __restrict__ y, int rows,
   const int me = WARP_ROWS ? lane : tid;
   if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
   const float NEG = -__int_as_float(0x7f800000);
-  const float* xr = x + (size_t)row * cols;
+  const typename Io::T* xr = x + (size_t)row * cols;
   float4 v[VPT];
   float m = NEG;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
     if (VEC) {
-      v[j] = c < cols ? __ldg(reinterpret_cast<const float4*>(xr + c)) : make_float4(NEG, NEG, NEG, NEG);
+      v[j] = c < cols ? Io::load4(xr + c) : make_float4(NEG, NEG, NEG, NEG);
     } else {
-      v[j].x = c + 0 < cols ? xr[c + 0] : NEG;
-      v[j].y = c + 1 < cols ? xr[c + 1] : NEG;
-      v[j].z = c + 2 < cols ? xr[c + 2] : NEG;
-      v[j].w = c + 3 < cols ? xr[c + 3] : NEG;
+      v[j].x = c + 0 < cols ? Io::load(xr + c + 0) : NEG;
+      v[j].y = c + 1 < cols ? Io::load(xr + c + 1) : NEG;
+      v[j].z = c + 2 < cols ? Io::load(xr + c + 2) : NEG;
+      v[j].w = c + 3 < cols ? Io::load(xr + c + 3) : NEG;
     }
     m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
   }
@@ -46,18 +50,18 @@ softmax_vectorized(const float* __restrict__ x, float* __restrict__ y, int rows,
   }
   s = WARP_ROWS ? simtlab::warp_allreduce<0>(s) : simtlab::block_allreduce<BLOCK, 0>(s, warp_vals);
   const float inv = 1.0f / s;
-  float* yr = y + (size_t)row * cols;
+  typename Io::T* yr = y + (size_t)row * cols;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
     const float4 o = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv);
     if (VEC) {
-      if (c < cols) *reinterpret_cast<float4*>(yr + c) = o;
+      if (c < cols) Io::store4(yr + c, o);
     } else {
-      if (c + 0 < cols) yr[c + 0] = o.x;
-      if (c + 1 < cols) yr[c + 1] = o.y;
-      if (c + 2 < cols) yr[c + 2] = o.z;
-      if (c + 3 < cols) yr[c + 3] = o.w;
+      if (c + 0 < cols) Io::store(yr + c + 0, o.x);
+      if (c + 1 < cols) Io::store(yr + c + 1, o.y);
+      if (c + 2 < cols) Io::store(yr + c + 2, o.z);
+      if (c + 3 < cols) Io::store(yr + c + 3, o.w);
     }
   }
 }

@@ -1,0 +1,44 @@
+// Element types of the memory-bound families that take fp32 or bf16 storage:
+// DT 0 = float, DT 1 = bf16 (its bits in 16-bit words). Arithmetic is always
+// fp32 in registers; only loads and stores change width, which halves the
+// bytes a bf16 kernel moves.
+#pragma once
+#include <cuda_bf16.h>
+
+namespace simtlab {
+
+template <int DT>
+struct Io;
+
+template <>
+struct Io<0> {
+  using T = float;
+  __device__ __forceinline__ static float load(const T* p) { return __ldg(p); }
+  __device__ __forceinline__ static void store(T* p, float v) { *p = v; }
+  // Four consecutive elements (16-byte aligned): one LDG.128 / STG.128.
+  __device__ __forceinline__ static float4 load4(const T* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+  __device__ __forceinline__ static void store4(T* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+};
+
+template <>
+struct Io<1> {
+  using T = __nv_bfloat16;
+  __device__ __forceinline__ static float load(const T* p) { return __bfloat162float(p[0]); }
+  __device__ __forceinline__ static void store(T* p, float v) { *p = __float2bfloat16_rn(v); }
+  // Four consecutive elements (8-byte aligned): one LDG.64 / STG.64.
+  __device__ __forceinline__ static float4 load4(const T* p) {
+    const uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  __device__ __forceinline__ static void store4(T* p, float4 v) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    uint2 raw;
+    raw.x = *reinterpret_cast<const unsigned*>(&lo);
+    raw.y = *reinterpret_cast<const unsigned*>(&hi);
+    *reinterpret_cast<uint2*>(p) = raw;
+  }
+};
+
+}  // namespace simtlab
