@@ -368,3 +368,49 @@ def test_softmax_reference_agrees():
         ws = softmax.workspace(p, seed=5)
         res = torch.softmax(softmax.torch_view(ws.x, dtype), dim=-1).float()
         assert compare(cupy.asarray(res), ws.expected(), softmax.tolerance(p)).ok
+@pytest.mark.parametrize("rung", family("layernorm").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (4, 4097)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layernorm_rung_matches_float64(rung, shape, dtype):
+    from simtlab.ops import layernorm
+
+    p = layernorm.LayerNormProblem(*shape, dtype)
+    ws = _run_rung(family("layernorm"), rung, p, hash((rung.name, shape)) & 0xFFFF, ladder_params=True)
+    verdict = compare(ws.output(), ws.expected(), layernorm.tolerance(p))
+    assert verdict.ok, verdict.reason
+
+
+def test_layernorm_reference_agrees():
+    import cupy
+    import torch.nn.functional as F
+
+    from simtlab.ops import layernorm
+    from simtlab.ops.rows import torch_view
+
+    for dtype in ("float32", "bfloat16"):
+        p = layernorm.LayerNormProblem(64, 4096, dtype)
+        ws = layernorm.workspace(p, seed=5)
+        x, w, b = (torch_view(a, dtype) for a in (ws.x, ws.w, ws.b))
+        res = F.layer_norm(x, (p.cols,), w, b, layernorm.EPS).float()
+        assert compare(cupy.asarray(res), ws.expected(), 2 * layernorm.tolerance(p)).ok
+
+
+
+
+@pytest.mark.parametrize("rung", family("intrinsics").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("size", ["exp:1000003:r4", "div:1000003:r4", "int:1000003:r4", "exp:1:r0", "div:333:r64"])
+def test_intrinsics_rung_matches_float64_and_reports_ulps(rung, size):
+    from simtlab.ops import intrinsics
+
+    p = intrinsics.parse_size(size)
+    ws = _run_rung(family("intrinsics"), rung, p, hash((rung.name, size)) & 0xFFFF, ladder_params=True)
+    verdict = compare(ws.output(), ws.expected(), intrinsics.tolerance(p))
+    assert verdict.ok, verdict.reason
+    err = intrinsics.ulp_error(ws)
+    if p.op == "int":
+        assert err["wrong"] == 0
+    elif rung.name == "precise":
+        assert err["max_ulp"] <= (2.5 if p.op == "exp" else 0.5)  # expf's documented bound; IEEE division
+    elif p.n >= 1000:
+        assert err["max_ulp"] > 0.5  # the fast spellings do lose accuracy, measurably

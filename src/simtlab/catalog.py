@@ -326,7 +326,7 @@ CONV2D = Family(
              "four outputs per thread: each window row read once (LDS.128) feeds 4(2R+1) FMAs",
              "geometry_register_x", size_defaults="radius_params", sass_expect=("LDS.128", "STG.128")),
         Rung("conv2d", 5, "register_xy", "conv2d/05_register_xy.cu", "conv2d_register_xy", ("BX", "BY", "TY", "R"),
-             _frozen({"BX": 32, "BY": 4, "TY": 8, "R": 3}),
+             _frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3}),
              "a TYx4 patch per thread: each input row read once feeds every output row it touches; FMA-bound",
              "geometry_register_xy", size_defaults="radius_rows_params", sass_expect=("LDS.128", "STG.128")),
     ),
@@ -382,8 +382,52 @@ SOFTMAX = Family(
     check_size="333x517",
 )
 
+
+LAYERNORM = Family(
+    name="layernorm",
+    title="LayerNorm forward over the last dimension with weight and bias, fp32 or bf16 storage, fp32 math",
+    op_module="simtlab.ops.layernorm",
+    reference="device copy of the matrix (read + write), PyTorch layer_norm",
+    default_sizes=("32768x4096",),
+    rungs=(
+        Rung("layernorm", 1, "two_pass", "layernorm/01_two_pass.cu", "layernorm_two_pass", ("DT", "BLOCK"),
+             _frozen({"DT": 0, "BLOCK": 256}),
+             "mean, then variance around it (no cancellation), then normalise: three reads of each row",
+             "geometry_row", size_defaults="dtype_params", sass_expect=("SHFL", "MUFU")),
+        Rung("layernorm", 2, "welford", "layernorm/02_welford_vectorized.cu", "layernorm_welford",
+             ("DT", "BLOCK", "VPT", "WARP_ROWS"), _frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
+             "the row in registers, per-thread moments merged by Chan/Welford in one shuffle reduction: one read",
+             "geometry_vectorized", vec_variant=True, size_defaults="row_params",
+             sass_expect=("LDG.128", "STG.128", "SHFL")),
+    ),
+    metric="gbs",
+    check_size="333x517",
+)
+
+INTRINSICS = Family(
+    name="intrinsics",
+    title="fast-math intrinsics vs accurate spellings: exp, division by a run-time value, int / and % by 2^k",
+    op_module="simtlab.ops.intrinsics",
+    reference="float64 (accuracy); the rungs against each other (speed)",
+    default_sizes=("exp:2^24", "div:2^24", "int:2^24"),
+    rungs=(
+        Rung("intrinsics", 1, "precise", "intrinsics/01_precise.cu", "intrinsics_precise", ("OP", "REPS"),
+             _frozen({"OP": 0, "REPS": 64}),
+             "expf, IEEE a / d, int / and % by a run-time divisor: accurate, several instructions each",
+             "geometry", size_defaults="op_params", sass_expect=("MUFU",)),
+        Rung("intrinsics", 2, "fast", "intrinsics/02_fast.cu", "intrinsics_fast", ("OP", "REPS"),
+             _frozen({"OP": 0, "REPS": 64}),
+             "__expf, a * (1/d), >> and &: one or two instructions each, for a measured loss of accuracy",
+             "geometry", size_defaults="op_params", sass_expect=("MUFU",)),
+    ),
+    metric="tflops",
+    check_size="exp:1000003:r4",
+)
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (ELEMENTWISE, GEMM, REDUCTION, TRANSPOSE, BRANCH, BOUNDARY,
-                                                   GEMM_TC, CONV2D, STENCIL, SOFTMAX)}
+                                                   GEMM_TC, CONV2D, STENCIL, SOFTMAX, LAYERNORM,
+                                                   INTRINSICS)}
 
 
 def families() -> list[Family]:

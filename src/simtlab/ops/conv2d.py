@@ -78,7 +78,7 @@ def radius_params(p: ConvProblem, device=None, vec=None) -> dict:
 def patch_rows(r: int) -> int:
     """Rung 5's output rows per thread: fewer as the filter grows, so the fully unrolled
     TY*4*(2R+1)^2 FMAs stay within a few thousand instructions (the instruction cache)."""
-    return 8 if r <= 3 else 4 if r <= 5 else 2
+    return 4 if r <= 5 else 2  # 4 beat 8 at radius 3 on the H200 (benchmarks/results/*_7c53c2)
 
 
 def radius_rows_params(p: ConvProblem, device=None, vec=None) -> dict:

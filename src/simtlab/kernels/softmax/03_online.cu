@@ -27,7 +27,7 @@ softmax_online(const typename simtlab::Io<DT>::T* __restrict__ x, typename simtl
     if (v > m) {
       s = s * expf(m - v) + 1.0f;
       m = v;
-    } else {
+    } else if (v != -__int_as_float(0x7f800000)) {  // a masked entry adds 0 (exp(-inf - -inf) is NaN)
       s += expf(v - m);
     }
   }

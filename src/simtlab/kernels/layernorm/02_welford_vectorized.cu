@@ -1,0 +1,98 @@
+// Rung 2 - one read: the row is held in registers (groups of four, LDG.128 for
+// fp32 and LDG.64 for bf16), a warp per row up to 1024 values and a block per
+// row beyond, as in softmax rung 4. Each thread computes the exact mean and
+// sum of squared deviations of its own values (two passes over registers,
+// free), and threads merge their (count, mean, M2) triples with Chan's
+// parallel form of Welford's update - one shuffle reduction of three values
+// instead of rung 1's two reductions and three reads, and as stable. The
+// output is written from the same registers: 1 read + 1 write of the matrix.
+#include "simtlab_io.cuh"
+
+struct Moments {
+  float n, mean, m2;
+};
+
+// Chan et al.: merge two partial (count, mean, M2); an empty side changes nothing.
+__device__ __forceinline__ Moments merge(Moments a, Moments b) {
+  const float n = a.n + b.n;
+  if (n == 0.0f) return a;
+  const float d = b.mean - a.mean, fb = b.n / n;
+  return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+// Butterfly over the warp; both partners merge (lower lane, upper lane) in that order, so every
+// lane ends with bit-identical moments and the row is normalised with one mean and one rstd.
+__device__ __forceinline__ Moments warp_merge(Moments m) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Moments o = {__shfl_xor_sync(0xffffffffu, m.n, offset), __shfl_xor_sync(0xffffffffu, m.mean, offset),
+                       __shfl_xor_sync(0xffffffffu, m.m2, offset)};
+    m = (lane & offset) ? merge(o, m) : merge(m, o);
+  }
+  return m;
+}
+
+template <int DT, int BLOCK, int VPT, int WARP_ROWS, bool VEC>
+__global__ void __launch_bounds__(BLOCK)
+layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typename simtlab::Io<DT>::T* __restrict__ w,
+                  const typename simtlab::Io<DT>::T* __restrict__ b, typename simtlab::Io<DT>::T* __restrict__ y,
+                  int rows, int cols, float eps) {
+  using Io = simtlab::Io<DT>;
+  constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
+  __shared__ Moments warp_moments[32];
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int row = WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x;
+  const int me = WARP_ROWS ? lane : tid;
+  if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
+  const typename Io::T* xr = x + (size_t)row * cols;
+  float4 v[VPT];
+  float sum = 0.0f, n = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int c = (me + LANES * j) * 4;
+    if (VEC) {
+      v[j] = c < cols ? Io::load4(xr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    } else {
+      v[j].x = c + 0 < cols ? Io::load(xr + c + 0) : 0.0f;
+      v[j].y = c + 1 < cols ? Io::load(xr + c + 1) : 0.0f;
+      v[j].z = c + 2 < cols ? Io::load(xr + c + 2) : 0.0f;
+      v[j].w = c + 3 < cols ? Io::load(xr + c + 3) : 0.0f;
+    }
+    sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);  // padding is 0: adds nothing
+    n += (float)max(0, min(4, cols - c));
+  }
+  Moments m = {n, n > 0.0f ? sum / n : 0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int c = (me + LANES * j) * 4;
+    const float dx = v[j].x - m.mean, dy = v[j].y - m.mean, dz = v[j].z - m.mean, dw = v[j].w - m.mean;
+    m.m2 += (c + 0 < cols ? dx * dx : 0.0f) + (c + 1 < cols ? dy * dy : 0.0f) + (c + 2 < cols ? dz * dz : 0.0f) +
+            (c + 3 < cols ? dw * dw : 0.0f);
+  }
+  m = warp_merge(m);
+  if constexpr (!WARP_ROWS && BLOCK > 32) {
+    if (lane == 0) warp_moments[tid / 32] = m;
+    __syncthreads();
+    m = lane < BLOCK / 32 ? warp_moments[lane] : Moments{0.0f, 0.0f, 0.0f};
+    m = warp_merge(m);
+  }
+  const float mean = m.mean, rstd = rsqrtf(m.m2 / cols + eps);
+  typename Io::T* yr = y + (size_t)row * cols;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int c = (me + LANES * j) * 4;
+    if (VEC) {
+      if (c < cols) {
+        const float4 g = Io::load4(w + c), h = Io::load4(b + c);
+        Io::store4(yr + c, make_float4(fmaf((v[j].x - mean) * rstd, g.x, h.x), fmaf((v[j].y - mean) * rstd, g.y, h.y),
+                                       fmaf((v[j].z - mean) * rstd, g.z, h.z), fmaf((v[j].w - mean) * rstd, g.w, h.w)));
+      }
+    } else {
+      const float o[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (c + e < cols) Io::store(yr + c + e, fmaf((o[e] - mean) * rstd, Io::load(w + c + e), Io::load(b + c + e)));
+    }
+  }
+}

@@ -1,0 +1,118 @@
+"""LayerNorm forward over the last dimension of a contiguous fp32 or bf16 matrix, with weight and
+bias of the row's length in the same storage type (fp32 arithmetic):
+y[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * w[c] + b[c], var the biased (population) variance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..verify import UNIT_ROUNDOFF, dot_tolerance
+from .base import Reference, device_copy
+from .rows import (DT, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value, row_params,
+                   store, torch_view, vec_ok)
+
+__all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
+           "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT"]
+
+EPS = 1e-5  # PyTorch's default
+
+
+@dataclass(frozen=True)
+class LayerNormProblem(RowProblem):
+    what = "layernorm"
+
+    @property
+    def flops(self) -> int:
+        return 8 * self.rows * self.cols  # nominal: sum, deviation, square-add, normalise, scale, shift
+
+    @property
+    def bytes(self) -> int:
+        return self.itemsize * (2 * self.rows * self.cols + 2 * self.cols)  # x and y once, w and b once
+
+
+def parse_size(text: str, **_) -> LayerNormProblem:
+    """'ROWSxCOLS' (normalise each row of COLS values), ':bf16' for bf16 storage."""
+    return LayerNormProblem.parse(text)
+
+
+def tolerance(p: LayerNormProblem, ws=None) -> float:
+    """Mean and variance are length-cols fp32 sums; bf16 storage rounds each output once more."""
+    fp32 = 2 * dot_tolerance("float32", p.cols) + 32 * UNIT_ROUNDOFF["float32"]
+    return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
+
+
+READS = {"two_pass": 3, "welford": 1}  # times each rung reads x
+
+
+def requested_bytes(rung_name: str, params, p: LayerNormProblem) -> int:
+    return p.itemsize * (p.rows * p.cols * (READS[rung_name] + 1) + 2 * p.cols)
+
+
+class Workspace:
+    def __init__(self, p: LayerNormProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        # Rows with an offset larger than their spread: E[x^2] - E[x]^2 would cancel badly here.
+        x = rng.random((p.rows, p.cols), dtype=cupy.float32) * 4 - 2 + rng.random((p.rows, 1), dtype=cupy.float32) * 8
+        self.x = store(x, p.dtype)
+        self.w = store(rng.random(p.cols, dtype=cupy.float32) + 0.5, p.dtype)
+        self.b = store(rng.random(p.cols, dtype=cupy.float32) - 0.5, p.dtype)
+        self.y = cupy.empty_like(self.x)
+
+    def poison(self) -> None:
+        self.y.fill(poison_value(self.p.dtype))
+
+    def args(self) -> tuple:
+        p = self.p
+        return (self.x, self.w, self.b, self.y, np.int32(p.rows), np.int32(p.cols), np.float32(EPS))
+
+    def vec_ok(self) -> bool:
+        return vec_ok(self.p, self.x, self.w, self.b, self.y)
+
+    def expected(self):
+        import cupy
+
+        dt = self.p.dtype
+        x = load(self.x, dt).astype(cupy.float64)
+        mean = x.mean(axis=1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+        w, b = (load(a, dt).astype(cupy.float64) for a in (self.w, self.b))
+        return (x - mean) / cupy.sqrt(var + EPS) * w + b
+
+    def output(self):
+        return load(self.y, self.p.dtype)
+
+
+def workspace(p: LayerNormProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def _device_copy(ws: Workspace):
+    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
+
+
+def _torch(ws: Workspace):
+    import torch.nn.functional as F
+
+    dt = ws.p.dtype
+    x, w, b = (torch_view(a, dt) for a in (ws.x, ws.w, ws.b))
+
+    def run():  # timed as a user calls it (same storage type in and out); values checked in tests/test_gpu.py
+        F.layer_norm(x, (ws.p.cols,), w, b, EPS)
+
+    return run
+
+
+def references() -> list[Reference]:
+    refs = [Reference("device copy", _device_copy, verifiable=False)]
+    try:
+        import torch  # noqa: F401
+
+        refs.append(Reference("PyTorch layer_norm", _torch, verifiable=False))
+    except Exception:
+        pass
+    return refs

@@ -1,0 +1,109 @@
+"""What the row-wise families (softmax, layernorm) share: a rows x cols matrix stored as fp32 or
+bf16 (fp32 arithmetic either way), its size syntax, bf16 storage helpers, and the launch shape of
+the rungs that hold a whole row in registers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..launch import Launch
+from .base import ITEMSIZE, bf16_bits_to_float32, parse_int, to_bf16_bits
+
+DTYPE = "float32"
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # size suffixes
+DT = {"float32": 0, "bfloat16": 1}  # the kernels' DT template argument (simtlab_io.cuh)
+MAX_REGISTER_ROW = 32768  # a row in registers: 1024 threads x 8 groups of 4
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    rows: int
+    cols: int
+    dtype: str = DTYPE
+    what: ClassVar[str] = "row-wise"
+
+    def __post_init__(self):
+        if int(self.rows) < 1 or int(self.cols) < 1:
+            raise ValueError(f"{self.what} shape must be at least 1x1, got {self.rows}x{self.cols}")
+        if self.dtype not in DT:
+            raise ValueError(f"{self.what} storage is float32 or bfloat16, not {self.dtype}")
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def label(self) -> str:
+        return f"{self.rows}x{self.cols}" + ("" if self.dtype == DTYPE else ":bf16")
+
+    @property
+    def bytes(self) -> int:
+        return 2 * self.itemsize * self.rows * self.cols  # x read once, y written once
+
+    @classmethod
+    def parse(cls, text: str, **_):
+        """'ROWSxCOLS' (along each row of COLS values), ':bf16' for bf16 storage."""
+        size, _, kind = str(text).lower().partition(":")
+        if kind and kind not in DTYPES:
+            raise ValueError(f"{cls.what} {text!r}: the storage type is fp32 or bf16, not {kind!r}")
+        parts = size.split("x")
+        if len(parts) != 2:
+            raise ValueError(f"{cls.what} size {text!r}: use ROWSxCOLS, e.g. 32768x4096 or 32768x4096:bf16")
+        return cls(*(parse_int(q, f"{cls.what} size {text!r}") for q in parts), DTYPES.get(kind, DTYPE))
+
+
+def dtype_params(p: RowProblem, device=None, vec=None) -> dict:
+    """The storage type picks the DT template argument."""
+    return {"DT": DT[p.dtype]}
+
+
+def row_params(p: RowProblem, device=None, vec=None) -> dict:
+    """Launch shape of a rung that keeps its row in registers: a warp per row up to 1024 values, a
+    block of 256 up to 8192 and of 1024 up to 32768, with VPT groups of 4 per thread covering the row."""
+    if p.cols > MAX_REGISTER_ROW:
+        raise ValueError(f"this rung keeps a row in registers: at most {MAX_REGISTER_ROW} columns, got {p.cols}")
+    dt = DT[p.dtype]
+    if p.cols <= 1024:
+        return {"DT": dt, "BLOCK": 128, "VPT": -(-p.cols // 128), "WARP_ROWS": 1}
+    block = 256 if p.cols <= 8192 else 1024
+    return {"DT": dt, "BLOCK": block, "VPT": -(-p.cols // (4 * block)), "WARP_ROWS": 0}
+
+
+def geometry_row(params, p: RowProblem, device=None) -> Launch:
+    """A block per row."""
+    return Launch((p.rows, 1, 1), (params["BLOCK"], 1, 1))
+
+
+def geometry_vectorized(params, p: RowProblem, device=None) -> Launch:
+    """A warp per row (WARP_ROWS) or a block per row."""
+    rows_per_block = params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
+    return Launch((-(-p.rows // rows_per_block), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def store(values, dtype: str):
+    """A float32 CuPy array in the storage type (bf16 as uint16 bits)."""
+    return values if dtype == "float32" else to_bf16_bits(values)
+
+
+def load(stored, dtype: str):
+    """The float32 values of stored data."""
+    return stored if dtype == "float32" else bf16_bits_to_float32(stored)
+
+
+def torch_view(stored, dtype: str):
+    """A PyTorch tensor over stored data (bf16 bits reinterpreted as torch.bfloat16, no copy)."""
+    import torch
+
+    t = torch.as_tensor(stored, device="cuda")
+    return t if dtype == "float32" else t.view(torch.bfloat16)
+
+
+def poison_value(dtype: str):
+    """NaN in the storage type."""
+    return float("nan") if dtype == "float32" else 0x7FC0
+
+
+def vec_ok(p: RowProblem, *arrays) -> bool:
+    """Groups of 4 need rows that are a multiple of 4 long and 16-byte aligned bases."""
+    return p.cols % 4 == 0 and all(a.data.ptr % 16 == 0 for a in arrays)

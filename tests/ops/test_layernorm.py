@@ -1,0 +1,35 @@
+import pytest
+
+from simtlab.catalog import family
+from simtlab.ops import layernorm as ln
+
+
+def test_parse_and_counts():
+    p = ln.parse_size("32768x4096")
+    assert (p.rows, p.cols, p.dtype, p.label) == (32768, 4096, "float32", "32768x4096")
+    assert p.bytes == 4 * (2 * 32768 * 4096 + 2 * 4096)
+    q = ln.parse_size("32768x4096:bf16")
+    assert q.dtype == "bfloat16" and q.bytes == p.bytes // 2
+    for bad in ("4096", "0x5", "3x4:fp16", "ax3"):
+        with pytest.raises(ValueError, match="layernorm"):
+            ln.parse_size(bad)
+    assert 0 < ln.tolerance(p) < ln.tolerance(q) < 1e-2
+
+
+@pytest.mark.parametrize("rung", family("layernorm").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(1, 1), (1000, 3), (5, 1024), (32768, 4096), (7, 32768), (3, 1025)])
+def test_every_row_is_covered(rung, shape):
+    p = ln.LayerNormProblem(*shape)
+    params = rung.params("sm_90", getattr(ln, rung.size_defaults)(p))
+    L = getattr(ln, rung.geometry)(params, p)
+    per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
+    assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows
+    if rung.name == "welford":
+        lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
+        assert lanes * params["VPT"] * 4 >= p.cols
+
+
+def test_one_read_is_the_point():
+    p = ln.parse_size("32768x4096")
+    two, one = (ln.requested_bytes(r.name, {}, p) for r in family("layernorm").rungs)
+    assert one == p.bytes and two > 1.9 * one
