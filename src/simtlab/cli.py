@@ -760,5 +760,10 @@ def compare(base: str = typer.Argument(..., help="baseline: a run id in the stor
         raise typer.Exit(1)
 
 
+from .host.commands import register as _register_host  # noqa: E402  (commands that need `app`)
+
+_register_host(app, console)
+
+
 def main() -> None:  # pragma: no cover
     app()
