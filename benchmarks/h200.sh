@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -68,11 +68,20 @@ if [[ $phase == softmax ]]; then
   simtlab ladder softmax -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
     -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/softmax_ladder.json"
 fi
+if [[ $phase == beyond ]]; then
+  echo "== GPU tests: softmax, layernorm, intrinsics, host experiments"
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/host -k "softmax or layernorm or intrinsics or host" 2>&1 | tail -4
+  echo "== simtlab ladder layernorm"; simtlab ladder layernorm -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
+    -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/layernorm_ladder.json"
+  echo "== intrinsics"; python3 benchmarks/intrinsics_table.py --json "$OUT/intrinsics.json"
+  echo "== simtlab transfers"; simtlab transfers --json > "$OUT/transfers.json"; simtlab transfers
+  echo "== simtlab graphs"; simtlab graphs
+fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
   echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
