@@ -30,3 +30,11 @@ def test_the_chains_survive_compilation():
             counts[rung.name, op] = kernel_sass(inst.cubin, inst.expression(None)).instructions
     for op in range(3):
         assert counts["precise", op] > 1.25 * counts["fast", op] > 100  # without the chain: about 50
+
+
+def test_float32_ulp():
+    import numpy as np
+
+    ref = np.array([1.0, 1.5, 2.0, 3.0e-39, 0.0, -4.0, np.float64(np.float32(5.5e34))])
+    expect = [np.spacing(np.float32(abs(v))) for v in ref]
+    assert np.array_equal(it.float32_ulp(ref), np.array(expect, np.float64))

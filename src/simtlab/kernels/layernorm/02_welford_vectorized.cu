@@ -4,19 +4,23 @@
 // sum of squared deviations of its own values (two passes over registers,
 // free), and threads merge their (count, mean, M2) triples with Chan's
 // parallel form of Welford's update - one shuffle reduction of three values
-// instead of rung 1's two reductions and three reads, and as stable. The
-// output is written from the same registers: 1 read + 1 write of the matrix.
+// instead of rung 1's two reductions and three reads, and as stable. Weight
+// and bias load before the reduction so their latency overlaps it. The output
+// is written from the same registers: 1 read + 1 write of the matrix.
 #include "simtlab_io.cuh"
 
 struct Moments {
   float n, mean, m2;
 };
 
-// Chan et al.: merge two partial (count, mean, M2); an empty side changes nothing.
+// Chan et al.: merge two partial (count, mean, M2); an empty side changes nothing. The counts
+// are small exact integers, so the fast division (MUFU.RCP and a multiply, within 2 ulp) is
+// enough: an IEEE division here costs a slow-path check per merge, and ten merges per row is
+// what bounds short rows.
 __device__ __forceinline__ Moments merge(Moments a, Moments b) {
   const float n = a.n + b.n;
   if (n == 0.0f) return a;
-  const float d = b.mean - a.mean, fb = b.n / n;
+  const float d = b.mean - a.mean, fb = __fdividef(b.n, n);
   return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
 }
 
@@ -62,7 +66,18 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
     sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);  // padding is 0: adds nothing
     n += (float)max(0, min(4, cols - c));
   }
-  Moments m = {n, n > 0.0f ? sum / n : 0.0f, 0.0f};
+  Moments m = {n, n > 0.0f ? __fdividef(sum, n) : 0.0f, 0.0f};
+  // Weight and bias issued now, so their latency hides behind the reduction (when the registers
+  // allow: at VPT 8 a 1024-thread block has 64 registers per thread, and they load after it).
+  constexpr bool EARLY = VPT <= 4;
+  float4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];
+  if constexpr (EARLY && VEC) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int c = (me + LANES * j) * 4;
+      if (c < cols) g[j] = Io::load4(w + c), h[j] = Io::load4(b + c);
+    }
+  }
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
@@ -84,9 +99,9 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
     const int c = (me + LANES * j) * 4;
     if (VEC) {
       if (c < cols) {
-        const float4 g = Io::load4(w + c), h = Io::load4(b + c);
-        Io::store4(yr + c, make_float4(fmaf((v[j].x - mean) * rstd, g.x, h.x), fmaf((v[j].y - mean) * rstd, g.y, h.y),
-                                       fmaf((v[j].z - mean) * rstd, g.z, h.z), fmaf((v[j].w - mean) * rstd, g.w, h.w)));
+        const float4 gj = EARLY ? g[EARLY ? j : 0] : Io::load4(w + c), hj = EARLY ? h[EARLY ? j : 0] : Io::load4(b + c);
+        Io::store4(yr + c, make_float4(fmaf((v[j].x - mean) * rstd, gj.x, hj.x), fmaf((v[j].y - mean) * rstd, gj.y, hj.y),
+                                       fmaf((v[j].z - mean) * rstd, gj.z, hj.z), fmaf((v[j].w - mean) * rstd, gj.w, hj.w)));
       }
     } else {
       const float o[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
