@@ -143,7 +143,7 @@ def test_every_family_op_module_meets_the_contract(name):
             assert launch.threads >= 32 and launch.blocks >= 1
             assert op.requested_bytes(rung.name, params, p) >= p.bytes or fam.name == "gemm"
     assert fam.metric in ("tflops", "gbs")
-    assert op.references(), "every family is measured against something"
+    assert op.references() or fam.name == "intrinsics", "every family is measured against something"
 
 
 def test_runner_uses_the_family_hook_or_one_default_launch(monkeypatch):

@@ -394,7 +394,7 @@ LAYERNORM = Family(
              _frozen({"DT": 0, "BLOCK": 256}),
              "mean, then variance around it (no cancellation), then normalise: three reads of each row",
              "geometry_row", size_defaults="dtype_params", sass_expect=("SHFL", "MUFU")),
-        Rung("layernorm", 2, "welford", "layernorm/02_welford_vectorized.cu", "layernorm_welford",
+        Rung("layernorm", 2, "welford", "layernorm/02_welford.cu", "layernorm_welford",
              ("DT", "BLOCK", "VPT", "WARP_ROWS"), _frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
              "the row in registers, per-thread moments merged by Chan/Welford in one shuffle reduction: one read",
              "geometry_vectorized", vec_variant=True, size_defaults="row_params",

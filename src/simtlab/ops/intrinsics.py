@@ -14,6 +14,7 @@ from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, parse_int
 
+DTYPE = "float32"
 OPS = ("exp", "div", "int")
 DIVISOR = 3.0  # the run-time float divisor (1/3 is inexact: the reciprocal trick shows its error)
 INT_DIVISOR = 1024  # the run-time power of two
@@ -153,4 +154,6 @@ def ulp_error(ws: Workspace) -> dict:
 
 
 def references() -> list[Reference]:
+    """None in the ladder's sense: the two rungs are each other's reference for speed, float64 is the
+    reference for accuracy (benchmarks/intrinsics_table.py prints them side by side)."""
     return []

@@ -10,11 +10,11 @@ import numpy as np
 
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference, device_copy
-from .rows import (DT, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value, row_params,
+from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value, row_params,
                    store, torch_view, vec_ok)
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
-           "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT"]
+           "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
 
 EPS = 1e-5  # PyTorch's default
 
