@@ -134,6 +134,32 @@ def test_gemm_api_errors():
         simtlab.gemm(cupy.ones(5, cupy.float32), b)
     with pytest.raises(ValueError, match="needs an input C"):
         simtlab.gemm(a, b, beta=1.0)
+    with pytest.raises(ValueError, match="sizes must be >= 1"):
+        simtlab.gemm(cupy.ones((0, 5), cupy.float32), b)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        simtlab.gemm(a[::-1], b)  # negative stride
+
+
+def test_out_of_memory_is_named_and_leaves_nothing_allocated(tmp_path):
+    import cupy
+
+    import simtlab
+    from simtlab.ladder import run_ladder
+    from simtlab.store import Store
+
+    pool = cupy.get_default_memory_pool()
+    before = pool.used_bytes()
+    a = cupy.ones((200_000, 8), cupy.float32)
+    b = cupy.ones((8, 200_000), cupy.float32)
+    with pytest.raises(MemoryError, match="does not fit on GPU"):
+        simtlab.gemm(a, b)  # C would be 149 GiB
+    del a, b
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("oom")
+    rows = run_ladder(family("gemm"), ["200000x200000x8"], [family("gemm").rung("naive")], store, run)
+    assert rows and all(r.status == "out-of-memory" and "GiB" in r.error for r in rows), [(r.status, r.error) for r in rows]
+    assert len(store.results(run_id=run)) == len(rows)  # reported and stored, not lost
+    assert pool.used_bytes() == before
 
 
 def test_small_ladder_end_to_end(tmp_path):

@@ -64,7 +64,12 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     if C is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an input C")
-        c = cupy.empty((M, N), dtype=cupy.float32)
+        try:
+            c = cupy.empty((M, N), dtype=cupy.float32)
+        except cupy.cuda.memory.OutOfMemoryError:
+            free, total = cupy.cuda.runtime.memGetInfo()
+            raise MemoryError(f"C ({M}x{N} float32, {4 * M * N / 2**30:.2f} GiB) does not fit on GPU "
+                              f"{cupy.cuda.Device().id}: {free / 2**30:.2f} GiB free of {total / 2**30:.1f} GiB") from None
     else:
         c = require_cupy_array(C, "C", cupy.float32, 2)
         if c.shape != (M, N):

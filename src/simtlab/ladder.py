@@ -85,6 +85,21 @@ def _short(exc: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _is_oom(exc: BaseException) -> bool:
+    import cupy
+
+    return isinstance(exc, (cupy.cuda.memory.OutOfMemoryError, MemoryError))
+
+
+def _oom_message(problem, exc: BaseException) -> str:
+    """Out of memory, named: what the problem moves and what the device has free."""
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    return (f"out of GPU memory for {problem.label} (its inputs and outputs are about {problem.bytes / 2**30:.1f} GiB; "
+            f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB free after releasing this row): {_short(exc, 200)}")
+
+
 def _seed(opts: LadderOptions) -> int:
     return opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
 
@@ -159,6 +174,10 @@ def run_ladder(
                     row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
             except Exception as exc:  # a missing library or a failing reference is reported, not fatal
                 row.status, row.error = "error", _short(exc)
+                if _is_oom(exc):
+                    ws = None
+                    _free_gpu_memory()
+                    row.status, row.error = "out-of-memory", _oom_message(problem, exc)
             ws = None
             _free_gpu_memory()
             emit(row, problem.dtype, ref_name)
@@ -196,6 +215,10 @@ def run_ladder(
                 row.status, row.error = "launch-error", _short(exc)
             except Exception as exc:
                 row.status, row.error = "error", _short(exc)
+                if _is_oom(exc):
+                    ws = None
+                    _free_gpu_memory()
+                    row.status, row.error = "out-of-memory", _oom_message(problem, exc)
             ws = None
             _free_gpu_memory()
             emit(row, problem.dtype, ref_name)

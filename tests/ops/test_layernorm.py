@@ -33,3 +33,8 @@ def test_one_read_is_the_point():
     p = ln.parse_size("32768x4096")
     two, one = (ln.requested_bytes(r.name, {}, p) for r in family("layernorm").rungs)
     assert one == p.bytes and two > 1.9 * one
+
+
+def test_weight_and_bias_load_early_only_where_registers_allow():
+    assert ln.row_params(ln.LayerNormProblem(8, 4096))["EARLY"] == 1
+    assert ln.row_params(ln.LayerNormProblem(8, 32768))["EARLY"] == 0

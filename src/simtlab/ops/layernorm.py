@@ -10,8 +10,9 @@ import numpy as np
 
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference, device_copy
-from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value, row_params,
+from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
                    store, torch_view, vec_ok)
+from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
            "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
@@ -30,6 +31,13 @@ class LayerNormProblem(RowProblem):
     @property
     def bytes(self) -> int:
         return self.itemsize * (2 * self.rows * self.cols + 2 * self.cols)  # x and y once, w and b once
+
+
+def row_params(p: LayerNormProblem, device=None, vec=None) -> dict:
+    """The register-row launch shape, plus EARLY (weight and bias loaded before the reduction) where
+    a thread holds at most 4 groups: beyond that their registers would cap a 1024-thread block."""
+    q = _row_params(p, device, vec)
+    return {**q, "EARLY": int(q["VPT"] <= 4)}
 
 
 def parse_size(text: str, **_) -> LayerNormProblem:

@@ -134,7 +134,9 @@ class Workspace:
         import cupy
 
         x = self.x.astype(cupy.float64)
-        return (x.sum() if self.p.op == "sum" else x.max()).reshape(1)
+        # max is IEEE maxNum, as fmaxf computes it: a NaN loses to any number (cupy.nanmax), while a
+        # sum propagates NaN and Inf like any float sum.
+        return (x.sum() if self.p.op == "sum" else cupy.nanmax(x)).reshape(1)
 
     def output(self):
         return self.out

@@ -6,8 +6,7 @@
 // (filter row dy = input row - output row). Per thread: (TY+2R)*ceil((4+2R)/4)
 // shared loads for TY*4*(2R+1)^2 FMAs, each FMA's filter tap a constant-bank
 // operand: the kernel turns from shared-load-bound into FMA-bound, near the
-// fp32 peak, provided the tile fill stays cheap (below). The block covers
-// (4*BX) x (TY*BY) outputs.
+// fp32 peak. The block covers (4*BX) x (TY*BY) outputs.
 __constant__ float c_filter[15 * 15];
 
 template <int BX, int BY, int TY, int R>
@@ -19,18 +18,9 @@ conv2d_register_xy(const float* __restrict__ in, float* __restrict__ out, int H,
   constexpr int TH = BY * TY + 2 * R;
   __shared__ __align__(16) float tile[TH][TW];
   const int x0 = blockIdx.x * BX * TX - R, y0 = blockIdx.y * BY * TY - R;
-  // Row by row, a warp across each row: no division per element, the row test hoisted, and the
-  // fixed trip counts unroll - the fill costs a few instructions per element, not a dozen.
-#pragma unroll 2
-  for (int r = threadIdx.y; r < TH; r += BY) {
-    const int gy = y0 + r;
-    const bool row_in = gy >= 0 && gy < H;
-    const float* src = in + (size_t)(row_in ? gy : 0) * W;
-#pragma unroll
-    for (int c = threadIdx.x; c < TW; c += BX) {
-      const int gx = x0 + c;
-      tile[r][c] = (row_in && gx >= 0 && gx < W) ? __ldg(src + gx) : 0.0f;
-    }
+  for (int i = threadIdx.y * BX + threadIdx.x; i < TH * TW; i += BX * BY) {
+    const int ty = i / TW, tx = i % TW, gy = y0 + ty, gx = x0 + tx;
+    tile[ty][tx] = (gy >= 0 && gy < H && gx >= 0 && gx < W) ? __ldg(in + (size_t)gy * W + gx) : 0.0f;
   }
   __syncthreads();
   const int x = blockIdx.x * BX * TX + threadIdx.x * TX, ybase = blockIdx.y * BY * TY + threadIdx.y * TY;

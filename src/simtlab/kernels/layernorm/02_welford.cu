@@ -37,7 +37,7 @@ __device__ __forceinline__ Moments warp_merge(Moments m) {
   return m;
 }
 
-template <int DT, int BLOCK, int VPT, int WARP_ROWS, bool VEC>
+template <int DT, int BLOCK, int VPT, int WARP_ROWS, int EARLY, bool VEC>
 __global__ void __launch_bounds__(BLOCK)
 layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typename simtlab::Io<DT>::T* __restrict__ w,
                   const typename simtlab::Io<DT>::T* __restrict__ b, typename simtlab::Io<DT>::T* __restrict__ y,
@@ -67,9 +67,8 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
     n += (float)max(0, min(4, cols - c));
   }
   Moments m = {n, n > 0.0f ? __fdividef(sum, n) : 0.0f, 0.0f};
-  // Weight and bias issued now, so their latency hides behind the reduction (when the registers
-  // allow: at VPT 8 a 1024-thread block has 64 registers per thread, and they load after it).
-  constexpr bool EARLY = VPT <= 4;
+  // EARLY: weight and bias issued now, so their latency hides behind the reduction, for 8 VPT
+  // more registers (at VPT 8 a 1024-thread block has only 64 per thread: they load after it).
   float4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];
   if constexpr (EARLY && VEC) {
 #pragma unroll
