@@ -76,8 +76,8 @@ if [[ $phase == beyond ]]; then
   echo "== intrinsics"; python3 benchmarks/intrinsics_table.py --json "$OUT/intrinsics.json"
   echo "== simtlab transfers"; simtlab transfers --json > "$OUT/transfers.json"; simtlab transfers
   echo "== simtlab graphs"; simtlab graphs
-  echo "== conv2d rung 5 with the row-wise tile fill"; python3 benchmarks/param_sweep.py conv2d register_xy --size 8192:r3 \
-    --param BY=4,8 --param TY=4,8 --json "$OUT/conv_xy_sweep.json"
+  echo "== layernorm rung 2 launch shapes, bf16"; python3 benchmarks/param_sweep.py layernorm welford \
+    --size 32768x4096:bf16 --param BLOCK=128,256 --param VPT=4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
 fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
