@@ -27,7 +27,7 @@ if [[ $phase == smoke || $phase == all || $phase == check || $phase == memory ]]
 fi
 echo "== simtlab device"; simtlab device
 if [[ $phase == sanitize || $phase == explain ]]; then
-  for fam in elementwise gemm reduction transpose branch boundary; do
+  for fam in ${SANITIZE_FAMILIES:-elementwise gemm reduction transpose branch boundary}; do
     echo "== simtlab sanitize $fam"; simtlab sanitize "$fam" --jobs ${SANITIZE_JOBS:-8}
   done
 fi
@@ -77,7 +77,7 @@ if [[ $phase == beyond ]]; then
   echo "== simtlab transfers"; simtlab transfers --json > "$OUT/transfers.json"; simtlab transfers
   echo "== simtlab graphs"; simtlab graphs
   echo "== layernorm rung 2 launch shapes, bf16"; python3 benchmarks/param_sweep.py layernorm welford \
-    --size 32768x4096:bf16 --param BLOCK=128,256 --param VPT=4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
+    --size 32768x4096:bf16 --param BLOCK=128,256,512 --param VPT=2,4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
 fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test)"; python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -6
