@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
-from rich.table import Table
-
+from param_sweep import print_rows  # benchmarks/ is on sys.path when a script here runs
 from simtlab.catalog import family
 from simtlab.device import current_sm_clock_mhz, device_info
 from simtlab.ladder import LadderOptions, run_ladder
@@ -39,15 +37,8 @@ def main() -> None:
         for bx, by in SHAPES:
             opts = LadderOptions(overrides={rung.name: {"BX": bx, "BY": by}})
             rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
-    t = Table(title=f"conv2d {args.size} block shapes on {dev.name}", title_justify="left", header_style="bold")
-    for col in ("rung", "block", "GB/s", "% of copy", "regs", "smem B", "occ", "limited by", "status"):
-        t.add_column(col)
-    for r in rows:
-        block = f"{r.params['BX']}x{r.params['BY']}" if r.params else ""
-        t.add_row(r.name, block, f"{r.gbs:.0f}" if r.gbs else "", f"{r.pct_of_reference:.1f}" if r.pct_of_reference else "",
-                  str(r.registers or ""), str(r.shared_bytes or ""), f"{100 * r.occupancy:.0f}%" if r.occupancy else "",
-                  r.limiter or "", r.status)
-    Console(width=200).print(t)
+    print_rows(rows, f"conv2d {args.size} block shapes on {dev.name}", fam.metric,
+               lambda r: f"{r.params['BX']}x{r.params['BY']}" if r.params else "")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.as_dict() for r in rows], f, indent=2, default=str)

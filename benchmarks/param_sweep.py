@@ -27,6 +27,24 @@ def parse_param(text: str) -> tuple[str, list[int]]:
     return name, [int(v) for v in values.split(",")]
 
 
+def _value(row, metric: str) -> float:
+    return (row.gbs if metric == "gbs" else (row.gflops or 0) / 1e3) or 0.0
+
+
+def print_rows(rows, title: str, metric: str, shown) -> None:
+    """One table of sweep rows: `shown(row)` names the parameters that vary."""
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("rung", "params", "GB/s" if metric == "gbs" else "TFLOP/s", "% of ref", "regs", "smem B", "occ",
+                "limited by", "status"):
+        t.add_column(col)
+    for r in rows:
+        v = _value(r, metric)
+        t.add_row(r.name, shown(r), f"{v:.1f}" if v else "", f"{r.pct_of_reference:.1f}" if r.pct_of_reference else "",
+                  str(r.registers or ""), str(r.shared_bytes or ""), f"{100 * r.occupancy:.0f}%" if r.occupancy else "",
+                  r.limiter or "", r.status)
+    Console(width=200).print(t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -49,22 +67,9 @@ def main() -> None:
     for values in itertools.product(*(v for _, v in grid)):
         opts = LadderOptions(overrides={rung.name: dict(zip(names, values))})
         rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
-    gbs = fam.metric == "gbs"
-
-    def value(r):
-        return (r.gbs if gbs else (r.gflops or 0) / 1e3) or 0.0
-
-    rows.sort(key=lambda r: (r.status not in ("ok", "reference"), r.status != "reference", -value(r)))
-    t = Table(title=f"{fam.name}/{rung.name} {args.size} on {dev.name}", title_justify="left", header_style="bold")
-    for col in ("rung", "params", "GB/s" if gbs else "TFLOP/s", "% of ref", "regs", "smem B", "occ",
-                "limited by", "status"):
-        t.add_column(col)
-    for r in rows:
-        shown = " ".join(f"{k}={r.params[k]}" for k in names if r.params and k in r.params)
-        t.add_row(r.name, shown, f"{value(r):.1f}" if value(r) else "", f"{r.pct_of_reference:.1f}" if r.pct_of_reference else "",
-                  str(r.registers or ""), str(r.shared_bytes or ""), f"{100 * r.occupancy:.0f}%" if r.occupancy else "",
-                  r.limiter or "", r.status)
-    Console(width=200).print(t)
+    rows.sort(key=lambda r: (r.status not in ("ok", "reference"), r.status != "reference", -_value(r, fam.metric)))
+    print_rows(rows, f"{fam.name}/{rung.name} {args.size} on {dev.name}", fam.metric,
+               lambda r: " ".join(f"{k}={r.params[k]}" for k in names if r.params and k in r.params))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.as_dict() for r in rows], f, indent=2, default=str)
