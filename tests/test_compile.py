@@ -111,3 +111,16 @@ def test_tuned_size_defaults_do_not_spill(arch, mnk):
     vec = mnk[1] % 4 == 0 and mnk[2] % 4 == 0
     inst = build(rung, gemm.tuned_defaults(p, Dev(), vec), arch)
     assert inst.resources(vec).spill_bytes == 0, (inst.expression(vec), arch)
+
+
+def test_rung_refuses_an_architecture_it_does_not_support():
+    from simtlab.analyze.static import static_report
+    from simtlab.catalog import family
+    from simtlab.launch import UnsupportedArchError, arch_capability, build
+
+    assert arch_capability("sm_90a") == (9, 0) and arch_capability("sm_120") == (12, 0)
+    rung = family("gemm").rung("multistage")  # cp.async: sm_80+
+    with pytest.raises(UnsupportedArchError, match=r"needs sm_80\+ .*sm_75 is older"):
+        build(rung, None, "sm_75")
+    rows = static_report(family("gemm"), "sm_75", [family("gemm").rung("naive"), rung])
+    assert "error" not in rows[0] and "sm_75 is older" in rows[1]["error"]

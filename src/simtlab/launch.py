@@ -25,6 +25,16 @@ class LaunchError(RuntimeError):
     """A launch that cannot run as asked (resources, geometry, architecture)."""
 
 
+class UnsupportedArchError(LaunchError):
+    """A rung asked for an architecture older than the instructions it is built on."""
+
+
+def arch_capability(arch: str) -> tuple[int, int]:
+    """'sm_90a' -> (9, 0), 'sm_120' -> (12, 0)."""
+    digits = arch.removeprefix("sm_").rstrip("af")
+    return int(digits[:-1]), int(digits[-1])
+
+
 @dataclass(frozen=True)
 class Launch:
     grid: tuple[int, int, int]
@@ -106,6 +116,10 @@ def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None 
     from .compile import normalise_arch
 
     arch = normalise_arch(arch)
+    if not rung.supports(arch_capability(arch)):
+        need = f"sm_{rung.min_cc[0]}{rung.min_cc[1]}"
+        raise UnsupportedArchError(f"{rung.id} needs {need}+ (compute capability {rung.min_cc[0]}.{rung.min_cc[1]}); "
+                                   f"{arch} is older")
     p = rung.params(arch, params)
     cubin = compile_file(rung.source, rung.name_expressions(p), arch=arch)
     return RungInstance(rung, p, cubin)

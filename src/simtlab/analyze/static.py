@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..catalog import Family, Rung
 from .occupancy import max_threads_per_block
 from ..compile import CompileError
-from ..launch import build
+from ..launch import UnsupportedArchError, build
 
 
 def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None) -> list[dict]:
@@ -18,8 +18,8 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
         base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
         try:
             inst = build(rung, None, arch)
-        except CompileError as exc:
-            entries.append({**base, "error": str(exc).splitlines()[0], "log": exc.log})
+        except (CompileError, UnsupportedArchError) as exc:
+            entries.append({**base, "error": str(exc).splitlines()[0], "log": getattr(exc, "log", str(exc))})
             continue
         launch = inst.geometry(problem, None)
         for vec in ((True, False) if rung.vec_variant else (None,)):
@@ -52,7 +52,7 @@ def sass_report(fam: Family, arch: str, rungs: list[Rung] | None = None) -> list
         base = {"rung": rung.id, "stage": rung.stage, "arch": arch, "expected": list(rung.sass_expect)}
         try:
             inst = build(rung, None, arch)
-        except CompileError as exc:
+        except (CompileError, UnsupportedArchError) as exc:
             entries.append({**base, "error": str(exc).splitlines()[0]})
             continue
         for vec in ((True, False) if rung.vec_variant else (None,)):
