@@ -422,6 +422,8 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
              jobs: int = typer.Option(0, help="compiler processes running ahead of the GPU (0: CPUs - 1)"),
              timeout: float = typer.Option(60.0, help="seconds an evaluation may take before its process is killed"),
              isolate: bool = typer.Option(True, help="measure in a killable child process (hangs become timeouts)"),
+             gpus: Optional[str] = typer.Option(None, help="measure on these GPUs at once, one child process each: "
+                                                           "all, or a list such as 0,1 (default: the current GPU)"),
              warm_start: bool = typer.Option(True, help="measure first the best configurations stored for other "
                                                         "sizes or devices"),
              seed: int = typer.Option(0, help="strategy seed"),
@@ -437,7 +439,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
     from .tune.spaces import gemm_features, gemm_warptile
     from .tune.strategies import STRATEGIES
     from .tune.tuner import history_from_store, warm_start_from_store
-    from .tune.worker import IsolatedEvaluator, Precompiler, ladder_objective
+    from .tune.worker import IsolatedEvaluator, Precompiler, gpu_evaluators, ladder_objective, parse_gpus
 
     fam = _family(family)
     try:
@@ -448,6 +450,11 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
             raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
         problem = fam.op().parse_size(size)
         dev = device_info()
+        import cupy
+
+        gpu_ids = parse_gpus(gpus, cupy.cuda.runtime.getDeviceCount())
+        if len(gpu_ids) > 1 and not isolate:
+            raise ValueError("--gpus with more than one GPU measures in child processes: drop --no-isolate")
     except (KeyError, ValueError, NoGpuError) as exc:
         _fail(_message(exc))
     space = gemm_warptile(dev.smem_per_block_optin, "STAGES" in r.tunable, "GROUP_M" in r.tunable)
@@ -462,7 +469,9 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
     run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
                   fixed=dict(space.fixed))
-    if isolate:
+    if isolate and len(gpu_ids) > 1:
+        objective = gpu_evaluators("simtlab.tune.worker:ladder_objective", kwargs, gpu_ids, timeout)
+    elif isolate:
         objective = IsolatedEvaluator("simtlab.tune.worker:ladder_objective", kwargs, timeout_s=timeout)
     else:
         objective = ladder_objective(**kwargs)
@@ -484,8 +493,8 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
                           time_budget_s=time_budget, prefetch=compiler.submit, batch=max(4, compiler.workers),
                           warm_start=seeds, **extra)
         finally:
-            if isolate:
-                objective.close()
+            for ev in (objective if isinstance(objective, list) else [objective] if isolate else []):
+                ev.close()
     ranked = sorted((e for e in result.evaluations if e.value is not None), key=lambda e: e.value)
     if as_json:
         rest = [e for e in result.evaluations if e.value is None]

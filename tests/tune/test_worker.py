@@ -55,3 +55,33 @@ def test_precompiler_fills_the_cache_from_worker_processes(tmp_path, monkeypatch
     t0 = time.monotonic()
     build(family("gemm").rung("tuned"), space.complete(configs[0]), "sm_90")  # a cache hit now
     assert time.monotonic() - t0 < 2.0
+
+
+def test_parse_gpus():
+    from simtlab.tune.worker import parse_gpus
+
+    assert parse_gpus(None, 4) == [0] and parse_gpus("all", 3) == [0, 1, 2] and parse_gpus("2,0", 4) == [2, 0]
+    for bad, why in (("5", "GPUs are 0..3"), ("0,0", "at most once"), ("x", "comma-separated"), ("all", "no GPU")):
+        with pytest.raises(ValueError, match=why):
+            parse_gpus(bad, 0 if why == "no GPU" else 4)
+
+
+def test_one_worker_per_gpu_spreads_the_batch_and_records_in_order(monkeypatch):
+    """Three measuring children, each pinned to its 'GPU': every configuration measured exactly once,
+    all three used, records in proposal order, the same values a single worker gives."""
+    from simtlab.tune.worker import gpu_evaluators
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    configs = [{"x": x} for x in range(12)]
+    workers = gpu_evaluators("tune_objectives:which_gpu", {}, [0, 1, 2], timeout_s=30)
+    try:
+        res = tune(configs, workers, "brute", budget=12, batch=6)
+    finally:
+        for w in workers:
+            w.close()
+    assert [e.config["x"] for e in res.evaluations] == list(range(12))
+    gpus_used = {round(e.value * 100) % 10 for e in res.evaluations}
+    assert gpus_used == {0, 1, 2}
+    assert [int(e.value // 10) for e in res.evaluations] == list(range(12))
+    single = tune(configs, lambda c: float(c["x"]) * 10, "brute", budget=12)
+    assert [int(e.value // 10) for e in single.evaluations] == [int(e.value // 10) for e in res.evaluations]

@@ -20,3 +20,12 @@ def sleepy(hang_on: int = 3, die_on: int | None = None):
 
 def broken():
     raise RuntimeError("no GPU here")
+
+
+def which_gpu(delay: float = 0.05):
+    """Reports the GPU list its process was given, so a test can see where each config ran."""
+    def objective(config):
+        time.sleep(delay)
+        return float(config["x"]) * 10 + int(os.environ.get("CUDA_VISIBLE_DEVICES", "-1")) / 100
+
+    return objective

@@ -35,16 +35,27 @@ class TuneResult:
         return min(ok, key=lambda e: e.value) if ok else None
 
 
-def tune(configs: Sequence[Config], objective: Callable[[Config], float], strategy: str = "model",
+def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Sequence[Callable[[Config], float]],
+         strategy: str = "model",
          budget: int = 40, seed: int = 0, history: Iterable[tuple[Config, float | None]] = (),
          on_eval: Callable[[Evaluation], None] | None = None, time_budget_s: float | None = None,
          batch: int = 4, prefetch: Callable[[list[Config]], None] | None = None,
          warm_start: Sequence[Config] = (), **strategy_kw) -> TuneResult:
-    """Evaluate up to `budget` new configurations (history does not count against it).
+    """Evaluate up to `budget` new configurations (history does not count against it). `objective`
+    may be a list (one measuring worker per GPU): each batch is then spread over them.
     `warm_start` configurations (e.g. the best ones on another size or device) are measured first,
     then the strategy takes over, knowing their results. `prefetch` sees each batch before it is
     measured, and the batch after it where the strategy already knows it (brute force, random),
     so compilation can run ahead of measurement."""
+    workers = list(objective) if isinstance(objective, (list, tuple)) else [objective]
+    if not workers:
+        raise ValueError("tune needs at least one objective")
+    pool = None
+    if len(workers) > 1:  # one thread per measuring worker; the GPU work happens in their processes
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(len(workers))
+        batch = max(batch, len(workers))
     strat = make_strategy(strategy, configs, seed, **strategy_kw)
     result = TuneResult()
     for config, value in history:
@@ -66,21 +77,54 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float], strate
             break
         if prefetch:
             prefetch(proposals + strat.lookahead(proposals, batch))
-        for config in proposals:
-            t0 = time.monotonic()
-            try:
-                value, status, error = float(objective(config)), "ok", ""
-            except Exception as exc:  # a failing configuration is recorded and skipped
-                value, status, error = None, _failure_status(exc), f"{type(exc).__name__}: {exc}"[:300]
-            ev = Evaluation(dict(config), value, status, error, time.monotonic() - t0)
-            strat.tell(config, value)
+        for ev in _evaluate(proposals, workers, pool):
+            strat.tell(ev.config, ev.value)
             result.evaluations.append(ev)
             spent += 1
             if on_eval:
                 on_eval(ev)
             if spent >= budget:
                 break
+    if pool is not None:
+        pool.shutdown()
     return result
+
+
+def _measure(objective: Callable[[Config], float], config: Config) -> Evaluation:
+    t0 = time.monotonic()
+    try:
+        value, status, error = float(objective(config)), "ok", ""
+    except Exception as exc:  # a failing configuration is recorded and skipped
+        value, status, error = None, _failure_status(exc), f"{type(exc).__name__}: {exc}"[:300]
+    return Evaluation(dict(config), value, status, error, time.monotonic() - t0)
+
+
+def _evaluate(proposals: list[Config], workers: list, pool) -> Iterable[Evaluation]:
+    """One objective: in order. Several (one per GPU): each takes the next configuration as soon as
+    it is free; results come back in proposal order, so what is recorded does not depend on timing."""
+    if pool is None:
+        for config in proposals:
+            yield _measure(workers[0], config)
+        return
+    import queue
+
+    todo: queue.Queue = queue.Queue()
+    for i, config in enumerate(proposals):
+        todo.put((i, config))
+    results: dict[int, Evaluation] = {}
+
+    def work(objective):
+        while True:
+            try:
+                i, config = todo.get_nowait()
+            except queue.Empty:
+                return
+            results[i] = _measure(objective, config)
+
+    for f in [pool.submit(work, w) for w in workers]:
+        f.result()
+    for i in range(len(proposals)):
+        yield results[i]
 
 
 def _failure_status(exc: Exception) -> str:

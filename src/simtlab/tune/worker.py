@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from .space import Config, Space
 
 __all__ = ["Precompiler", "IsolatedEvaluator", "EvaluationTimeout", "EvaluationFailed", "EvaluationCrashed",
-           "ladder_objective"]
+           "ladder_objective", "gpu_evaluators", "parse_gpus"]
 
 _SPAWN = mp.get_context("spawn")  # children start clean: no CUDA state inherited from the parent
 
@@ -77,8 +77,9 @@ class EvaluationTimeout(TimeoutError):
     """The evaluation outlived its limit and its process was killed."""
 
 
-def _serve(conn, factory: str, kwargs: dict) -> None:
+def _serve(conn, factory: str, kwargs: dict, env: dict | None = None) -> None:
     """Child loop: build the objective once (CUDA context, references), then evaluate on request."""
+    os.environ.update(env or {})
     module, name = factory.split(":")
     try:
         objective = getattr(importlib.import_module(module), name)(**kwargs)
@@ -105,8 +106,9 @@ class IsolatedEvaluator:
     and raises EvaluationTimeout; the next call starts a new child."""
 
     def __init__(self, factory: str, kwargs: Mapping[str, Any] | None = None, timeout_s: float = 60.0,
-                 setup_timeout_s: float = 300.0):
+                 setup_timeout_s: float = 300.0, env: Mapping[str, str] | None = None):
         self.factory, self.kwargs = factory, dict(kwargs or {})
+        self.env = dict(env or {})  # set in the child before it imports anything (CUDA_VISIBLE_DEVICES)
         self.timeout_s, self.setup_timeout_s = timeout_s, setup_timeout_s
         self._proc = None
         self._conn = None
@@ -114,7 +116,7 @@ class IsolatedEvaluator:
 
     def _start(self) -> None:
         parent, child = _SPAWN.Pipe()
-        self._proc = _SPAWN.Process(target=_serve, args=(child, self.factory, self.kwargs), daemon=True)
+        self._proc = _SPAWN.Process(target=_serve, args=(child, self.factory, self.kwargs, self.env), daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
@@ -198,3 +200,31 @@ def ladder_objective(family: str, rung: str, size: str, db: str | None, run_id: 
         return row.median_ms
 
     return objective
+
+
+def parse_gpus(text: str | None, visible: int) -> list[int]:
+    """'--gpus' values: None or '' -> [0] (the current GPU), 'all' -> every visible GPU, '0,2' ->
+    those (checked against the `visible` count)."""
+    if not text:
+        return [0]
+    if text == "all":
+        if visible < 1:
+            raise ValueError("--gpus all: no GPU is visible")
+        return list(range(visible))
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--gpus {text!r}: use all or a comma-separated list of GPU numbers, e.g. 0,1") from None
+    bad = [g for g in ids if not 0 <= g < visible]
+    if bad or len(set(ids)) != len(ids):
+        raise ValueError(f"--gpus {text!r}: GPUs are 0..{visible - 1}, each at most once")
+    return ids
+
+
+def gpu_evaluators(factory: str, kwargs: Mapping[str, Any], gpus: list[int], timeout_s: float) -> list[IsolatedEvaluator]:
+    """One measuring child per GPU, each seeing only its GPU (as device 0): `tune` spreads each batch
+    over them, and each writes its rows to the shared store itself."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = [x.strip() for x in visible.split(",")] if visible else None
+    return [IsolatedEvaluator(factory, kwargs, timeout_s=timeout_s,
+                              env={"CUDA_VISIBLE_DEVICES": names[g] if names else str(g)}) for g in gpus]
