@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | multi (distributed GEMM, tuning on all GPUs) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -76,17 +76,26 @@ if [[ $phase == beyond ]]; then
   echo "== simtlab ladder layernorm"; simtlab ladder layernorm -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
     -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/layernorm_ladder.json"
   echo "== intrinsics"; python3 benchmarks/intrinsics_table.py --json "$OUT/intrinsics.json"
-  echo "== simtlab transfers"; simtlab transfers --json > "$OUT/transfers.json"; simtlab transfers
+  echo "== simtlab transfers"; simtlab transfers
   echo "== simtlab graphs"; simtlab graphs
   echo "== layernorm rung 2 launch shapes, bf16"; python3 benchmarks/param_sweep.py layernorm welford \
     --size 32768x4096:bf16 --param BLOCK=128,256,512 --param VPT=2,4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
+fi
+if [[ $phase == multi ]]; then
+  echo "== distributed GEMM, world size $(nvidia-smi -L | wc -l) (torchrun, NCCL)"
+  for algo in summa rows; do
+    torchrun --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/dist_gemm.py --size ${DIST_SIZE:-8192} \
+      --algo $algo --json "$OUT/dist_gemm.jsonl" 2>&1 | grep -v "^W\|^\*\|OMP_NUM" | tail -3
+  done
+  echo "== simtlab tune --gpus all (one measuring process per GPU)"
+  simtlab tune gemm --rung tuned --size 1024 --strategy random --budget ${TUNE_BUDGET:-6} --gpus all --fresh 2>&1 | tail -8
 fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test; full output in pytest.txt)"
   python3 -m pytest -q -p no:cacheprovider -rfE > "$OUT/pytest.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
