@@ -92,7 +92,8 @@ if [[ $phase == multi ]]; then
 fi
 if [[ $phase == final ]]; then
   echo "== python3 -m pytest (every CPU and GPU test; full output in pytest.txt)"
-  python3 -m pytest -q -p no:cacheprovider -rfE > "$OUT/pytest.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
+  python3 -m pytest -q -p no:cacheprovider -rfE ${PYTEST_ARGS:-} > "$OUT/pytest.txt" 2>&1  # PYTEST_ARGS="-m gpu": GPU tests only
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
 if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi ]]; then
