@@ -18,6 +18,11 @@ struct Io<0> {
   // Four consecutive elements (16-byte aligned): one LDG.128 / STG.128.
   __device__ __forceinline__ static float4 load4(const T* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
   __device__ __forceinline__ static void store4(T* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+  // Four elements kept in their storage format (registers: 4 for fp32, 2 for bf16), unpacked at use.
+  using Raw4 = float4;
+  __device__ __forceinline__ static Raw4 load4_raw(const T* p) { return load4(p); }
+  __device__ __forceinline__ static Raw4 pack4(float a, float b, float c, float d) { return make_float4(a, b, c, d); }
+  __device__ __forceinline__ static float4 unpack4(Raw4 r) { return r; }
 };
 
 template <>
@@ -38,6 +43,17 @@ struct Io<1> {
     raw.x = *reinterpret_cast<const unsigned*>(&lo);
     raw.y = *reinterpret_cast<const unsigned*>(&hi);
     *reinterpret_cast<uint2*>(p) = raw;
+  }
+  using Raw4 = uint2;
+  __device__ __forceinline__ static Raw4 load4_raw(const T* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+  __device__ __forceinline__ static Raw4 pack4(float a, float b, float c, float d) {  // exact for bf16 values
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+    return make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+  }
+  __device__ __forceinline__ static float4 unpack4(Raw4 raw) {
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
   }
 };
 

@@ -50,37 +50,39 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
   const int me = WARP_ROWS ? lane : tid;
   if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
   const typename Io::T* xr = x + (size_t)row * cols;
-  float4 v[VPT];
+  // The row (and, EARLY, weight and bias) stay in their storage format: bf16 takes half the
+  // registers of fp32, so more rows fit on an SM and more bytes are in flight.
+  typename Io::Raw4 v[VPT];
   float sum = 0.0f, n = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
     if (VEC) {
-      v[j] = c < cols ? Io::load4(xr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      v[j] = c < cols ? Io::load4_raw(xr + c) : Io::pack4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      v[j].x = c + 0 < cols ? Io::load(xr + c + 0) : 0.0f;
-      v[j].y = c + 1 < cols ? Io::load(xr + c + 1) : 0.0f;
-      v[j].z = c + 2 < cols ? Io::load(xr + c + 2) : 0.0f;
-      v[j].w = c + 3 < cols ? Io::load(xr + c + 3) : 0.0f;
+      v[j] = Io::pack4(c + 0 < cols ? Io::load(xr + c + 0) : 0.0f, c + 1 < cols ? Io::load(xr + c + 1) : 0.0f,
+                       c + 2 < cols ? Io::load(xr + c + 2) : 0.0f, c + 3 < cols ? Io::load(xr + c + 3) : 0.0f);
     }
-    sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);  // padding is 0: adds nothing
+    const float4 f = Io::unpack4(v[j]);
+    sum += (f.x + f.y) + (f.z + f.w);  // padding is 0: adds nothing
     n += (float)max(0, min(4, cols - c));
   }
   Moments m = {n, n > 0.0f ? __fdividef(sum, n) : 0.0f, 0.0f};
-  // EARLY: weight and bias issued now, so their latency hides behind the reduction, for 8 VPT
-  // more registers (at VPT 8 a 1024-thread block has only 64 per thread: they load after it).
-  float4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];
+  // EARLY: weight and bias issued now, so their latency hides behind the reduction, for 2 Raw4
+  // per group more registers (at VPT 8 a 1024-thread block has only 64 per thread: they load after).
+  typename Io::Raw4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];
   if constexpr (EARLY && VEC) {
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int c = (me + LANES * j) * 4;
-      if (c < cols) g[j] = Io::load4(w + c), h[j] = Io::load4(b + c);
+      if (c < cols) g[j] = Io::load4_raw(w + c), h[j] = Io::load4_raw(b + c);
     }
   }
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
-    const float dx = v[j].x - m.mean, dy = v[j].y - m.mean, dz = v[j].z - m.mean, dw = v[j].w - m.mean;
+    const float4 f = Io::unpack4(v[j]);
+    const float dx = f.x - m.mean, dy = f.y - m.mean, dz = f.z - m.mean, dw = f.w - m.mean;
     m.m2 += (c + 0 < cols ? dx * dx : 0.0f) + (c + 1 < cols ? dy * dy : 0.0f) + (c + 2 < cols ? dz * dz : 0.0f) +
             (c + 3 < cols ? dw * dw : 0.0f);
   }
@@ -96,14 +98,16 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int c = (me + LANES * j) * 4;
+    const float4 f = Io::unpack4(v[j]);
     if (VEC) {
       if (c < cols) {
-        const float4 gj = EARLY ? g[EARLY ? j : 0] : Io::load4(w + c), hj = EARLY ? h[EARLY ? j : 0] : Io::load4(b + c);
-        Io::store4(yr + c, make_float4(fmaf((v[j].x - mean) * rstd, gj.x, hj.x), fmaf((v[j].y - mean) * rstd, gj.y, hj.y),
-                                       fmaf((v[j].z - mean) * rstd, gj.z, hj.z), fmaf((v[j].w - mean) * rstd, gj.w, hj.w)));
+        const float4 gj = Io::unpack4(EARLY ? g[EARLY ? j : 0] : Io::load4_raw(w + c));
+        const float4 hj = Io::unpack4(EARLY ? h[EARLY ? j : 0] : Io::load4_raw(b + c));
+        Io::store4(yr + c, make_float4(fmaf((f.x - mean) * rstd, gj.x, hj.x), fmaf((f.y - mean) * rstd, gj.y, hj.y),
+                                       fmaf((f.z - mean) * rstd, gj.z, hj.z), fmaf((f.w - mean) * rstd, gj.w, hj.w)));
       }
     } else {
-      const float o[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+      const float o[4] = {f.x, f.y, f.z, f.w};
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (c + e < cols) Io::store(yr + c + e, fmaf((o[e] - mean) * rstd, Io::load(w + c + e), Io::load(b + c + e)));
