@@ -37,9 +37,9 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from simtlab.dist.comm import TorchComm
-    from simtlab.dist.gemm import row_panels, simtlab_accumulate, summa
-    from simtlab.dist.partition import RowPanels, Summa
+    from simtlab.distributed.comm import TorchComm
+    from simtlab.distributed.gemm import row_panels, simtlab_accumulate, summa
+    from simtlab.distributed.partition import RowPanels, Summa
     from simtlab.verify import compare
 
     local = int(os.environ.get("LOCAL_RANK", 0))

@@ -6,9 +6,9 @@ import threading
 import numpy as np
 import pytest
 
-from simtlab.dist.comm import SoloComm, ThreadComm
-from simtlab.dist.gemm import row_panels, scatter_blocks, summa
-from simtlab.dist.partition import RowPanels, Summa, grid_shape, split
+from simtlab.distributed.comm import SoloComm, ThreadComm
+from simtlab.distributed.gemm import row_panels, scatter_blocks, summa
+from simtlab.distributed.partition import RowPanels, Summa, grid_shape, split
 
 
 def test_split_and_grid():
