@@ -81,6 +81,11 @@ if [[ $phase == beyond ]]; then
   echo "== layernorm rung 2 launch shapes, bf16"; python3 benchmarks/param_sweep.py layernorm welford \
     --size 32768x4096:bf16 --param BLOCK=128,256,512 --param VPT=2,4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
 fi
+if [[ $phase == newtests ]]; then  # the GPU tests written since the last full GPU run
+  python3 -m pytest -q -p no:cacheprovider -rfE tests/test_numerics_gpu.py tests/host tests/test_dist.py \
+    tests/test_gpu.py -k "numerics or host or dist or layernorm or softmax or intrinsics or out_of_memory or api_errors or specials or gemm_nan or subnormal or tensor_core_gemm_propagates or reduction_specials or vector_add" \
+    > "$OUT/pytest.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
+fi
 if [[ $phase == multi ]]; then
   echo "== distributed GEMM, world size $(nvidia-smi -L | wc -l) (torchrun, NCCL)"
   for algo in summa rows; do
@@ -96,7 +101,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
