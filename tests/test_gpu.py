@@ -159,7 +159,7 @@ def test_out_of_memory_is_named_and_leaves_nothing_allocated(tmp_path):
     rows = run_ladder(family("gemm"), ["200000x200000x8"], [family("gemm").rung("naive")], store, run)
     assert rows and all(r.status == "out-of-memory" and "GiB" in r.error for r in rows), [(r.status, r.error) for r in rows]
     assert len(store.results(run_id=run)) == len(rows)  # reported and stored, not lost
-    assert pool.used_bytes() == before
+    assert pool.used_bytes() <= before  # nothing the failed allocations touched stays allocated
 
 
 def test_small_ladder_end_to_end(tmp_path):
