@@ -18,8 +18,9 @@ def test_parse_and_counts():
 
 @pytest.mark.parametrize("rung", family("layernorm").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 3), (5, 1024), (32768, 4096), (7, 32768), (3, 1025)])
-def test_every_row_is_covered(rung, shape):
-    p = ln.LayerNormProblem(*shape)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_row_is_covered(rung, shape, dtype):
+    p = ln.LayerNormProblem(*shape, dtype)
     params = rung.params("sm_90", getattr(ln, rung.size_defaults)(p))
     L = getattr(ln, rung.geometry)(params, p)
     per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
@@ -38,3 +39,8 @@ def test_one_read_is_the_point():
 def test_weight_and_bias_load_early_only_where_registers_allow():
     assert ln.row_params(ln.LayerNormProblem(8, 4096))["EARLY"] == 1
     assert ln.row_params(ln.LayerNormProblem(8, 32768))["EARLY"] == 0
+    q = ln.row_params(ln.LayerNormProblem(8, 4096, "bfloat16"))  # the sweep's best shape for bf16
+    assert (q["BLOCK"], q["VPT"], q["EARLY"]) == (128, 8, 0)
+    for cols in (1025, 2048, 4097, 8192, 32768):
+        q = ln.row_params(ln.LayerNormProblem(8, cols, "bfloat16"))
+        assert q["BLOCK"] % 32 == 0 and q["BLOCK"] * q["VPT"] * 4 >= cols and q["VPT"] <= 8

@@ -34,10 +34,16 @@ class LayerNormProblem(RowProblem):
 
 
 def row_params(p: LayerNormProblem, device=None, vec=None) -> dict:
-    """The register-row launch shape, plus EARLY (weight and bias loaded before the reduction) where
-    a thread holds at most 4 groups: beyond that their registers would cap a 1024-thread block."""
+    """The register-row launch shape, plus EARLY (weight and bias loaded before the reduction) for
+    fp32 rows of at most 4 groups per thread (beyond, their registers would cap a 1024-thread block).
+    bf16 rows longer than a warp's take 8 groups per thread in a smaller block, weight and bias
+    late: at 32768x4096 that measured 68.7% of the copy against 53.5% for fp32's shape and 50.0%
+    with EARLY (benchmarks/results/2026-12-02_h200_43e8ab/layernorm_sweep.json)."""
     q = _row_params(p, device, vec)
-    return {**q, "EARLY": int(q["VPT"] <= 4)}
+    if p.dtype == "bfloat16" and not q["WARP_ROWS"]:
+        block = min(1024, max(128, -(-p.cols // (8 * 4 * 32)) * 32))
+        return {**q, "BLOCK": block, "VPT": -(-p.cols // (4 * block)), "EARLY": 0}
+    return {**q, "EARLY": int(q["VPT"] <= 4 and p.dtype == "float32")}
 
 
 def parse_size(text: str, **_) -> LayerNormProblem:
