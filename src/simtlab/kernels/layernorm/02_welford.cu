@@ -4,9 +4,9 @@
 // sum of squared deviations of its own values (two passes over registers,
 // free), and threads merge their (count, mean, M2) triples with Chan's
 // parallel form of Welford's update - one shuffle reduction of three values
-// instead of rung 1's two reductions and three reads, and as stable. Weight
-// and bias load before the reduction so their latency overlaps it. The output
-// is written from the same registers: 1 read + 1 write of the matrix.
+// instead of rung 1's two reductions and three reads, and as stable. With
+// EARLY, weight and bias load before the reduction so their latency overlaps
+// it. The output is written from the same registers: 1 read + 1 write.
 #include "simtlab_io.cuh"
 
 struct Moments {
