@@ -86,6 +86,9 @@ if [[ $phase == newtests ]]; then  # the GPU tests written since the last full G
     tests/test_gpu.py -k "numerics or host or dist or layernorm or softmax or intrinsics or out_of_memory or api_errors or specials or gemm_nan or subnormal or tensor_core_gemm_propagates or reduction_specials or vector_add" \
     > "$OUT/pytest.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
 fi
+if [[ $phase == kahan ]]; then
+  echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
+fi
 if [[ $phase == multi ]]; then
   echo "== distributed GEMM, world size $(nvidia-smi -L | wc -l) (torchrun, NCCL)"
   for algo in summa rows; do
@@ -101,7 +104,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

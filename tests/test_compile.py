@@ -124,3 +124,18 @@ def test_rung_refuses_an_architecture_it_does_not_support():
         build(rung, None, "sm_75")
     rows = static_report(family("gemm"), "sm_75", [family("gemm").rung("naive"), rung])
     assert "error" not in rows[0] and "sm_75 is older" in rows[1]["error"]
+
+
+def test_kahan_option_compiles_spill_free_with_compensation_in_the_sass():
+    from simtlab.analyze.sass import kernel_sass
+    from simtlab.catalog import family
+    from simtlab.launch import build
+
+    rung = family("gemm").rung("warptiling")
+    plain = build(rung, None, "sm_90")
+    kahan = build(rung, {"KAHAN": 1, "MINB": 1}, "sm_90")
+    for vec in (True, False):
+        assert kahan.resources(vec).spill_bytes == 0
+        p, k = kernel_sass(plain.cubin, plain.expression(vec)), kernel_sass(kahan.cubin, kahan.expression(vec))
+        assert p.mix.get("FFMA") == k.mix.get("FFMA")  # one FMA per product either way...
+        assert k.mix.get("FADD", 0) >= 2 * k.mix["FFMA"] > 0 == p.mix.get("FADD", 0)  # ...plus the compensation

@@ -440,3 +440,25 @@ def test_intrinsics_rung_matches_float64_and_reports_ulps(rung, size):
         assert err["max_ulp"] <= (2.5 if p.op == "exp" else 0.5)  # expf's documented bound; IEEE division
     elif p.n >= 1000:
         assert err["max_ulp"] > 0.5  # the fast spellings do lose accuracy, measurably
+
+
+@pytest.mark.parametrize("K", [1000, 16384])
+def test_kahan_option_is_more_accurate_and_still_correct(K):
+    """Positive inputs make the plain fp32 sum's error grow with K; the compensated one stays near
+    one rounding. Both must pass the fp32 tolerance; Kahan must be clearly closer to float64."""
+    import cupy
+
+    import simtlab
+    from simtlab.verify import relative_error
+
+    rng = cupy.random.default_rng(K)
+    A = rng.random((67, K), dtype=cupy.float32)
+    B = rng.random((K, 65), dtype=cupy.float32)
+    ref = A.astype(cupy.float64) @ B.astype(cupy.float64)
+    plain = simtlab.gemm(A, B, rung="warptiling")
+    kahan = simtlab.gemm(A, B, kahan=True)
+    e_plain, e_kahan = relative_error(plain, ref), relative_error(kahan, ref)
+    assert compare(kahan, ref, 1e-6).ok
+    assert e_kahan < e_plain / 4 and e_kahan < 2 ** -23, (e_plain, e_kahan)
+    with pytest.raises(ValueError, match="option of the warptiling rung"):
+        simtlab.gemm(A, B, rung="tuned", kahan=True)

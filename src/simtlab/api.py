@@ -37,14 +37,19 @@ def _params(rung_name: str, problem: GemmProblem, vec: bool | None, device) -> t
     return tuple(sorted(params.items())) if params else None
 
 
-def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best"):
+KAHAN_PARAMS = (("KAHAN", 1), ("MINB", 1))  # compensated sums need twice the accumulators: one block per SM
+
+
+def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best", kahan: bool = False):
     """C = alpha * A @ B + beta * C in fp32 with one of simtlab's GEMM rungs.
 
     A (MxK), B (KxN) and C (MxN) are C-contiguous float32 GPU arrays: CuPy
     arrays or PyTorch CUDA tensors (used in place, zero-copy). With C=None a
     new C is allocated (beta must then be 0). Returns C, of the type of A.
     `rung="best"` picks the tuned rung where cp.async exists (sm_80+), else
-    the warp-tiled one; any rung name or stage number works too.
+    the warp-tiled one; any rung name or stage number works too. `kahan=True`
+    accumulates with Kahan compensation (the warp-tiled rung's KAHAN option):
+    an error that stays near one rounding however long K is, for ~3x the time.
     """
     import cupy
 
@@ -76,14 +81,21 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
             raise ValueError(f"C has shape {c.shape}; A @ B is ({M}, {N})")
     dev = device_info()
     name = rung
-    if rung == "best":
+    if kahan:
+        if rung not in ("best", "warptiling", 8, "8", "warptile"):
+            raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
+        name = "warptiling"
+    elif rung == "best":
         name = "tuned" if dev.compute_capability >= (8, 0) else "warptiling"
     rung = family("gemm").rung(name)
     problem = GemmProblem(M, N, K, float(alpha), float(beta))
     vec = None
     if rung.vec_variant:
         vec = K % 4 == 0 and N % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
-    inst = _instance(rung.name, _params(rung.name, problem, vec, dev), dev.arch)
+    params = _params(rung.name, problem, vec, dev)
+    if kahan:
+        params = tuple(sorted({**dict(params or ()), **dict(KAHAN_PARAMS)}.items()))
+    inst = _instance(rung.name, params, dev.arch)
     launch = inst.geometry(problem, dev)
     func = prepare(inst, launch, vec, dev)
     func(launch.grid, launch.block,

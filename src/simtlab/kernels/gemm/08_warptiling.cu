@@ -62,6 +62,36 @@ __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, cons
   }
 }
 
+// The same slice with Kahan-compensated accumulation (the KAHAN option): per output a running
+// sum s and the rounding error c of its last addition; each step adds (a*b - c), the product
+// exact inside the FMA, and records the new error. Twice the accumulator registers and four
+// instructions per multiply-add instead of one, for an error that stops growing with K.
+template <class T>
+__device__ __forceinline__ void mma_slice_kahan(const float* As, const float* Bs, const Coord& c,
+                                                float (&acc)[T::TM][T::TN], float (&comp)[T::TM][T::TN]) {
+#pragma unroll
+  for (int k = 0; k < T::BK; ++k) {
+    float a[T::TM], b[T::TN];
+#pragma unroll
+    for (int i = 0; i < T::WMITER; ++i)
+      *reinterpret_cast<float4*>(&a[4 * i]) =
+          *reinterpret_cast<const float4*>(&As[k * T::AS + c.wm + i * T::SUB_M + c.lm]);
+#pragma unroll
+    for (int j = 0; j < T::WNITER; ++j)
+      *reinterpret_cast<float4*>(&b[4 * j]) =
+          *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::TN; ++j) {
+        const float y = fmaf(a[i], b[j], -comp[i][j]);
+        const float t = acc[i][j] + y;
+        comp[i][j] = (t - acc[i][j]) - y;  // no fast-math: the compiler keeps this order
+        acc[i][j] = t;
+      }
+  }
+}
+
 template <class T, bool VEC>
 __device__ __forceinline__ void store_tile(float* C, int M, int N, int bm, int bn, const Coord& c,
                                            const float (&acc)[T::TM][T::TN], float alpha, float beta) {
@@ -103,7 +133,8 @@ __device__ __forceinline__ void load_slice(const float* A, const float* B, int M
 }  // namespace warptile
 }  // namespace simtlab
 
-template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int MINB, bool VEC>
+// KAHAN = 1: compensated accumulation (mma_slice_kahan), an accuracy option of the fp32 path.
+template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int MINB, int KAHAN, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                 float beta, float* __restrict__ C) {
@@ -114,11 +145,22 @@ gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, c
   const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
   const simtlab::warptile::Coord c = simtlab::warptile::coord<T>(tid);
   float acc[T::TM][T::TN] = {{0.0f}};
+  float comp[KAHAN ? T::TM : 1][KAHAN ? T::TN : 1] = {{0.0f}};
   for (int k0 = 0; k0 < K; k0 += BK) {
     simtlab::warptile::load_slice<T, VEC>(A, B, M, N, K, bm, bn, k0, As, Bs, tid);
     __syncthreads();
-    simtlab::warptile::mma_slice<T>(As, Bs, c, acc);
+    if constexpr (KAHAN) {
+      simtlab::warptile::mma_slice_kahan<T>(As, Bs, c, acc, comp);
+    } else {
+      simtlab::warptile::mma_slice<T>(As, Bs, c, acc);
+    }
     __syncthreads();
+  }
+  if constexpr (KAHAN) {
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::TN; ++j) acc[i][j] -= comp[KAHAN ? i : 0][KAHAN ? j : 0];  // the last error back
   }
   simtlab::warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }
