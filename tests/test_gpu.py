@@ -462,3 +462,24 @@ def test_kahan_option_is_more_accurate_and_still_correct(K):
     assert e_kahan < e_plain / 4 and e_kahan < 2 ** -23, (e_plain, e_kahan)
     with pytest.raises(ValueError, match="option of the warptiling rung"):
         simtlab.gemm(A, B, rung="tuned", kahan=True)
+
+
+@pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("size", ["3x65x66x67:fp16", "4x128x128x64:bf16", "2x1x1x1:fp16"])
+def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
+    """Batched strided: every matrix of the batch right (poisoned C, float64 reference per matrix),
+    and cuBLAS's strided-batched GEMM agrees."""
+    import cupy
+
+    from simtlab.ops import gemm_tc
+
+    p = gemm_tc.parse_size(size)
+    ws = _run_rung(family("gemm_tc"), rung, p, 21, ladder_params=True)
+    ours = ws.C.copy()
+    assert ours.shape == (p.batch, p.M, p.N)
+    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    gemm_tc._cublas(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok

@@ -14,6 +14,11 @@ def test_parse_labels_and_counts():
             tc.parse_size(bad)
     assert tc.dtype_params(p) == {"DT": 1} and tc.dtype_params(tc.parse_size("8")) == {"DT": 0}
     assert 0 < tc.tolerance(tc.parse_size("4096")) < 1e-3
+    b = tc.parse_size("64x512x256x128:bf16")  # batched strided
+    assert (b.batch, b.M, b.N, b.K, b.label) == (64, 512, 256, 128, "64x512x256x128:bf16")
+    assert b.flops == 64 * 2 * 512 * 256 * 128 and b.bytes == 64 * tc.TcProblem(512, 256, 128).bytes
+    with pytest.raises(ValueError, match="z limit"):
+        tc.TcProblem(8, 8, 8, "float16", 70000)
 
 
 @pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
@@ -28,6 +33,7 @@ def test_every_output_has_a_block(rung, mnk):
         bm, bn = params["BM"], params["BN"]
     assert L.grid[0] * bn >= p.N and (L.grid[0] - 1) * bn < p.N
     assert L.grid[1] * bm >= p.M and (L.grid[1] - 1) * bm < p.M
+    assert L.grid[2] == 1 and getattr(tc, rung.geometry)(params, tc.TcProblem(*mnk, batch=7)).grid[2] == 7
     assert L.threads <= 1024 and L.shared <= 227 * 1024
 
 

@@ -24,13 +24,16 @@ class TcProblem:
     N: int
     K: int
     dtype: str = "float16"
+    batch: int = 1  # batched strided GEMM: `batch` independent products, matrices back to back
 
     def __post_init__(self):
-        for name in ("M", "N", "K"):
+        for name in ("M", "N", "K", "batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DT:
             raise ValueError(f"tensor-core GEMM inputs are float16 or bfloat16, not {self.dtype}")
+        if self.batch > 65535:
+            raise ValueError(f"batch {self.batch} exceeds the grid's z limit (65535); split it into several calls")
 
     @property
     def short(self) -> str:
@@ -38,19 +41,20 @@ class TcProblem:
 
     @property
     def label(self) -> str:
-        return f"{self.M}x{self.N}x{self.K}:{self.short}"
+        batch = f"{self.batch}x" if self.batch > 1 else ""
+        return f"{batch}{self.M}x{self.N}x{self.K}:{self.short}"
 
     @property
     def flops(self) -> int:
-        return 2 * self.M * self.N * self.K
+        return 2 * self.M * self.N * self.K * self.batch
 
     @property
     def bytes(self) -> int:
-        return 2 * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N
+        return (2 * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N) * self.batch
 
 
 def parse_size(text: str, **_) -> TcProblem:
-    """'4096' (a cube, fp16), 'MxNxK', either with ':bf16' or ':fp16'."""
+    """'4096' (a cube, fp16), 'MxNxK', or 'BATCHxMxNxK' (batched strided), with ':bf16' or ':fp16'."""
     size, _, kind = str(text).lower().partition(":")
     if kind and kind not in DTYPES:
         raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16 or bf16, not {kind!r}")
@@ -59,8 +63,11 @@ def parse_size(text: str, **_) -> TcProblem:
     if len(parts) == 1:
         n = parse_int(parts[0], "GEMM size")
         return TcProblem(n, n, n, dtype)
+    if len(parts) == 4:
+        b, m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
+        return TcProblem(m, n, k, dtype, b)
     if len(parts) != 3:
-        raise ValueError(f"GEMM size {text!r}: use N (a cube) or MxNxK, optionally with :fp16 or :bf16")
+        raise ValueError(f"GEMM size {text!r}: use N (a cube), MxNxK or BATCHxMxNxK, optionally with :fp16 or :bf16")
     m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
     return TcProblem(m, n, k, dtype)
 
@@ -79,13 +86,19 @@ def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
 
 # --- launch geometry -------------------------------------------------------------------------
 
+def _grid(p: TcProblem, bn: int, bm: int) -> tuple[int, int, int]:
+    """Output tiles in x and y, the batch in z."""
+    gx, gy, _ = grid2(p.N, p.M, bn, bm)
+    return gx, gy, p.batch
+
+
 def geometry_wmma(params, p: TcProblem, device=None) -> Launch:
     wm, wn = params["WARPS_M"], params["WARPS_N"]
-    return Launch(grid2(p.N, p.M, 16 * wn, 16 * wm), (32 * wm * wn, 1, 1))
+    return Launch(_grid(p, 16 * wn, 16 * wm), (32 * wm * wn, 1, 1))
 
 
 def geometry_wmma_smem(params, p: TcProblem, device=None) -> Launch:
-    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (32 * params["WARPS_M"] * params["WARPS_N"], 1, 1))
+    return Launch(_grid(p, params["BN"], params["BM"]), (32 * params["WARPS_M"] * params["WARPS_N"], 1, 1))
 
 
 MMA_BK = 32  # fixed in 03_mma_multistage.cu: four 16-byte chunks per A row
@@ -97,7 +110,7 @@ def mma_smem(params) -> int:
 
 def geometry_mma(params, p: TcProblem, device=None) -> Launch:
     threads = (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * 32
-    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (threads, 1, 1), mma_smem(params))
+    return Launch(_grid(p, params["BN"], params["BM"]), (threads, 1, 1), mma_smem(params))
 
 
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
@@ -108,7 +121,7 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
     else:
         bm, bn = params["BM"], params["BN"]
     tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
-    return 2 * p.K * tiles_m * tiles_n * (bm + bn) + 4 * p.M * p.N
+    return (2 * p.K * tiles_m * tiles_n * (bm + bn) + 4 * p.M * p.N) * p.batch
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------
@@ -119,9 +132,10 @@ class Workspace:
 
         self.p = p
         rng = cupy.random.default_rng(seed)
-        self.A = _narrow(rng.random((p.M, p.K), dtype=cupy.float32) * 2 - 1, p.dtype)
-        self.B = _narrow(rng.random((p.K, p.N), dtype=cupy.float32) * 2 - 1, p.dtype)
-        self.C = cupy.empty((p.M, p.N), dtype=cupy.float32)
+        lead = (p.batch,) if p.batch > 1 else ()  # batched: matrices back to back (strides M*K, K*N, M*N)
+        self.A = _narrow(rng.random(lead + (p.M, p.K), dtype=cupy.float32) * 2 - 1, p.dtype)
+        self.B = _narrow(rng.random(lead + (p.K, p.N), dtype=cupy.float32) * 2 - 1, p.dtype)
+        self.C = cupy.empty(lead + (p.M, p.N), dtype=cupy.float32)
 
     def poison(self) -> None:
         self.C.fill(np.nan)
@@ -182,8 +196,14 @@ def _cublas(ws: Workspace):
                       ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, _CUDA_R_32F, p.N,
                       _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
 
-    return run
+    def run_batched():  # the same per matrix, strides between them (cublasGemmStridedBatchedEx)
+        cublas.gemmStridedBatchedEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
+                                    p.K * p.N, ws.A.data.ptr, dt, p.K, p.M * p.K, zero.ctypes.data, ws.C.data.ptr,
+                                    _CUDA_R_32F, p.N, p.M * p.N, p.batch, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+
+    return run_batched if p.batch > 1 else run
 
 
 def references() -> list[Reference]:
+    # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable)
     return [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]

@@ -14,6 +14,7 @@ gemm_tc_wmma(int M, int N, int K, const typename simtlab::Elem<DT>::T* __restric
              const typename simtlab::Elem<DT>::T* __restrict__ B, float* __restrict__ C) {
   using namespace nvcuda;
   using T = typename simtlab::Elem<DT>::T;
+  A += (size_t)blockIdx.z * M * K, B += (size_t)blockIdx.z * K * N, C += (size_t)blockIdx.z * M * N;  // batch z
   constexpr int WARPS = WARPS_M * WARPS_N;
   __shared__ __align__(32) T sa[WARPS][16 * 16];
   __shared__ __align__(32) T sb[WARPS][16 * 16];

@@ -15,6 +15,7 @@ gemm_tc_wmma_smem(int M, int N, int K, const typename simtlab::Elem<DT>::T* __re
                   const typename simtlab::Elem<DT>::T* __restrict__ B, float* __restrict__ C) {
   using namespace nvcuda;
   using T = typename simtlab::Elem<DT>::T;
+  A += (size_t)blockIdx.z * M * K, B += (size_t)blockIdx.z * K * N, C += (size_t)blockIdx.z * M * N;  // batch z
   constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // warp tile
   constexpr int FM = WTM / 16, FN = WTN / 16;            // fragments per warp

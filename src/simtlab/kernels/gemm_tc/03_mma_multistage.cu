@@ -20,6 +20,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
 gemm_tc_mma(int M, int N, int K, const typename simtlab::Elem<DT>::T* __restrict__ A,
             const typename simtlab::Elem<DT>::T* __restrict__ B, float* __restrict__ C) {
   using T = typename simtlab::Elem<DT>::T;
+  A += (size_t)blockIdx.z * M * K, B += (size_t)blockIdx.z * K * N, C += (size_t)blockIdx.z * M * N;  // batch z
   constexpr int BK = 32;                                 // 4 chunks of 8 elements per A row
   constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
   constexpr int MI = WM / 16, NI = WN / 8;               // mma tiles per warp
