@@ -40,6 +40,18 @@ __device__ __forceinline__ Coord coord(int tid) {
           (lane % T::LANES_N) * 4};
 }
 
+// A thread's operands at depth k of the slice: WMITER float4 of A, WNITER float4 of B.
+template <class T>
+__device__ __forceinline__ void fragments(const float* As, const float* Bs, const Coord& c, int k, float (&a)[T::TM],
+                                          float (&b)[T::TN]) {
+#pragma unroll
+  for (int i = 0; i < T::WMITER; ++i)
+    *reinterpret_cast<float4*>(&a[4 * i]) = *reinterpret_cast<const float4*>(&As[k * T::AS + c.wm + i * T::SUB_M + c.lm]);
+#pragma unroll
+  for (int j = 0; j < T::WNITER; ++j)
+    *reinterpret_cast<float4*>(&b[4 * j]) = *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
+}
+
 // acc += A_slice x B_slice for one BK-deep slice held in shared memory.
 template <class T>
 __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
@@ -47,14 +59,7 @@ __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, cons
 #pragma unroll
   for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
-#pragma unroll
-    for (int i = 0; i < T::WMITER; ++i)
-      *reinterpret_cast<float4*>(&a[4 * i]) =
-          *reinterpret_cast<const float4*>(&As[k * T::AS + c.wm + i * T::SUB_M + c.lm]);
-#pragma unroll
-    for (int j = 0; j < T::WNITER; ++j)
-      *reinterpret_cast<float4*>(&b[4 * j]) =
-          *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
+    fragments<T>(As, Bs, c, k, a, b);
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
 #pragma unroll
@@ -72,14 +77,7 @@ __device__ __forceinline__ void mma_slice_kahan(const float* As, const float* Bs
 #pragma unroll
   for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
-#pragma unroll
-    for (int i = 0; i < T::WMITER; ++i)
-      *reinterpret_cast<float4*>(&a[4 * i]) =
-          *reinterpret_cast<const float4*>(&As[k * T::AS + c.wm + i * T::SUB_M + c.lm]);
-#pragma unroll
-    for (int j = 0; j < T::WNITER; ++j)
-      *reinterpret_cast<float4*>(&b[4 * j]) =
-          *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
+    fragments<T>(As, Bs, c, k, a, b);
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
 #pragma unroll
