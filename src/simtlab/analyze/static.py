@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..catalog import Family, Rung
 from .occupancy import max_threads_per_block
 from ..compile import CompileError
-from ..launch import UnsupportedArchError, build
+from ..launch import UnsupportedArchError, build, choose_params
 
 
 def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None) -> list[dict]:
@@ -16,8 +16,8 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
     entries = []
     for rung in rungs or fam.rungs:
         base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
-        try:
-            inst = build(rung, None, arch)
+        try:  # at the parameters a run of this problem would use (its dtype, radius, row length...)
+            inst = build(rung, choose_params(rung, problem, None, True if rung.vec_variant else None), arch)
         except (CompileError, UnsupportedArchError) as exc:
             entries.append({**base, "error": str(exc).splitlines()[0], "log": getattr(exc, "log", str(exc))})
             continue
