@@ -91,13 +91,14 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (cupy.cuda.memory.OutOfMemoryError, MemoryError))
 
 
-def _oom_message(problem, exc: BaseException) -> str:
-    """Out of memory, named: what the problem moves and what the device has free."""
+def _oom_message(problem, detail: str) -> str:
+    """Out of memory, named: what the problem moves and what the device has free (called once the
+    row's buffers are released)."""
     import cupy
 
     free, total = cupy.cuda.runtime.memGetInfo()
     return (f"out of GPU memory for {problem.label} (its inputs and outputs are about {problem.bytes / 2**30:.1f} GiB; "
-            f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB free after releasing this row): {_short(exc, 200)}")
+            f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB free after releasing this row): {detail}")
 
 
 def _seed(opts: LadderOptions) -> int:
@@ -164,6 +165,7 @@ def run_ladder(
             if on_step:
                 on_step(f"{problem.label} {ref.name}")
             row = Row(fam.name, problem.label, ref.name, None, "reference")
+            oom = None
             try:
                 ws = op.workspace(problem, _seed(opts))
                 tol = op.tolerance(problem, ws) if ref.verifiable else None
@@ -174,12 +176,11 @@ def run_ladder(
                     row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
             except Exception as exc:  # a missing library or a failing reference is reported, not fatal
                 row.status, row.error = "error", _short(exc)
-                if _is_oom(exc):
-                    ws = None
-                    _free_gpu_memory()
-                    row.status, row.error = "out-of-memory", _oom_message(problem, exc)
+                oom = _short(exc, 200) if _is_oom(exc) else None
             ws = None
             _free_gpu_memory()
+            if oom:
+                row.status, row.error = "out-of-memory", _oom_message(problem, oom)
             emit(row, problem.dtype, ref_name)
         if reference_cache is not None and ref_ms:
             reference_cache[problem.label] = (ref_ms, ref_name)
@@ -188,6 +189,7 @@ def run_ladder(
             if on_step:
                 on_step(f"{problem.label} {rung.id}")
             row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson)
+            oom = None
             try:
                 if not rung.supports(device.compute_capability):
                     row.status = "unsupported"
@@ -215,11 +217,10 @@ def run_ladder(
                 row.status, row.error = "launch-error", _short(exc)
             except Exception as exc:
                 row.status, row.error = "error", _short(exc)
-                if _is_oom(exc):
-                    ws = None
-                    _free_gpu_memory()
-                    row.status, row.error = "out-of-memory", _oom_message(problem, exc)
+                oom = _short(exc, 200) if _is_oom(exc) else None
             ws = None
             _free_gpu_memory()
+            if oom:
+                row.status, row.error = "out-of-memory", _oom_message(problem, oom)
             emit(row, problem.dtype, ref_name)
     return rows

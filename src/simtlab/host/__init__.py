@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+import time
 from functools import lru_cache
 
 KERNEL_FILES = ("host/pipeline_work.cu", "host/chain_step.cu")
@@ -17,3 +19,22 @@ def function(path: str, name: str):
 
     cubin = compile_file(path, arch=device_info().arch)
     return cupy.RawModule(path=str(cubin.path)).get_function(name)
+
+
+def wall_ms(fn, reps: int, sync=None) -> float:
+    """Median wall-clock milliseconds of `fn` followed by `sync` (default: the whole device), after
+    one untimed call: for work spread over several streams, or where the launch path itself is what
+    is measured."""
+    if sync is None:
+        import cupy
+
+        sync = cupy.cuda.Device().synchronize
+    fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)

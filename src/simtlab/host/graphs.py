@@ -4,27 +4,12 @@ step (the launch path is what is measured), median of REPS runs; all three must 
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
-from . import function
+from . import function, wall_ms
 
 STEP = ("host/chain_step.cu", "chain_step")
 FUSED = ("host/chain_step.cu", "chain_fused")
-
-
-def _timed(fn, reps: int, stream) -> float:
-    fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        stream.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def launch_overhead(steps: int = 1000, n: int = 1024, reps: int = 5) -> dict:
@@ -65,7 +50,7 @@ def launch_overhead(steps: int = 1000, n: int = 1024, reps: int = 5) -> dict:
     results = {}
     outputs = {}
     for name, fn in (("one by one", one_by_one), ("CUDA graph", replay), ("fused kernel", fused_chain)):
-        results[name] = _timed(fn, reps, stream) * 1e3 / steps
+        results[name] = wall_ms(fn, reps, stream.synchronize) * 1e3 / steps
         outputs[name] = cupy.asnumpy(x)
     first = outputs["one by one"]
     for name, out in outputs.items():

@@ -6,12 +6,11 @@ full synchronisation (it spans several streams), median of REPS runs."""
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from . import function
+from . import function, wall_ms
 
 WORK = ("host/pipeline_work.cu", "pipeline_work")
 
@@ -41,20 +40,6 @@ def _events_ms(fn, reps: int) -> float:
         b.record(stream)
         b.synchronize()
         times.append(cupy.cuda.get_elapsed_time(a, b))
-    return statistics.median(times)
-
-
-def _wall_ms(fn, reps: int) -> float:
-    import cupy
-
-    fn()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        cupy.cuda.Device().synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -160,10 +145,10 @@ def pipeline(nbytes: int, chunks: int = 8, streams: int = 4, iters: int | None =
         for c in range(chunks):
             stage(int(bounds[c]), int(bounds[c + 1]), pool[c % streams])
 
-    t_serial = _wall_ms(serial, reps)
+    t_serial = wall_ms(serial, reps)
     y_serial = np.array(y_host)
     y_host[...] = np.nan
-    t_overlap = _wall_ms(overlapped, reps)
+    t_overlap = wall_ms(overlapped, reps)
     if not np.array_equal(y_serial, y_host):
         raise AssertionError("the overlapped pipeline's output differs from the serial one")
     sample = np.random.default_rng(2).integers(0, n, 1000)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", "require_cupy_array", "device_copy",
-           "to_bf16_bits", "bf16_bits_to_float32", "ITEMSIZE"]
+           "to_bf16_bits", "bf16_bits_to_float32", "ITEMSIZE", "torch_reference"]
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -113,6 +113,16 @@ def require_cupy_array(x, name: str, dtype=None, ndim: int | None = None):
     if arr.device.id != cupy.cuda.Device().id:
         raise ValueError(f"{name} is on GPU {arr.device.id} but the current device is {cupy.cuda.Device().id}")
     return arr
+
+
+def torch_reference(name: str, make: Callable[[Any], Callable[[], None]], verifiable: bool = False) -> list[Reference]:
+    """[the PyTorch reference] where PyTorch is installed, else []: it is optional, a second bar
+    where a Python user would have it."""
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        return []
+    return [Reference(name, make, verifiable)]
 
 
 def device_copy(nbytes: int):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
-from .base import Reference, device_copy, parse_int
+from .base import Reference, device_copy, parse_int, torch_reference
 
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
@@ -205,12 +205,5 @@ def _torch(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    refs = [Reference("device copy", _device_copy, verifiable=False),
-            Reference("cupyx ndimage.correlate", _cupyx)]
-    try:
-        import torch  # noqa: F401
-
-        refs.append(Reference("PyTorch conv2d (cuDNN)", _torch, verifiable=False))
-    except Exception:
-        pass
-    return refs
+    return [Reference("device copy", _device_copy, verifiable=False),
+            Reference("cupyx ndimage.correlate", _cupyx)] + torch_reference("PyTorch conv2d (cuDNN)", _torch)

@@ -129,16 +129,12 @@ def workspace(p: IntrinsicProblem, seed: int) -> Workspace:
 def float32_ulp(ref):
     """The spacing of float32 numbers at each (float64) value: 2^(e-24) for |ref| in [2^(e-1), 2^e),
     never below the smallest subnormal 2^-149."""
-    xp = _xp(ref)
+    import cupy
+
+    xp = cupy.get_array_module(ref)  # NumPy or CuPy, as given
     _, e = xp.frexp(xp.abs(ref))
     e = xp.where(ref == 0, -149 + 24, e)  # frexp(0) has exponent 0; zero's neighbours are subnormal
     return xp.ldexp(xp.ones_like(ref, dtype=xp.float64), xp.maximum(e - 24, -149))
-
-
-def _xp(a):
-    import cupy
-
-    return cupy.get_array_module(a)
 
 
 def ulp_error(ws: Workspace) -> dict:

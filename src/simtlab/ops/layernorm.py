@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
-from .base import Reference, device_copy
+from .base import Reference
 from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
-                   store, torch_view, vec_ok)
+                   row_references, store, torch_view, vec_ok)
 from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
@@ -105,10 +105,6 @@ def workspace(p: LayerNormProblem, seed: int) -> Workspace:
     return Workspace(p, seed)
 
 
-def _device_copy(ws: Workspace):
-    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
-
-
 def _torch(ws: Workspace):
     import torch.nn.functional as F
 
@@ -122,11 +118,4 @@ def _torch(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    refs = [Reference("device copy", _device_copy, verifiable=False)]
-    try:
-        import torch  # noqa: F401
-
-        refs.append(Reference("PyTorch layer_norm", _torch, verifiable=False))
-    except Exception:
-        pass
-    return refs
+    return row_references("PyTorch layer_norm", _torch)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..launch import Launch
-from .base import ITEMSIZE, bf16_bits_to_float32, parse_int, to_bf16_bits
+from .base import ITEMSIZE, Reference, bf16_bits_to_float32, device_copy, parse_int, to_bf16_bits, torch_reference
 
 DTYPE = "float32"
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # size suffixes
@@ -107,3 +107,12 @@ def poison_value(dtype: str):
 def vec_ok(p: RowProblem, *arrays) -> bool:
     """Groups of 4 need rows that are a multiple of 4 long and 16-byte aligned bases."""
     return p.cols % 4 == 0 and all(a.data.ptr % 16 == 0 for a in arrays)
+
+
+def _copy_of_rows(ws):
+    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
+
+
+def row_references(torch_name: str, torch_make) -> list[Reference]:
+    """The row-wise families' bars: a device copy of the matrix, and the PyTorch operation."""
+    return [Reference("device copy", _copy_of_rows, verifiable=False)] + torch_reference(torch_name, torch_make)

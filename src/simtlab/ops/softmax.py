@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
-from .base import Reference, device_copy
+from .base import Reference
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geometry_row, geometry_vectorized, load,
-                   poison_value, row_params, store, torch_view, vec_ok)
+                   poison_value, row_params, row_references, store, torch_view, vec_ok)
 
 __all__ = ["SoftmaxProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
            "geometry_vectorized", "requested_bytes", "workspace", "make_runner", "references", "store", "load",
@@ -96,10 +96,6 @@ def make_runner(inst, problem: SoftmaxProblem, ws: Workspace, device, vec, prepa
     return run
 
 
-def _device_copy(ws: Workspace):
-    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
-
-
 def _torch(ws: Workspace):
     import torch
 
@@ -112,11 +108,4 @@ def _torch(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    refs = [Reference("device copy", _device_copy, verifiable=False)]
-    try:
-        import torch  # noqa: F401
-
-        refs.append(Reference("PyTorch softmax", _torch, verifiable=False))
-    except Exception:
-        pass
-    return refs
+    return row_references("PyTorch softmax", _torch)
