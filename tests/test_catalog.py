@@ -126,6 +126,8 @@ def test_every_family_op_module_meets_the_contract(name):
     """What the ladder, plan, explain, report and tuner call on a family's op module, checked with no GPU."""
     import inspect
 
+    from simtlab.launch import check_grid
+
     fam = family(name)
     op = fam.op()
     for attr in ("parse_size", "tolerance", "requested_bytes", "workspace", "references", "DTYPE"):
@@ -141,6 +143,7 @@ def test_every_family_op_module_meets_the_contract(name):
                 params.update(getattr(op, rung.size_defaults)(p, None, True))
             launch = getattr(op, rung.geometry)(params, p, None)
             assert launch.threads >= 32 and launch.blocks >= 1
+            check_grid(launch)
             assert op.requested_bytes(rung.name, params, p) >= p.bytes or fam.name == "gemm"
     assert fam.metric in ("tflops", "gbs")
     assert op.references() or fam.name == "intrinsics", "every family is measured against something"

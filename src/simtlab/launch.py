@@ -163,6 +163,11 @@ def check_launch(res: KernelResources, launch: Launch, arch: str, device=None) -
     optin = device.smem_per_block_optin if device else lim.smem_per_block_optin
     if res.shared_static + launch.shared > optin:
         raise LaunchError(f"{res.shared_static + launch.shared} bytes of shared memory per block: limit {optin}")
+    check_grid(launch)
+
+
+def check_grid(launch: Launch) -> None:
+    """Raise LaunchError when the grid is outside what CUDA can launch."""
     if launch.grid[0] > 2**31 - 1 or launch.grid[1] > 65535 or launch.grid[2] > 65535 or min(launch.grid) < 1:
         raise LaunchError(f"grid {launch.grid} is outside CUDA's limits (x < 2^31, y and z <= 65535, all >= 1)")
 

@@ -18,7 +18,7 @@ def test_model_matches_driver_for_every_catalog_kernel():
     dev = device_info()
     wrong = []
     for fam, rung, params in oc.configurations():
-        problem = fam.op().parse_size("1000x1013x37" if fam.name == "gemm" else "1000003")
+        problem = fam.op().parse_size(oc.problem_size(fam, {"gemm": "1000x1013x37"}))
         inst = build(rung, params, dev.arch)
         launch = inst.geometry(problem, dev)
         for vec in (True, False) if rung.vec_variant else (None,):
