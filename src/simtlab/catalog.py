@@ -39,6 +39,7 @@ class Rung:
     size_defaults: str | None = None  # op-module function (problem, device, vec) -> params, when the store has none
     sass_expect: tuple[str, ...] = ()  # opcodes (base or base.width) the lesson must put in the SASS
     aliases: tuple[str, ...] = ()  # other names the CLI accepts (e.g. "warptile")
+    arch_specific: bool = False  # built for min_cc's "a" target (wgmma, setmaxnreg): runs on exactly that capability
 
     @property
     def id(self) -> str:
@@ -66,7 +67,19 @@ class Rung:
         return (self.name_expression(params),)
 
     def supports(self, cc: tuple[int, int]) -> bool:
-        return tuple(cc) >= self.min_cc
+        return tuple(cc) == self.min_cc if self.arch_specific else tuple(cc) >= self.min_cc
+
+    @property
+    def requirement(self) -> str:
+        """What the rung needs, in words: 'compute capability 8.0+' or 'exactly 9.0 (sm_90a)'."""
+        cc = f"{self.min_cc[0]}.{self.min_cc[1]}"
+        if self.arch_specific:
+            return f"compute capability exactly {cc} (sm_{self.min_cc[0]}{self.min_cc[1]}a)"
+        return f"compute capability {cc}+"
+
+    def build_arch(self, arch: str) -> str:
+        """The target a cubin is built for: the "a" variant for architecture-specific rungs."""
+        return arch if not self.arch_specific or arch.endswith("a") else arch + "a"
 
 
 @dataclass(frozen=True)
@@ -301,6 +314,11 @@ GEMM_TC = Family(
              "mma.sync + ldmatrix on XOR-swizzled tiles, a cp.async ring of STAGES slices (the Ampere way)",
              "geometry_mma", vec_variant=True, min_cc=(8, 0), size_defaults="dtype_params",
              sass_expect=("HMMA", "LDSM", "LDGSTS.128")),
+        Rung("gemm_tc", 4, "wgmma_tma", "gemm_tc/04_wgmma_tma.cu", "gemm_tc_wgmma", ("DT", "BM", "BN", "STAGES"),
+             _frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4}),
+             "Hopper: TMA copies whole swizzled slices onto mbarriers; wgmma multiplies straight from shared memory",
+             "geometry_wgmma", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
+             tunable=("BM", "BN", "STAGES"), sass_expect=("HGMMA", "UTMALDG", "SYNCS")),
     ),
     check_size="127x129x65",
 )

@@ -193,7 +193,7 @@ def run_ladder(
             try:
                 if not rung.supports(device.compute_capability):
                     row.status = "unsupported"
-                    row.error = f"needs compute capability {rung.min_cc[0]}.{rung.min_cc[1]}+, device is {device.arch}"
+                    row.error = f"needs {rung.requirement}, device is {device.arch}"
                     emit(row, problem.dtype, ref_name)
                     continue
                 ws = op.workspace(problem, _seed(opts))

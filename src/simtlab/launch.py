@@ -117,11 +117,9 @@ def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None 
 
     arch = normalise_arch(arch)
     if not rung.supports(arch_capability(arch)):
-        need = f"sm_{rung.min_cc[0]}{rung.min_cc[1]}"
-        raise UnsupportedArchError(f"{rung.id} needs {need}+ (compute capability {rung.min_cc[0]}.{rung.min_cc[1]}); "
-                                   f"{arch} is older")
+        raise UnsupportedArchError(f"{rung.id} needs {rung.requirement}; {arch} does not have it")
     p = rung.params(arch, params)
-    cubin = compile_file(rung.source, rung.name_expressions(p), arch=arch)
+    cubin = compile_file(rung.source, rung.name_expressions(p), arch=rung.build_arch(arch))
     return RungInstance(rung, p, cubin)
 
 

@@ -43,3 +43,28 @@ def test_explicit_parameters_keep_the_problems_dtype():
     rung = family("gemm_tc").rung("mma_multistage")
     p = tc.parse_size("256:bf16")
     assert choose_params(rung, p, None, True, explicit={"STAGES": 3}) == {"DT": 1, "STAGES": 3}
+
+
+def test_tma_boxes_describe_the_row_major_operands():
+    """Innermost dimension first, byte strides between rows and between matrices of the batch;
+    A read in 64 x BM boxes, B in 64 x 64 boxes (BN/64 per slice); K and N must be multiples of 8."""
+    params = {"BM": 128, "BN": 256, "STAGES": 4}
+    a, b = tc.tma_boxes(params, tc.TcProblem(300, 136, 72, "bfloat16", 5))
+    assert a.dims == (72, 300, 5) and a.strides == (144, 144 * 300) and a.box == (64, 128, 1)
+    assert b.dims == (136, 72, 5) and b.strides == (272, 272 * 72) and b.box == (64, 64, 1)
+    for bad in ((8, 12, 8), (8, 8, 12)):
+        with pytest.raises(ValueError, match="multiples of 8"):
+            tc.tma_boxes(params, tc.TcProblem(*bad))
+    # the ring (48 KiB a stage at 128x256), the barriers and the alignment slack fit the opt-in limit
+    assert tc.wgmma_smem(params) == 4 * (384 * 64 * 2 + 8) + 1024 <= 227 * 1024
+
+
+def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():
+    from simtlab.launch import UnsupportedArchError, build
+
+    rung = family("gemm_tc").rung("wgmma_tma")
+    assert rung.supports((9, 0)) and not rung.supports((8, 0)) and not rung.supports((10, 0))
+    assert rung.build_arch("sm_90") == "sm_90a" and "exactly 9.0" in rung.requirement
+    for arch in ("sm_80", "sm_100"):
+        with pytest.raises(UnsupportedArchError, match="sm_90a"):
+            build(rung, None, arch)

@@ -53,7 +53,8 @@ def sass_report(fam: Family, arch: str, rungs: list[Rung] | None = None) -> list
         try:
             inst = build(rung, None, arch)
         except (CompileError, UnsupportedArchError) as exc:
-            entries.append({**base, "error": str(exc).splitlines()[0]})
+            entries.append({**base, "error": str(exc).splitlines()[0],
+                            "unsupported": isinstance(exc, UnsupportedArchError)})
             continue
         for vec in ((True, False) if rung.vec_variant else (None,)):
             s = kernel_sass(inst.cubin, inst.expression(vec))

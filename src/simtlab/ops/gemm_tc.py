@@ -113,6 +113,20 @@ def geometry_mma(params, p: TcProblem, device=None) -> Launch:
     return Launch(_grid(p, params["BN"], params["BM"]), (threads, 1, 1), mma_smem(params))
 
 
+WGMMA_BK = 64  # fixed in 04_wgmma_tma.cu: one 128-byte swizzle row of 16-bit values
+
+
+def wgmma_smem(params) -> int:
+    """The ring of STAGES (A, B) slices, one 8-byte mbarrier per stage, and 1 KiB of slack for
+    aligning the ring to the swizzle atom."""
+    stage = (params["BM"] + params["BN"]) * WGMMA_BK * 2
+    return params["STAGES"] * (stage + 8) + 1024
+
+
+def geometry_wgmma(params, p: TcProblem, device=None) -> Launch:
+    return Launch(_grid(p, params["BN"], params["BM"]), (params["BM"] // 64 * 128, 1, 1), wgmma_smem(params))
+
+
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
     """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
     B column panel once."""
@@ -122,6 +136,84 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
         bm, bn = params["BM"], params["BN"]
     tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
     return (2 * p.K * tiles_m * tiles_n * (bm + bn) + 4 * p.M * p.N) * p.batch
+
+
+# --- the tensor maps of the TMA rungs ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TmaBox:
+    """What cuTensorMapEncodeTiled needs for one operand, innermost dimension first: a 3-D tensor
+    (columns, rows, batch) of 16-bit values read in boxes of `box` elements with the 128-byte
+    swizzle, zeros outside."""
+
+    dims: tuple[int, int, int]
+    strides: tuple[int, int]  # bytes between rows, between matrices of the batch
+    box: tuple[int, int, int]
+
+
+def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
+    """A (M x K, K contiguous) in BK x BM boxes; B (K x N, N contiguous) in 64 x BK boxes (BN/64 of
+    them per slice). Row strides must be multiples of 16 bytes: K and N multiples of 8."""
+    if p.K % 8 or p.N % 8:
+        raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
+    bk = WGMMA_BK
+    a = TmaBox((p.K, p.M, p.batch), (2 * p.K, 2 * p.K * p.M), (bk, params["BM"], 1))
+    b = TmaBox((p.N, p.K, p.batch), (2 * p.N, 2 * p.N * p.K), (64, bk, 1))
+    return a, b
+
+
+def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
+    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr` (driver call, no launch)."""
+    from cuda.bindings import driver as drv
+
+    kind = (drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if dtype == "float16"
+            else drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
+    err, tmap = drv.cuTensorMapEncodeTiled(
+        kind, 3, ptr, [drv.cuuint64_t(d) for d in box.dims], [drv.cuuint64_t(s) for s in box.strides],
+        [drv.cuuint32_t(b) for b in box.box], [drv.cuuint32_t(1)] * 3,
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: {err}")
+    return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+
+
+def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
+    """The TMA rungs take tensor maps (kept in device memory) instead of A and B. Shapes whose K
+    or N is not a multiple of 8 run on zero-padded copies of A and B (the copies are part of the
+    timed call): correct for any shape, fast for the aligned ones. Other rungs: one launch."""
+    if not inst.rung.name.startswith("wgmma"):
+        return None
+    import cupy
+
+    p = problem
+    aligned = p.K % 8 == 0 and p.N % 8 == 0
+    kp, np_ = -(-p.K // 8) * 8, -(-p.N // 8) * 8
+    padded = TcProblem(p.M, np_, kp, p.dtype, p.batch)
+    launch = inst.geometry(padded, device)
+    func = prepare(inst, launch, vec, device)
+    lead = (p.batch,) if p.batch > 1 else ()
+    if aligned:
+        A, B, C = ws.A, ws.B, ws.C
+    else:
+        A = cupy.zeros(lead + (p.M, kp), dtype=ws.A.dtype)
+        B = cupy.zeros(lead + (kp, np_), dtype=ws.B.dtype)
+        C = cupy.empty(lead + (p.M, np_), dtype=cupy.float32)
+    box_a, box_b = tma_boxes(inst.params, padded)
+    maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
+                                        encode_tensor_map(box_b, B.data.ptr, p.dtype)]))
+    args = (np.int32(p.M), np.int32(np_), np.int32(kp), maps[:16], maps[16:], C)
+
+    def run():
+        if not aligned:
+            A[..., :p.K] = ws.A
+            B[..., :p.K, :p.N] = ws.B
+        func(launch.grid, launch.block, args, shared_mem=launch.shared)
+        if not aligned:
+            ws.C[...] = C[..., :p.N]
+
+    return run
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------
