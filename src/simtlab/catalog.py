@@ -319,6 +319,12 @@ GEMM_TC = Family(
              "Hopper: TMA copies whole swizzled slices onto mbarriers; wgmma multiplies straight from shared memory",
              "geometry_wgmma", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
              tunable=("BM", "BN", "STAGES"), sass_expect=("HGMMA", "UTMALDG", "SYNCS")),
+        Rung("gemm_tc", 5, "wgmma_ws", "gemm_tc/05_wgmma_ws.cu", "gemm_tc_wgmma_ws",
+             ("DT", "BM", "BN", "STAGES", "GROUP_M"), _frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8}),
+             "warp-specialised: a TMA producer warpgroup and wgmma consumers on full/empty mbarriers, "
+             "setmaxnreg, a persistent grid whose next loads overlap the last tile's stores",
+             "geometry_wgmma_ws", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
+             tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG")),
     ),
     check_size="127x129x65",
 )

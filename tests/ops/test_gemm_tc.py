@@ -27,6 +27,11 @@ def test_every_output_has_a_block(rung, mnk):
     p = tc.TcProblem(*mnk)
     params = rung.params("sm_90", tc.dtype_params(p))
     L = getattr(tc, rung.geometry)(params, p)
+    if rung.name == "wgmma_ws":  # persistent: one block per SM (or per tile), each walks tiles
+        tiles = tc.wgmma_tiles(params, p)
+        assert L.grid == (min(132, tiles), 1, 1) and tiles * params["BM"] * params["BN"] >= p.M * p.N
+        assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared <= 227 * 1024
+        return
     if rung.name == "wmma":
         bm, bn = 16 * params["WARPS_M"], 16 * params["WARPS_N"]
     else:

@@ -116,15 +116,30 @@ def geometry_mma(params, p: TcProblem, device=None) -> Launch:
 WGMMA_BK = 64  # fixed in 04_wgmma_tma.cu: one 128-byte swizzle row of 16-bit values
 
 
-def wgmma_smem(params) -> int:
-    """The ring of STAGES (A, B) slices, one 8-byte mbarrier per stage, and 1 KiB of slack for
-    aligning the ring to the swizzle atom."""
+def wgmma_smem(params, barriers_per_stage: int = 1) -> int:
+    """The ring of STAGES (A, B) slices, its 8-byte mbarriers, and 1 KiB of slack for aligning the
+    ring to the swizzle atom."""
     stage = (params["BM"] + params["BN"]) * WGMMA_BK * 2
-    return params["STAGES"] * (stage + 8) + 1024
+    return params["STAGES"] * (stage + 8 * barriers_per_stage) + 1024
 
 
 def geometry_wgmma(params, p: TcProblem, device=None) -> Launch:
     return Launch(_grid(p, params["BN"], params["BM"]), (params["BM"] // 64 * 128, 1, 1), wgmma_smem(params))
+
+
+H200_SMS = 132  # the persistent grid's size when no device is given (plans, CPU tests)
+
+
+def wgmma_tiles(params, p: TcProblem) -> int:
+    return -(-p.M // params["BM"]) * -(-p.N // params["BN"]) * p.batch
+
+
+def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
+    """Persistent: one block per SM (fewer when there are fewer tiles); a producer warpgroup plus
+    BM/64 consumers; a full and an empty barrier per stage."""
+    sms = device.sms if device is not None else H200_SMS
+    blocks = min(sms, wgmma_tiles(params, p))
+    return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
@@ -203,7 +218,10 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
                                         encode_tensor_map(box_b, B.data.ptr, p.dtype)]))
-    args = (np.int32(p.M), np.int32(np_), np.int32(kp), maps[:16], maps[16:], C)
+    sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
+    if inst.rung.name == "wgmma_ws":  # the persistent kernel walks the batch's tiles itself
+        sizes += (np.int32(p.batch),)
+    args = sizes + (maps[:16], maps[16:], C)
 
     def run():
         if not aligned:
