@@ -1,0 +1,178 @@
+// Rung 3 - persistent rows: each block (or warp, for rows up to 1024) walks many
+// rows with a grid stride, so what is the same for every row is loaded once:
+// weight and bias go to registers before the first row and stay there (rung 2
+// reloaded them for every row - a third of its load instructions; WB=0 keeps
+// that for rows too long to spare the registers). Loads are
+// 16-byte chunks for both types (CHUNK = 8 bf16 values, LDG.128, where rung 2
+// moved bf16 in 8-byte groups), so a bf16 row takes half the load instructions
+// too. The grid is about one wave of resident blocks; the block reduction's
+// shared slots alternate between rows so one barrier per row suffices.
+// Same statistics as rung 2: per-thread exact moments merged by Chan/Welford.
+#include "simtlab_io.cuh"
+
+struct Moments {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Moments merge(Moments a, Moments b) {
+  const float n = a.n + b.n;
+  if (n == 0.0f) return a;
+  const float d = b.mean - a.mean, fb = __fdividef(b.n, n);
+  return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+__device__ __forceinline__ Moments warp_merge(Moments m) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Moments o = {__shfl_xor_sync(0xffffffffu, m.n, offset), __shfl_xor_sync(0xffffffffu, m.mean, offset),
+                       __shfl_xor_sync(0xffffffffu, m.m2, offset)};
+    m = (lane & offset) ? merge(o, m) : merge(m, o);
+  }
+  return m;
+}
+
+// CHUNK consecutive values (CHUNK/4 groups of four in storage format): one 16-byte load for 8
+// bf16 values when rows are whole chunks (`wide`: every row start stays 16-byte aligned), else
+// groups of four (VEC); past the row end or VEC=false: element loads, zeros.
+template <int DT, int CHUNK, bool VEC>
+__device__ __forceinline__ void load_chunk(const typename simtlab::Io<DT>::T* p, int c, int cols, bool wide,
+                                           typename simtlab::Io<DT>::Raw4 (&out)[CHUNK / 4]) {
+  using Io = simtlab::Io<DT>;
+  if (VEC && c + CHUNK <= cols) {
+    if constexpr (CHUNK == 8) {  // (bf16 only)
+      if (wide) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + c));
+        out[0] = make_uint2(q.x, q.y);
+        out[1] = make_uint2(q.z, q.w);
+        return;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < CHUNK / 4; ++k) out[k] = Io::load4_raw(p + c + 4 * k);
+  } else {
+#pragma unroll
+    for (int k = 0; k < CHUNK / 4; ++k) {
+      const int e = c + 4 * k;
+      out[k] = Io::pack4(e + 0 < cols ? Io::load(p + e + 0) : 0.0f, e + 1 < cols ? Io::load(p + e + 1) : 0.0f,
+                         e + 2 < cols ? Io::load(p + e + 2) : 0.0f, e + 3 < cols ? Io::load(p + e + 3) : 0.0f);
+    }
+  }
+}
+
+// Hide a value from loop-invariant code motion: without it the compiler unpacks the bf16 weight
+// and bias once, before the row loop, and keeps twice the registers live for every row.
+__device__ __forceinline__ uint2 opaque(uint2 r) {
+  asm volatile("" : "+r"(r.x), "+r"(r.y));
+  return r;
+}
+__device__ __forceinline__ float4 opaque(float4 r) { return r; }  // fp32: nothing to unpack
+
+template <int DT, int BLOCK, int VPT, int WARP_ROWS, int CHUNK, int WB, bool VEC>
+__global__ void __launch_bounds__(BLOCK)
+layernorm_persistent(const typename simtlab::Io<DT>::T* __restrict__ x, const typename simtlab::Io<DT>::T* __restrict__ w,
+                     const typename simtlab::Io<DT>::T* __restrict__ b, typename simtlab::Io<DT>::T* __restrict__ y,
+                     int rows, int cols, float eps) {
+  using Io = simtlab::Io<DT>;
+  constexpr int G = CHUNK / 4;                    // groups of four per chunk
+  constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
+  static_assert(CHUNK == 4 || (CHUNK == 8 && DT == 1), "16-byte chunks: 4 fp32 or 8 bf16 values");
+  __shared__ Moments warp_moments[2][32];
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int me = WARP_ROWS ? lane : tid;
+  const int first = WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x;
+  const int stride = WARP_ROWS ? gridDim.x * (BLOCK / 32) : gridDim.x;
+  const bool wide = cols % CHUNK == 0;  // uniform: 16-byte chunks stay aligned in every row
+
+  typename Io::Raw4 g[WB ? VPT : 1][G], h[WB ? VPT : 1][G];  // this thread's weight and bias (WB)
+  if constexpr (WB) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {  // once, for every row this thread will see
+      const int c = (me + LANES * j) * CHUNK;
+      load_chunk<DT, CHUNK, VEC>(w, c, cols, wide, g[j]);
+      load_chunk<DT, CHUNK, VEC>(b, c, cols, wide, h[j]);
+    }
+  }
+
+  int parity = 0;
+  for (int row = first; row < rows; row += stride, parity ^= 1) {
+    const typename Io::T* xr = x + (size_t)row * cols;
+    typename Io::Raw4 v[VPT][G];
+    float sum = 0.0f, n = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int c = (me + LANES * j) * CHUNK;
+      load_chunk<DT, CHUNK, VEC>(xr, c, cols, wide, v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int c = (me + LANES * j) * CHUNK;
+#pragma unroll
+      for (int k = 0; k < G; ++k) {
+        const float4 f = Io::unpack4(v[j][k]);
+        sum += (f.x + f.y) + (f.z + f.w);  // padding is 0: adds nothing
+      }
+      n += (float)max(0, min(CHUNK, cols - c));
+    }
+    Moments m = {n, n > 0.0f ? __fdividef(sum, n) : 0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < VPT; ++j)
+#pragma unroll
+      for (int k = 0; k < G; ++k) {
+        const int c = (me + LANES * j) * CHUNK + 4 * k;
+        const float4 f = Io::unpack4(v[j][k]);
+        const float dx = f.x - m.mean, dy = f.y - m.mean, dz = f.z - m.mean, dw = f.w - m.mean;
+        m.m2 += (c + 0 < cols ? dx * dx : 0.0f) + (c + 1 < cols ? dy * dy : 0.0f) + (c + 2 < cols ? dz * dz : 0.0f) +
+                (c + 3 < cols ? dw * dw : 0.0f);
+      }
+    m = warp_merge(m);
+    if constexpr (!WARP_ROWS && BLOCK > 32) {
+      // slots alternate by row: a warp writing row i+1's slot cannot disturb a slower warp still
+      // reading row i's, and row i+2 reuses a slot only after everyone passed row i+1's barrier
+      if (lane == 0) warp_moments[parity][tid / 32] = m;
+      __syncthreads();
+      m = lane < BLOCK / 32 ? warp_moments[parity][lane] : Moments{0.0f, 0.0f, 0.0f};
+      m = warp_merge(m);
+    }
+    const float mean = m.mean, rstd = rsqrtf(m.m2 / cols + eps);
+    typename Io::T* yr = y + (size_t)row * cols;
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int c0 = (me + LANES * j) * CHUNK;
+      typename Io::Raw4 gr[G], hr[G];
+      if constexpr (WB) {
+#pragma unroll
+        for (int k = 0; k < G; ++k) gr[k] = opaque(g[j][k]), hr[k] = opaque(h[j][k]);
+      } else {  // long rows: no registers to spare, re-read at use (L1/L2 hits)
+        load_chunk<DT, CHUNK, VEC>(w, c0, cols, wide, gr);
+        load_chunk<DT, CHUNK, VEC>(b, c0, cols, wide, hr);
+      }
+      float4 o[G];
+#pragma unroll
+      for (int k = 0; k < G; ++k) {
+        const float4 f = Io::unpack4(v[j][k]), gj = Io::unpack4(gr[k]), hj = Io::unpack4(hr[k]);
+        o[k] = make_float4(fmaf((f.x - mean) * rstd, gj.x, hj.x), fmaf((f.y - mean) * rstd, gj.y, hj.y),
+                           fmaf((f.z - mean) * rstd, gj.z, hj.z), fmaf((f.w - mean) * rstd, gj.w, hj.w));
+      }
+      if constexpr (CHUNK == 8) {  // one STG.128 for 8 bf16 values
+        if (VEC && wide && c0 + CHUNK <= cols) {
+          const uint2 lo = Io::pack4(o[0].x, o[0].y, o[0].z, o[0].w), hi = Io::pack4(o[1].x, o[1].y, o[1].z, o[1].w);
+          *reinterpret_cast<uint4*>(yr + c0) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          continue;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < G; ++k) {
+        const int c = c0 + 4 * k;
+        if (VEC && c + 4 <= cols) {
+          Io::store4(yr + c, o[k]);
+        } else {
+          const float e[4] = {o[k].x, o[k].y, o[k].z, o[k].w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            if (c + q < cols) Io::store(yr + c + q, e[q]);
+        }
+      }
+    }
+  }
+}
