@@ -46,8 +46,8 @@ if [[ $phase == tc ]]; then
   echo "== GPU tests of the tensor-core rungs (odd shapes, fp16 and bf16, vs float64 and cuBLAS)"
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k tensor_core 2>&1 | tail -4
   echo "== simtlab ladder gemm_tc"
-  simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 4097x4095x4093 -s 64x512x512x512:bf16 \
-    --json-out "$OUT/gemm_tc_ladder.json"
+  simtlab ladder gemm_tc -s 2048 -s 4096 -s 4096:bf16 -s 6144:bf16 -s 8192 -s 8192:bf16 -s 8192x1024x8192:bf16 \
+    -s 4097x4095x4093 -s 64x512x512x512:bf16 --json-out "$OUT/gemm_tc_ladder.json"
   echo "== fp32 rungs 9-10 with the brute-force winner as the large-size default (empty store)"
   simtlab ladder gemm -s 2048 -s 4096 -s 8192 --rung 9 --rung 10 --json-out "$OUT/gemm_top_rungs.json"
 fi

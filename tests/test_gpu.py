@@ -483,3 +483,20 @@ def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
     gemm_tc._cublas(ws)()
     cupy.cuda.get_current_stream().synchronize()
     assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
+
+
+@pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16"])
+def test_tensor_core_triton_reference_matches_float64(size):
+    """The Triton matmul timed beside the tensor-core rungs computes the same product."""
+    pytest.importorskip("triton")
+    import cupy
+
+    from simtlab.ops import gemm_tc
+
+    p = gemm_tc.parse_size(size)
+    ws = gemm_tc.workspace(p, 3)
+    ws.poison()
+    gemm_tc._triton(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    verdict = compare(ws.C, ws.expected(), gemm_tc.tolerance(p))
+    assert verdict.ok, verdict.reason

@@ -314,6 +314,20 @@ def _cublas(ws: Workspace):
     return run_batched if p.batch > 1 else run
 
 
+def _triton(ws: Workspace):
+    from ..references.triton_gemm import triton_tc_gemm_runner
+
+    return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype == "bfloat16")
+
+
 def references() -> list[Reference]:
     # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable)
-    return [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]
+    refs = [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+
+        refs.append(Reference("Triton (tl.dot, fp32 out)", _triton))
+    except Exception:
+        pass  # optional, as for the fp32 GEMM: the matmul a Python user would write
+    return refs

@@ -63,3 +63,64 @@ def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
         _sgemm[grid](a, b, c, M, N, K, float(alpha), float(beta), HAS_BETA=beta != 0)
 
     return run
+
+
+# --- half-precision inputs on the tensor cores, fp32 accumulate and output (the gemm_tc family) ---
+
+_TC_SHAPES = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 64, 8, 4),
+              (64, 256, 64, 4, 4), (128, 64, 64, 4, 4))
+
+
+@triton.autotune(
+    configs=[triton.Config({"BM": m, "BN": n, "BK": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
+             for m, n, k, w, s in _TC_SHAPES],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def _tc_gemm(a_ptr, b_ptr, c_ptr, M, N, K,
+             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    pid, z = tl.program_id(0), tl.program_id(1)  # the batch in the grid's second dimension
+    a_ptr += z.to(tl.int64) * M * K
+    b_ptr += z.to(tl.int64) * K * N
+    c_ptr += z.to(tl.int64) * M * N
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = tl.minimum(tiles_m - first_m, GROUP_M)
+    pm = first_m + (pid % per_group) % rows
+    pn = (pid % per_group) // rows
+    offs_m = pm * BM + tl.arange(0, BM)
+    offs_n = pn * BN + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, tl.cdiv(K, BK)):
+        kk = k0 * BK + offs_k
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
+    tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def triton_tc_gemm_runner(A, B, C, bf16: bool):
+    """C (fp32) = A @ B for fp16 inputs, or bf16 held as uint16 bits (viewed as torch.bfloat16, no
+    copy); A, B, C may carry a leading batch dimension."""
+    a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
+    if bf16:
+        a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    batch = a.shape[0] if a.dim() == 3 else 1
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), batch)
+
+    def run():
+        _tc_gemm[grid](a, b, c, M, N, K)
+
+    return run
