@@ -167,10 +167,10 @@ layernorm_persistent(const typename simtlab::Io<DT>::T* __restrict__ x, const ty
         if (VEC && c + 4 <= cols) {
           Io::store4(yr + c, o[k]);
         } else {
-          const float e[4] = {o[k].x, o[k].y, o[k].z, o[k].w};
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            if (c + q < cols) Io::store(yr + c + q, e[q]);
+          if (c + 0 < cols) Io::store(yr + c + 0, o[k].x);
+          if (c + 1 < cols) Io::store(yr + c + 1, o[k].y);
+          if (c + 2 < cols) Io::store(yr + c + 2, o[k].z);
+          if (c + 3 < cols) Io::store(yr + c + 3, o[k].w);
         }
       }
     }
