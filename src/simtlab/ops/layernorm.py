@@ -16,7 +16,7 @@ from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geomet
 from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
-           "geometry_vectorized", "persistent_params", "geometry_persistent", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
+           "geometry_vectorized", "persistent_params", "geometry_persistent", "make_runner", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
 
 EPS = 1e-5  # PyTorch's default
 
@@ -68,20 +68,40 @@ def persistent_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     if p.cols <= 1024:
         block, warp_rows = 128, 1
         vpt = -(-p.cols // (32 * chunk))
-    else:
-        block, warp_rows = min(1024, max(128, -(-p.cols // (4 * chunk * 32)) * 32)), 0
+    else:  # bf16: two chunks a thread (four left too many registers live: 144 at 4096 columns)
+        per_thread = 2 if chunk == 8 else 4
+        block, warp_rows = min(1024, max(128, -(-p.cols // (per_thread * chunk * 32)) * 32)), 0
         vpt = -(-p.cols // (chunk * block))
     regs_per_value = 1.0 if p.dtype == "float32" else 0.5
     wb = int(block <= 256 and 2 * vpt * chunk * regs_per_value <= 32)  # (1024-thread blocks: 64 registers)
     return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "WARP_ROWS": warp_rows, "CHUNK": chunk, "WB": wb}
 
 
-def geometry_persistent(params, p: LayerNormProblem, device=None) -> Launch:
-    """About one wave: as many blocks as fit on the SMs at full thread occupancy (fewer for few rows)."""
+def geometry_persistent(params, p: LayerNormProblem, device=None, blocks_per_sm: int | None = None) -> Launch:
+    """One wave: as many blocks as are resident at once (`blocks_per_sm`, from the occupancy of the
+    compiled kernel; full thread occupancy when not given), fewer for few rows. A second partial
+    wave would leave SMs idle at the end: every block walks the same number of rows."""
     rows_per_block = params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
     units = -(-p.rows // rows_per_block)
     sms = device.sms if device is not None else 132
-    return Launch((min(units, sms * max(1, 2048 // params["BLOCK"])), 1, 1), (params["BLOCK"], 1, 1))
+    per_sm = blocks_per_sm or max(1, 2048 // params["BLOCK"])
+    return Launch((min(units, sms * per_sm), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def make_runner(inst, problem: LayerNormProblem, ws, device, vec, prepare):
+    """The persistent rung sizes its grid by the compiled kernel's occupancy; others: one launch."""
+    if inst.rung.name != "persistent":
+        return None
+    full = inst.geometry(problem, device)
+    per_sm = inst.occupancy(full, vec).blocks_per_sm
+    launch = geometry_persistent(inst.params, problem, device, per_sm)
+    func = prepare(inst, launch, vec, device)
+    args = ws.args()
+
+    def run():
+        func(launch.grid, launch.block, args)
+
+    return run
 
 
 READS = {"two_pass": 3, "welford": 1, "persistent": 1}  # times each rung reads x
