@@ -427,7 +427,9 @@ LAYERNORM = Family(
              sass_expect=("LDG.128", "STG.128", "SHFL")),
         Rung("layernorm", 3, "persistent", "layernorm/03_persistent.cu", "layernorm_persistent",
              ("DT", "BLOCK", "VPT", "WARP_ROWS", "CHUNK", "WB"),
-             _frozen({"DT": 0, "BLOCK": 256, "VPT": 4, "WARP_ROWS": 0, "CHUNK": 4, "WB": 1}),
+             # PERSIST (launch only, not a template argument): 1 = one resident wave walking the rows,
+             # 0 = a block per row as in rung 2
+             _frozen({"DT": 0, "BLOCK": 256, "VPT": 4, "WARP_ROWS": 0, "CHUNK": 4, "WB": 1, "PERSIST": 1}),
              "blocks walk many rows: weight and bias loaded once into registers, 16-byte chunks for bf16 too",
              "geometry_persistent", vec_variant=True, size_defaults="persistent_params",
              sass_expect=("LDG.128", "STG.128", "SHFL")),

@@ -74,7 +74,8 @@ def persistent_params(p: LayerNormProblem, device=None, vec=None) -> dict:
         vpt = -(-p.cols // (chunk * block))
     regs_per_value = 1.0 if p.dtype == "float32" else 0.5
     wb = int(block <= 256 and 2 * vpt * chunk * regs_per_value <= 32)  # (1024-thread blocks: 64 registers)
-    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "WARP_ROWS": warp_rows, "CHUNK": chunk, "WB": wb}
+    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "WARP_ROWS": warp_rows, "CHUNK": chunk, "WB": wb,
+            "PERSIST": 1}
 
 
 def geometry_persistent(params, p: LayerNormProblem, device=None, blocks_per_sm: int | None = None) -> Launch:
@@ -83,6 +84,8 @@ def geometry_persistent(params, p: LayerNormProblem, device=None, blocks_per_sm:
     wave would leave SMs idle at the end: every block walks the same number of rows."""
     rows_per_block = params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
     units = -(-p.rows // rows_per_block)
+    if not params.get("PERSIST", 1):  # a block (or warp) per row: the kernel's row loop runs once
+        return Launch((units, 1, 1), (params["BLOCK"], 1, 1))
     sms = device.sms if device is not None else 132
     per_sm = blocks_per_sm or max(1, 2048 // params["BLOCK"])
     return Launch((min(units, sms * per_sm), 1, 1), (params["BLOCK"], 1, 1))
