@@ -177,21 +177,30 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     return a, b
 
 
-def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
-    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr` (driver call, no launch)."""
-    from cuda.bindings import driver as drv
+# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
+TMA_FLOAT16, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = 6, 9, 0, 3, 3, 0
 
-    kind = (drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if dtype == "float16"
-            else drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
-    err, tmap = drv.cuTensorMapEncodeTiled(
-        kind, 3, ptr, [drv.cuuint64_t(d) for d in box.dims], [drv.cuuint64_t(s) for s in box.strides],
-        [drv.cuuint32_t(b) for b in box.box], [drv.cuuint32_t(1)] * 3,
-        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: {err}")
-    return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+
+def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
+    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr`: one driver call through
+    ctypes (cuda.bindings would first probe the driver for every entry point it knows, and
+    compute-sanitizer reports each one this driver lacks as an API error)."""
+    import ctypes
+
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    out = np.zeros(16, dtype=np.uint64)  # CUtensorMap: 64-byte aligned, 128 bytes
+    raw = np.zeros(32, dtype=np.uint64)
+    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    fn.restype = ctypes.c_int
+    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(TMA_FLOAT16 if dtype == "float16" else TMA_BFLOAT16),
+             u32(3), ctypes.c_void_p(ptr), (u64 * 3)(*box.dims), (u64 * 2)(*box.strides), (u32 * 3)(*box.box),
+             (u32 * 3)(1, 1, 1), ctypes.c_int(TMA_INTERLEAVE_NONE), ctypes.c_int(TMA_SWIZZLE_128B),
+             ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
+    out[:] = aligned
+    return out
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
