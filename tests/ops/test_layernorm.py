@@ -24,11 +24,6 @@ def test_every_row_is_covered(rung, shape, dtype):
     params = rung.params("sm_90", getattr(ln, rung.size_defaults)(p))
     L = getattr(ln, rung.geometry)(params, p)
     per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
-    if rung.name == "persistent":  # about one wave, each block striding over rows
-        assert 1 <= L.grid[0] <= 132 * (2048 // params["BLOCK"]) and (L.grid[0] - 1) * per_block < p.rows
-        lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
-        assert lanes * params["VPT"] * params["CHUNK"] >= p.cols
-        return
     assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows
     if rung.name == "welford":
         lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
@@ -37,8 +32,8 @@ def test_every_row_is_covered(rung, shape, dtype):
 
 def test_one_read_is_the_point():
     p = ln.parse_size("32768x4096")
-    two, one, persistent = (ln.requested_bytes(r.name, {}, p) for r in family("layernorm").rungs)
-    assert one == persistent == p.bytes and two > 1.9 * one
+    two, one = (ln.requested_bytes(r.name, {}, p) for r in family("layernorm").rungs)
+    assert one == p.bytes and two > 1.9 * one
 
 
 def test_weight_and_bias_load_early_only_where_registers_allow():
@@ -49,12 +44,3 @@ def test_weight_and_bias_load_early_only_where_registers_allow():
     for cols in (1025, 2048, 4097, 8192, 32768):
         q = ln.row_params(ln.LayerNormProblem(8, cols, "bfloat16"))
         assert q["BLOCK"] % 32 == 0 and q["BLOCK"] * q["VPT"] * 4 >= cols and q["VPT"] <= 8
-
-
-def test_persistent_rung_keeps_weights_in_registers_where_they_fit():
-    q = ln.persistent_params(ln.LayerNormProblem(8, 4096, "bfloat16"))
-    assert (q["CHUNK"], q["BLOCK"] * q["VPT"] * q["CHUNK"], q["WB"]) == (8, 4096, 1)  # 16-byte bf16 chunks
-    assert ln.persistent_params(ln.LayerNormProblem(8, 4100, "bfloat16"))["CHUNK"] == 4  # rows not whole chunks
-    assert ln.persistent_params(ln.LayerNormProblem(8, 32768))["WB"] == 0  # 1024 threads: 64 registers each
-    with pytest.raises(ValueError, match="at most"):
-        ln.persistent_params(ln.LayerNormProblem(8, 40000))

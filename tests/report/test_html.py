@@ -119,3 +119,14 @@ def test_docs_pages_from_the_store(store, tmp_path):
     assert "Rung 1 - naive" in gemm  # the kernel file's header comment
     assert (tmp_path / "docs" / "gemm_ladder.png").read_bytes()[:4] == b"\x89PNG"
     assert "No ladder run of this family" in (tmp_path / "docs" / "transpose.md").read_text()
+
+
+def test_a_rung_removed_from_the_catalog_keeps_its_stored_rows(store):
+    """Stored results outlive the catalog: a retired rung's rows still render, marked as such."""
+    run = store.start_run("simtlab ladder gemm", Dev())
+    store.add_result(run, family="gemm", rung="gemm/01_naive", stage=1, problem="64", status="ok", median_ms=1.0,
+                     gflops=1.0, gbs=1.0)
+    store.add_result(run, family="gemm", rung="gemm/11_retired", stage=11, problem="64", status="ok", median_ms=0.5,
+                     gflops=2.0, gbs=2.0)
+    page = build_report(store)
+    assert "11_retired" in page and "no longer in the catalog" in page

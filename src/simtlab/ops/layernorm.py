@@ -8,15 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
-from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
+from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
                    row_references, store, torch_view, vec_ok)
 from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
-           "geometry_vectorized", "persistent_params", "geometry_persistent", "make_runner", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
+           "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
 
 EPS = 1e-5  # PyTorch's default
 
@@ -58,56 +57,7 @@ def tolerance(p: LayerNormProblem, ws=None) -> float:
     return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
 
 
-def persistent_params(p: LayerNormProblem, device=None, vec=None) -> dict:
-    """Rung 3: 16-byte chunks (8 bf16 values where rows are whole chunks); a warp per row up to
-    1024 values, else a block of a quarter of the row's chunks (128-1024 threads, so about four
-    chunks each); weight and bias stay in registers (WB) when they take at most 32 of them."""
-    if p.cols > MAX_REGISTER_ROW:
-        raise ValueError(f"this rung keeps a row in registers: at most {MAX_REGISTER_ROW} columns, got {p.cols}")
-    chunk = 8 if p.dtype == "bfloat16" and p.cols % 8 == 0 else 4
-    if p.cols <= 1024:
-        block, warp_rows = 128, 1
-        vpt = -(-p.cols // (32 * chunk))
-    else:  # bf16: two chunks a thread (four left too many registers live: 144 at 4096 columns)
-        per_thread = 2 if chunk == 8 else 4
-        block, warp_rows = min(1024, max(128, -(-p.cols // (per_thread * chunk * 32)) * 32)), 0
-        vpt = -(-p.cols // (chunk * block))
-    regs_per_value = 1.0 if p.dtype == "float32" else 0.5
-    wb = int(block <= 256 and 2 * vpt * chunk * regs_per_value <= 32)  # (1024-thread blocks: 64 registers)
-    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "WARP_ROWS": warp_rows, "CHUNK": chunk, "WB": wb,
-            "PERSIST": 1}
-
-
-def geometry_persistent(params, p: LayerNormProblem, device=None, blocks_per_sm: int | None = None) -> Launch:
-    """One wave: as many blocks as are resident at once (`blocks_per_sm`, from the occupancy of the
-    compiled kernel; full thread occupancy when not given), fewer for few rows. A second partial
-    wave would leave SMs idle at the end: every block walks the same number of rows."""
-    rows_per_block = params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
-    units = -(-p.rows // rows_per_block)
-    if not params.get("PERSIST", 1):  # a block (or warp) per row: the kernel's row loop runs once
-        return Launch((units, 1, 1), (params["BLOCK"], 1, 1))
-    sms = device.sms if device is not None else 132
-    per_sm = blocks_per_sm or max(1, 2048 // params["BLOCK"])
-    return Launch((min(units, sms * per_sm), 1, 1), (params["BLOCK"], 1, 1))
-
-
-def make_runner(inst, problem: LayerNormProblem, ws, device, vec, prepare):
-    """The persistent rung sizes its grid by the compiled kernel's occupancy; others: one launch."""
-    if inst.rung.name != "persistent":
-        return None
-    full = inst.geometry(problem, device)
-    per_sm = inst.occupancy(full, vec).blocks_per_sm
-    launch = geometry_persistent(inst.params, problem, device, per_sm)
-    func = prepare(inst, launch, vec, device)
-    args = ws.args()
-
-    def run():
-        func(launch.grid, launch.block, args)
-
-    return run
-
-
-READS = {"two_pass": 3, "welford": 1, "persistent": 1}  # times each rung reads x
+READS = {"two_pass": 3, "welford": 1}  # times each rung reads x
 
 
 def requested_bytes(rung_name: str, params, p: LayerNormProblem) -> int:

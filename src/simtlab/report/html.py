@@ -49,12 +49,20 @@ def _latest_ladder_runs(store) -> dict[str, int]:
     return out
 
 
+def _lesson(fam: str, rung_id: str) -> str:
+    """The rung's lesson; a stored row of a rung since removed from the catalog keeps its numbers."""
+    try:
+        return family(fam).rung(rung_id).lesson
+    except KeyError:
+        return "(a rung no longer in the catalog: see the results index)"
+
+
 def _rows(store, run_id: int, fam: str) -> list[Row]:
     rows = []
     for r in store.results(run_id=run_id, family=fam):
         extra = json.loads(r["extra"]) if r.get("extra") else {}
         rows.append(Row(r["family"], r["problem"], r["rung"], r["stage"], r["status"],
-                        lesson=family(fam).rung(r["rung"]).lesson if r["stage"] else "",
+                        lesson=_lesson(fam, r["rung"]) if r["stage"] else "",
                         params=json.loads(r["params"]) if r.get("params") else {}, median_ms=r["median_ms"],
                         spread=r["spread"], reps=r["reps"], gflops=r["gflops"], gbs=r["gbs"],
                         pct_of_reference=r["pct_of_reference"], rel_error=r["rel_error"], tolerance=r["tolerance"],
