@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
 from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
@@ -16,7 +15,7 @@ from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_v
 from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
-           "geometry_vectorized", "smem_weights_params", "geometry_smem_weights", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
+           "geometry_vectorized", "requested_bytes", "workspace", "references", "EPS", "DT", "DTYPE"]
 
 EPS = 1e-5  # PyTorch's default
 
@@ -58,30 +57,7 @@ def tolerance(p: LayerNormProblem, ws=None) -> float:
     return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
 
 
-SMEM_ROWS = 4  # rows per block (per warp for short rows) sharing one staging of weight and bias
-SMEM_WEIGHTS_MAX = 64 * 1024  # longer rows read weight and bias from global memory (WSMEM=0)
-
-
-def weights_bytes(p: LayerNormProblem) -> int:
-    return 2 * (-(-p.cols // 8) * 8) * p.itemsize
-
-
-def smem_weights_params(p: LayerNormProblem, device=None, vec=None) -> dict:
-    """Rung 2's launch shape (without EARLY: the weights come from shared memory), ROWS, and
-    WSMEM unless weight and bias would take more than 64 KiB."""
-    q = row_params(p, device, vec)
-    q.pop("EARLY")
-    return {**q, "ROWS": SMEM_ROWS, "WSMEM": int(weights_bytes(p) <= SMEM_WEIGHTS_MAX)}
-
-
-def geometry_smem_weights(params, p: LayerNormProblem, device=None) -> Launch:
-    """ROWS rows per block, or per warp of it for short rows; weight and bias in dynamic shared memory."""
-    per_block = (params["BLOCK"] // 32 if params["WARP_ROWS"] else 1) * params["ROWS"]
-    shared = weights_bytes(p) if params["WSMEM"] else 0
-    return Launch((-(-p.rows // per_block), 1, 1), (params["BLOCK"], 1, 1), shared)
-
-
-READS = {"two_pass": 3, "welford": 1, "smem_weights": 1}  # times each rung reads x
+READS = {"two_pass": 3, "welford": 1}  # times each rung reads x
 
 
 def requested_bytes(rung_name: str, params, p: LayerNormProblem) -> int:
