@@ -500,3 +500,20 @@ def test_tensor_core_triton_reference_matches_float64(size):
     cupy.cuda.get_current_stream().synchronize()
     verdict = compare(ws.C, ws.expected(), gemm_tc.tolerance(p))
     assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("mnk, scale", [((127, 129, 65), (1.0, 0.0)), ((256, 200, 300), (0.5, 2.0))])
+def test_fp32_triton_reference_matches_float64(mnk, scale):
+    """The IEEE-fp32 Triton matmul timed beside the fp32 rungs: alpha, beta and odd shapes."""
+    pytest.importorskip("triton")
+    import cupy
+
+    from simtlab.ops import gemm
+
+    p = gemm.GemmProblem(*mnk, *scale)
+    ws = gemm.workspace(p, 4)
+    ws.poison()
+    gemm._triton(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    verdict = compare(ws.C, ws.expected(), gemm.tolerance(p))
+    assert verdict.ok, verdict.reason

@@ -1,6 +1,7 @@
-"""A Triton fp32 matmul in IEEE precision (no TF32): the second reference a
-Python user would reach for. Autotuned over a few tile shapes per size; needs
-Triton and PyTorch (both on the H200 image), imported only when used."""
+"""Triton matmuls, the second reference a Python user would reach for: one kernel, autotuned twice
+over tile shapes per size - fp32 in IEEE precision (no TF32) for the fp32 GEMM ladder, and fp16 or
+bf16 on the tensor cores with fp32 output (batched) for the tensor-core ladder. Needs Triton and
+PyTorch (both on the H200 image), imported only when used."""
 
 from __future__ import annotations
 
@@ -10,76 +11,16 @@ import triton.language as tl
 
 _SHAPES = ((128, 128, 32, 8, 3), (128, 256, 16, 8, 3), (256, 128, 16, 8, 3),
            (128, 128, 16, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4))
-
-
-@triton.autotune(
-    configs=[triton.Config({"BM": m, "BN": n, "BK": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-             for m, n, k, w, s in _SHAPES],
-    key=["M", "N", "K", "HAS_BETA"],
-    restore_value=["c_ptr"],  # benchmarking configs must not accumulate into C when beta != 0
-)
-@triton.jit
-def _sgemm(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, HAS_BETA: tl.constexpr):
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BM)
-    tiles_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    pm = first_m + (pid % per_group) % rows
-    pn = (pid % per_group) // rows
-    offs_m = pm * BM + tl.arange(0, BM)
-    offs_n = pn * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
-    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
-    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, tl.cdiv(K, BK)):
-        kk = k0 * BK + offs_k
-        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="ieee")
-        a_ptrs += BK
-        b_ptrs += BK * N
-    acc = acc * alpha
-    c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    if HAS_BETA:
-        acc += beta * tl.load(c_ptrs, mask=mask, other=0.0)
-    tl.store(c_ptrs, acc, mask=mask)
-
-
-def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
-    """A callable computing C = alpha*A@B + beta*C on CuPy arrays (zero-copy through DLPack)."""
-    a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
-    M, K = a.shape
-    N = b.shape[1]
-
-    def grid(meta):
-        return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-
-    def run():
-        _sgemm[grid](a, b, c, M, N, K, float(alpha), float(beta), HAS_BETA=beta != 0)
-
-    return run
-
-
-# --- half-precision inputs on the tensor cores, fp32 accumulate and output (the gemm_tc family) ---
-
 _TC_SHAPES = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 64, 8, 4),
               (64, 256, 64, 4, 4), (128, 64, 64, 4, 4))
 
 
-@triton.autotune(
-    configs=[triton.Config({"BM": m, "BN": n, "BK": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-             for m, n, k, w, s in _TC_SHAPES],
-    key=["M", "N", "K"],
-)
 @triton.jit
-def _tc_gemm(a_ptr, b_ptr, c_ptr, M, N, K,
-             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    pid, z = tl.program_id(0), tl.program_id(1)  # the batch in the grid's second dimension
+def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta,
+            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+            HAS_BETA: tl.constexpr, IEEE: tl.constexpr):
+    """C = alpha * A @ B (+ beta * C), row-major; the batch in the grid's second dimension."""
+    pid, z = tl.program_id(0), tl.program_id(1)
     a_ptr += z.to(tl.int64) * M * K
     b_ptr += z.to(tl.int64) * K * N
     c_ptr += z.to(tl.int64) * M * N
@@ -100,19 +41,32 @@ def _tc_gemm(a_ptr, b_ptr, c_ptr, M, N, K,
         kk = k0 * BK + offs_k
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
         b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
+        if IEEE:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
         a_ptrs += BK
         b_ptrs += BK * N
+    acc = acc * alpha
     c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
-    tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if HAS_BETA:
+        acc += beta * tl.load(c_ptrs, mask=mask, other=0.0)
+    tl.store(c_ptrs, acc, mask=mask)
 
 
-def triton_tc_gemm_runner(A, B, C, bf16: bool):
-    """C (fp32) = A @ B for fp16 inputs, or bf16 held as uint16 bits (viewed as torch.bfloat16, no
-    copy); A, B, C may carry a leading batch dimension."""
-    a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
-    if bf16:
-        a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
+def _tuned(shapes, key, **kw):
+    configs = [triton.Config({"BM": m, "BN": n, "BK": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
+               for m, n, k, w, s in shapes]
+    return triton.autotune(configs=configs, key=key, **kw)(_matmul)
+
+
+# benchmarking configs must not accumulate into C when beta != 0
+_sgemm = _tuned(_SHAPES, ["M", "N", "K", "HAS_BETA"], restore_value=["c_ptr"])
+_tc_gemm = _tuned(_TC_SHAPES, ["M", "N", "K"])
+
+
+def _launch(kernel, a, b, c, alpha: float, beta: float, ieee: bool):
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch = a.shape[0] if a.dim() == 3 else 1
@@ -121,6 +75,20 @@ def triton_tc_gemm_runner(A, B, C, bf16: bool):
         return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), batch)
 
     def run():
-        _tc_gemm[grid](a, b, c, M, N, K)
+        kernel[grid](a, b, c, M, N, K, float(alpha), float(beta), HAS_BETA=beta != 0, IEEE=ieee)
 
     return run
+
+
+def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
+    """A callable computing C = alpha*A@B + beta*C on CuPy fp32 arrays (zero-copy through DLPack)."""
+    return _launch(_sgemm, torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C), alpha, beta, True)
+
+
+def triton_tc_gemm_runner(A, B, C, bf16: bool):
+    """C (fp32) = A @ B for fp16 inputs, or bf16 held as uint16 bits (viewed as torch.bfloat16, no
+    copy); A, B, C may carry a leading batch dimension."""
+    a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
+    if bf16:
+        a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
+    return _launch(_tc_gemm, a, b, c, 1.0, 0.0, False)

@@ -64,10 +64,7 @@ gemm_tc_wgmma(int M, int N, int K, const void* __restrict__ map_a, const void* _
     const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + wg * 64 * 128;
     const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
     simtlab::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)  // 16 k per wgmma: 32 bytes along A's rows, 16 rows of B
-      simtlab::Wgmma<BN, DT>::mma(acc, simtlab::desc_sw128(a + 32 * kk, 16, 1024),
-                                  simtlab::desc_sw128(b + 2048 * kk, B_BLOCK, 1024), 1);
+    simtlab::wgmma_slice<BN, DT, BK>(acc, a, b, B_BLOCK);  // 16 k per wgmma
     simtlab::wgmma_commit();
     simtlab::wgmma_wait<1>();  // slice kt-1's multiplies are done in this warpgroup ...
     __syncthreads();           // ... and in every warpgroup: its slot may be refilled

@@ -89,10 +89,7 @@ gemm_tc_wgmma_ws(int M, int N, int K, int batch, const void* __restrict__ map_a,
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * 64 * 128;
         const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
         simtlab::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-          simtlab::Wgmma<BN, DT>::mma(acc, simtlab::desc_sw128(a + 32 * kk, 16, 1024),
-                                      simtlab::desc_sw128(b + 2048 * kk, B_BLOCK, 1024), 1);
+        simtlab::wgmma_slice<BN, DT, BK>(acc, a, b, B_BLOCK);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
         if (kt > 0 && tid % 128 == 0) simtlab::mbar_arrive(&empty[(it - 1) % STAGES]);
