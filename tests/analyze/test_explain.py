@@ -45,6 +45,19 @@ def test_limiter_rules():
     assert limiter(g, facts, 93.0).startswith("compute")
     assert limiter(g, facts, 78.0).startswith("latency: 25% occupancy")
     assert limiter(g, {**facts, "loop_fma_share": 0.56}, 60.0).startswith("instruction overhead")
+    tc = family("gemm_tc")  # tensor-core rungs: a low FMA share is the point, not overhead
+    assert "tensor cores" in limiter(tc, {**facts, "loop_fma_share": 0.01, "tensor_cores": "HGMMA"}, 97.0)
+    assert limiter(tc, {**facts, "loop_fma_share": 0.05, "tensor_cores": "HMMA"}, 23.0).startswith("feeding")
+    assert limiter(tc, {**facts, "loop_fma_share": 0.01, "tensor_cores": "HGMMA"}, 85.0).startswith("the wgmma")
+
+
+def test_static_facts_name_the_tensor_core_instruction():
+    from simtlab.analyze.explain import static_facts
+
+    tc = family("gemm_tc")
+    p = tc.op().parse_size("4096:bf16")
+    assert static_facts(tc.rung("mma_multistage"), "sm_90", p)["tensor_cores"] == "HMMA"
+    assert static_facts(tc.rung("wgmma_ws"), "sm_90", p)["tensor_cores"] == "HGMMA"
 
 
 def test_explain_cli(tmp_path):

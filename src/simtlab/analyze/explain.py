@@ -41,7 +41,8 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     try:
         s = kernel_sass(inst.cubin, inst.expression(vec))
         facts.update(sass_memory=s.memory, barriers=s.barriers, loop_instructions=s.loop_instructions,
-                     loop_fma_share=s.loop_fma_share)
+                     loop_fma_share=s.loop_fma_share,
+                     tensor_cores="HGMMA" if s.has("HGMMA") else "HMMA" if s.has("HMMA") else None)
     except SassUnavailable:
         pass
     return facts
@@ -65,9 +66,17 @@ def measured(store, fam: Family, rung: Rung, device: str | None) -> dict[str, di
 
 def limiter(fam: Family, facts: dict, pct_of_reference: float | None) -> str:
     """The most likely limit, read off the numbers (a lead to check with a profiler, not a proof)."""
+    tensor = facts.get("tensor_cores")
     if pct_of_reference is not None and pct_of_reference >= 90:
-        return ("memory bandwidth: at the device copy's rate" if fam.metric == "gbs"
+        if fam.metric == "gbs":
+            return "memory bandwidth: at the device copy's rate"
+        return ("compute: at the library's rate, near the tensor cores' practical limit" if tensor
                 else "compute: at the library's rate, near the FMA pipe's practical limit")
+    if tensor == "HMMA":  # one MMA instruction does the work of hundreds of FMAs: its feed is the limit
+        return ("feeding the tensor cores: fragments go through registers (ldmatrix/LDS) and every warp waits "
+                "on barriers between slices; Hopper's wgmma reads shared memory directly, fed by TMA")
+    if tensor == "HGMMA":
+        return "the wgmma pipeline: slice waits and epilogue stores between multiplies (check stall reasons with `ncu`)"
     if fam.metric == "gbs":
         if facts["occupancy"] < 0.5:
             return "latency: low occupancy leaves too few bytes in flight"
