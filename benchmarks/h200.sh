@@ -26,6 +26,11 @@ if [[ $phase == smoke || $phase == all || $phase == check || $phase == memory ]]
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
 fi
 echo "== simtlab device"; simtlab device
+# Problem lists shared by the phases that time the same ladder.
+TC_SIZES=(-s 2048 -s 4096 -s 4096:bf16 -s 6144:bf16 -s 8192 -s 8192:bf16 -s 8192x1024x8192:bf16 -s 4097x4095x4093
+          -s 64x512x512x512:bf16)
+ROW_SIZES=(-s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768   # the same 512 MiB at every row length
+           -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16)
 if [[ $phase == sanitize || $phase == explain ]]; then
   for fam in ${SANITIZE_FAMILIES:-elementwise gemm reduction transpose branch boundary}; do
     echo "== simtlab sanitize $fam"; simtlab sanitize "$fam" --jobs ${SANITIZE_JOBS:-8}
@@ -46,8 +51,7 @@ if [[ $phase == tc ]]; then
   echo "== GPU tests of the tensor-core rungs (odd shapes, fp16 and bf16, vs float64 and cuBLAS)"
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k tensor_core 2>&1 | tail -4
   echo "== simtlab ladder gemm_tc"
-  simtlab ladder gemm_tc -s 2048 -s 4096 -s 4096:bf16 -s 6144:bf16 -s 8192 -s 8192:bf16 -s 8192x1024x8192:bf16 \
-    -s 4097x4095x4093 -s 64x512x512x512:bf16 --json-out "$OUT/gemm_tc_ladder.json"
+  simtlab ladder gemm_tc "${TC_SIZES[@]}" --json-out "$OUT/gemm_tc_ladder.json"
   echo "== fp32 rungs 9-10 with the brute-force winner as the large-size default (empty store)"
   simtlab ladder gemm -s 2048 -s 4096 -s 8192 --rung 9 --rung 10 --json-out "$OUT/gemm_top_rungs.json"
 fi
@@ -66,16 +70,14 @@ fi
 if [[ $phase == softmax ]]; then
   [[ -z ${SKIP_TESTS:-} ]] && { echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4; }
   echo "== simtlab ladder softmax (the same 512 MiB at every row length)"
-  simtlab ladder softmax -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
-    -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/softmax_ladder.json"
+  simtlab ladder softmax "${ROW_SIZES[@]}" --json-out "$OUT/softmax_ladder.json"
 fi
 if [[ $phase == beyond ]]; then
   if [[ -z ${SKIP_TESTS:-} ]]; then  # (SKIP_TESTS=1 after a `final` run in the same call)
     echo "== GPU tests: softmax, layernorm, intrinsics, host experiments"
     python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/host -k "softmax or layernorm or intrinsics or host" 2>&1 | tail -4
   fi
-  echo "== simtlab ladder layernorm"; simtlab ladder layernorm -s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768 \
-    -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 --json-out "$OUT/layernorm_ladder.json"
+  echo "== simtlab ladder layernorm"; simtlab ladder layernorm "${ROW_SIZES[@]}" --json-out "$OUT/layernorm_ladder.json"
   echo "== intrinsics"; python3 benchmarks/intrinsics_table.py --json "$OUT/intrinsics.json"
   echo "== simtlab transfers"; simtlab transfers
   echo "== simtlab graphs"; simtlab graphs
@@ -88,11 +90,9 @@ if [[ $phase == newtests ]]; then  # the GPU tests written since the last full G
     > "$OUT/pytest.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
 fi
 if [[ $phase == closing ]]; then  # layernorm, the tensor-core ladder, every GPU test, Kahan
-  echo "== simtlab ladder layernorm"; timeout 90 simtlab ladder layernorm -s 1048576x128 -s 131072x1024 -s 32768x4096 \
-    -s 4096x32768 -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16 \
+  echo "== simtlab ladder layernorm"; timeout 90 simtlab ladder layernorm "${ROW_SIZES[@]}" \
     --json-out "$OUT/layernorm_ladder.json"
-  echo "== simtlab ladder gemm_tc"; timeout 170 simtlab ladder gemm_tc -s 2048 -s 4096 -s 4096:bf16 -s 6144:bf16 -s 8192 \
-    -s 8192:bf16 -s 8192x1024x8192:bf16 -s 4097x4095x4093 -s 64x512x512x512:bf16 --json-out "$OUT/gemm_tc_ladder.json"
+  echo "== simtlab ladder gemm_tc"; timeout 170 simtlab ladder gemm_tc "${TC_SIZES[@]}" --json-out "$OUT/gemm_tc_ladder.json"
   echo "== every GPU test (pytest.txt)"
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30

@@ -488,32 +488,27 @@ def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
 @pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16"])
 def test_tensor_core_triton_reference_matches_float64(size):
     """The Triton matmul timed beside the tensor-core rungs computes the same product."""
-    pytest.importorskip("triton")
-    import cupy
-
     from simtlab.ops import gemm_tc
 
-    p = gemm_tc.parse_size(size)
-    ws = gemm_tc.workspace(p, 3)
-    ws.poison()
-    gemm_tc._triton(ws)()
-    cupy.cuda.get_current_stream().synchronize()
-    verdict = compare(ws.C, ws.expected(), gemm_tc.tolerance(p))
-    assert verdict.ok, verdict.reason
+    _triton_matches_float64(gemm_tc, gemm_tc.parse_size(size), seed=3)
 
 
 @pytest.mark.parametrize("mnk, scale", [((127, 129, 65), (1.0, 0.0)), ((256, 200, 300), (0.5, 2.0))])
 def test_fp32_triton_reference_matches_float64(mnk, scale):
     """The IEEE-fp32 Triton matmul timed beside the fp32 rungs: alpha, beta and odd shapes."""
+    from simtlab.ops import gemm
+
+    _triton_matches_float64(gemm, gemm.GemmProblem(*mnk, *scale), seed=4)
+
+
+def _triton_matches_float64(op, p, seed):
+    """A family's Triton reference on fresh inputs with a poisoned C, against float64."""
     pytest.importorskip("triton")
     import cupy
 
-    from simtlab.ops import gemm
-
-    p = gemm.GemmProblem(*mnk, *scale)
-    ws = gemm.workspace(p, 4)
+    ws = op.workspace(p, seed)
     ws.poison()
-    gemm._triton(ws)()
+    op._triton(ws)()
     cupy.cuda.get_current_stream().synchronize()
-    verdict = compare(ws.C, ws.expected(), gemm.tolerance(p))
+    verdict = compare(ws.C, ws.expected(), op.tolerance(p))
     assert verdict.ok, verdict.reason

@@ -10,6 +10,12 @@ __all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", 
            "to_bf16_bits", "bf16_bits_to_float32", "ITEMSIZE", "torch_reference"]
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+DEFAULT_SMS = 132  # an H200's SMs: what size-dependent choices assume when no device is given (plans, CPU tests)
+
+
+def sm_count(device=None) -> int:
+    """The device's SM count, or DEFAULT_SMS without a device."""
+    return device.sms if device is not None else DEFAULT_SMS
 
 
 def to_bf16_bits(x):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
-from .base import Reference, parse_int
+from .base import Reference, parse_int, sm_count
 
 DTYPE = "float32"
 
@@ -148,7 +148,7 @@ def _tiles(p: GemmProblem, params: dict) -> int:
 def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict:
     """The tuned rung's parameters when the store has no measurement for this problem:
     the largest tile class that still gives (about) one block per SM."""
-    sms = device.sms if device is not None else 132
+    sms = sm_count(device)
     if not vec:
         return dict(TUNED_PREDICATED)
     if _tiles(p, TUNED_LARGE) >= 0.9 * sms:

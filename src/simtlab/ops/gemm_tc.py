@@ -9,7 +9,7 @@ import numpy as np
 
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
-from .base import Reference, bf16_bits_to_float32, parse_int, to_bf16_bits
+from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 
 DTYPE = "float16"  # the default input type; a size suffix picks bf16 ("4096:bf16")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
@@ -127,18 +127,16 @@ def geometry_wgmma(params, p: TcProblem, device=None) -> Launch:
     return Launch(_grid(p, params["BN"], params["BM"]), (params["BM"] // 64 * 128, 1, 1), wgmma_smem(params))
 
 
-H200_SMS = 132  # the persistent grid's size when no device is given (plans, CPU tests)
-
-
 def wgmma_tiles(params, p: TcProblem) -> int:
-    return -(-p.M // params["BM"]) * -(-p.N // params["BN"]) * p.batch
+    """Output tiles over the whole batch: the blocks rung 4 launches, the work rung 5 walks."""
+    gx, gy, gz = _grid(p, params["BN"], params["BM"])
+    return gx * gy * gz
 
 
 def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     """Persistent: one block per SM (fewer when there are fewer tiles); a producer warpgroup plus
     BM/64 consumers; a full and an empty barrier per stage."""
-    sms = device.sms if device is not None else H200_SMS
-    blocks = min(sms, wgmma_tiles(params, p))
+    blocks = min(sm_count(device), wgmma_tiles(params, p))
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
@@ -188,9 +186,8 @@ def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
     import ctypes
 
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    out = np.zeros(16, dtype=np.uint64)  # CUtensorMap: 64-byte aligned, 128 bytes
     raw = np.zeros(32, dtype=np.uint64)
-    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]
+    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]  # CUtensorMap: 128 bytes, 64-byte aligned
     fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     fn.restype = ctypes.c_int
     err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(TMA_FLOAT16 if dtype == "float16" else TMA_BFLOAT16),
@@ -199,8 +196,7 @@ def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
              ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
     if err != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
-    out[:] = aligned
-    return out
+    return aligned.copy()
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -217,13 +213,12 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     padded = TcProblem(p.M, np_, kp, p.dtype, p.batch)
     launch = inst.geometry(padded, device)
     func = prepare(inst, launch, vec, device)
-    lead = (p.batch,) if p.batch > 1 else ()
     if aligned:
         A, B, C = ws.A, ws.B, ws.C
-    else:
-        A = cupy.zeros(lead + (p.M, kp), dtype=ws.A.dtype)
-        B = cupy.zeros(lead + (kp, np_), dtype=ws.B.dtype)
-        C = cupy.empty(lead + (p.M, np_), dtype=cupy.float32)
+    else:  # the workspace's shapes (batch first, if any) with K and N rounded up
+        A = cupy.zeros(ws.A.shape[:-1] + (kp,), dtype=ws.A.dtype)
+        B = cupy.zeros(ws.B.shape[:-2] + (kp, np_), dtype=ws.B.dtype)
+        C = cupy.empty(ws.C.shape[:-1] + (np_,), dtype=cupy.float32)
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
                                         encode_tensor_map(box_b, B.data.ptr, p.dtype)]))
