@@ -22,8 +22,8 @@ def test_every_pixel_has_a_thread(rung, shape):
     p = cv.ConvProblem(*shape, 7)
     params = rung.params("sm_90", getattr(cv, rung.size_defaults)(p) if rung.size_defaults else None)
     L = getattr(cv, rung.geometry)(params, p)
-    cols = params["BX"] * (cv.TX if rung.name.startswith("register") else 1)
-    rows = params["BY"] * params.get("TY", 1)
+    cols = params["BX"] * (cv.TX if rung.stage >= 4 else 1)
+    rows = params["BY"] * params.get("TY", 1) * params.get("NT", 1)
     assert L.grid[0] * cols >= p.W and (L.grid[0] - 1) * cols < p.W
     assert L.grid[1] * rows >= p.H and (L.grid[1] - 1) * rows < p.H
 
@@ -37,4 +37,17 @@ def test_tiling_cuts_the_requested_bytes():
     assert req["naive"] > req["constant"] > 10 * req["smem_tile"]
     assert req["smem_tile"] < 2 * p.bytes and req["register_x"] < 1.5 * p.bytes
     assert req["register_xy"] < req["register_x"]  # taller tiles, less halo per output
+    assert req["pipelined"] < 1.3 * p.bytes  # 16-byte-rounded halo columns, same rows
+
+
+@pytest.mark.parametrize("radius", range(1, 8))
+def test_pipelined_tiles_are_16_byte_rows_within_shared_memory(radius):
+    p = cv.ConvProblem(8192, 8192, radius)
+    rung = family("conv2d").rung("pipelined")
+    params = rung.params("sm_90", cv.radius_rows_params(p))
+    th, tw = cv.pipelined_tile(params, radius)
+    assert tw % 4 == 0 and cv.halo_pad(radius) >= radius and cv.halo_pad(radius) % 4 == 0
+    assert th == params["BY"] * params["TY"] + 2 * radius
+    L = cv.geometry_pipelined(params, p)
+    assert L.shared == 2 * 4 * th * tw <= 99 * 1024  # two stages, room for two blocks an SM
     assert cv.patch_rows(3) == 4 and cv.patch_rows(7) == 2

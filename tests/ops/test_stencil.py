@@ -31,7 +31,15 @@ def test_every_point_has_a_thread(rung, shape):
 def test_blocking_requests_about_one_load_per_point():
     p = st.parse_size("512")
     fam = family("stencil")
-    naive, blocked, pipelined = (st.requested_bytes(r.name, r.params("sm_90"), p) for r in fam.rungs)
+    naive, blocked, pipelined, ring = (st.requested_bytes(r.name, r.params("sm_90"), p) for r in fam.rungs)
     assert naive == 4 * 8 * p.points
     assert blocked < 1.5 * p.bytes < naive / 2
     assert pipelined < blocked  # the taller tile's ring costs less per point
+    assert ring < pipelined  # no corner points, longer z chunks
+
+
+def test_async_ring_fits_several_blocks_an_sm():
+    params = family("stencil").rung("async_ring").params("sm_90")
+    L = st.geometry_async_ring(params, st.parse_size("512"))
+    assert L.shared == 4 * (params["P"] + 3) * (params["BY"] * params["RY"] + 2) * (params["BX"] + 8)
+    assert 4 * L.shared <= 227 * 1024  # at least four resident blocks keep 4 x P planes in flight

@@ -14,8 +14,8 @@ from .base import Reference, device_copy, parse_int, torch_reference
 
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
-CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy")  # rungs that read c_filter
-TX = 4  # outputs per thread along x in rungs 4 and 5
+CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy", "pipelined")  # rungs that read c_filter
+TX = 4  # outputs per thread along x in rungs 4-6
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,18 @@ def patch_rows(r: int) -> int:
 
 
 def radius_rows_params(p: ConvProblem, device=None, vec=None) -> dict:
-    """Rung 5: the radius and the rows per thread that suit it."""
+    """Rungs 5-6: the radius and the rows per thread that suit it."""
     return {"R": p.R, "TY": patch_rows(p.R)}
+
+
+def halo_pad(r: int) -> int:
+    """Rung 6's halo columns on each side: the radius rounded up to 16 bytes (4 floats)."""
+    return 4 * -(-r // 4)
+
+
+def pipelined_tile(params, r: int) -> tuple[int, int]:
+    """Rung 6's shared tile (rows, floats per row) for one stage."""
+    return params["BY"] * params["TY"] + 2 * r, params["BX"] * TX + 2 * halo_pad(r)
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -100,6 +110,14 @@ def geometry_register_xy(params, p: ConvProblem, device=None) -> Launch:
     return Launch(grid2(p.W, p.H, params["BX"] * TX, params["BY"] * params["TY"]), (params["BX"], params["BY"], 1))
 
 
+def geometry_pipelined(params, p: ConvProblem, device=None) -> Launch:
+    """A block per column strip of BX*4 outputs and NT consecutive tiles of BY*TY rows; two tile
+    stages in dynamic shared memory."""
+    th, tw = pipelined_tile(params, params["R"])
+    grid = grid2(p.W, p.H, params["BX"] * TX, params["BY"] * params["TY"] * params["NT"])
+    return Launch(grid, (params["BX"], params["BY"], 1), 2 * 4 * th * tw)
+
+
 def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
     """Global bytes the threads ask for (caches aside): per-pixel rungs read every tap's input (and,
     in rung 1, every tap's filter value); tiled rungs read each block's haloed tile once."""
@@ -110,6 +128,9 @@ def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
         return 4 * p.taps * p.H * p.W + out
     bx, by, r = params["BX"], params["BY"], p.R
     rows = by * params.get("TY", 1)
+    if rung_name == "pipelined":
+        th, tw = pipelined_tile(params, r)
+        return 4 * -(-p.W // (bx * TX)) * -(-p.H // rows) * th * tw + out
     if rung_name in ("register_x", "register_xy"):
         nc = (TX + 2 * r + 3) // 4
         tw, cols = bx * TX + 4 * nc, bx * TX

@@ -75,17 +75,28 @@ def geometry_25d_pipelined(params, p: StencilProblem, device=None) -> Launch:
     return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1))
 
 
+def ring_slot_floats(params) -> int:
+    """Rung 4: one plane of the ring with its halo (rows padded so the interior starts at 16 bytes)."""
+    return (params["BY"] * params["RY"] + 2) * (params["BX"] + 8)
+
+
+def geometry_async_ring(params, p: StencilProblem, device=None) -> Launch:
+    gx, gy, _ = grid2(p.NX, p.NY, params["BX"], params["BY"] * params["RY"])
+    shared = 4 * (params["P"] + 3) * ring_slot_floats(params)
+    return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1), shared)
+
+
 def requested_bytes(rung_name: str, params, p: StencilProblem) -> int:
-    """Loads the threads issue (caches aside): seven per point in rung 1; in rungs 2-3 one per point
+    """Loads the threads issue (caches aside): seven per point in rung 1; in rungs 2-4 one per point
     and plane of the column (plus the two planes around each z chunk) and each plane's halo ring
-    (rung 3's tile is BY*RY rows tall)."""
+    (rungs 3-4's tile is BY*RY rows tall; rung 4's ring has no corners)."""
     if rung_name == "naive":
         return 4 * 8 * p.points
     bx, by, zc = params["BX"], params["BY"] * params.get("RY", 1), params["ZC"]
     columns = -(-p.NX // bx) * -(-p.NY // by)
     chunks = -(-p.NZ // zc)
     own = columns * bx * by * (p.NZ + 2 * chunks)
-    ring = columns * (2 * (bx + 2) + 2 * by) * p.NZ
+    ring = columns * (2 * (bx + (0 if rung_name == "async_ring" else 2)) + 2 * by) * p.NZ
     return 4 * (own + ring) + 4 * p.points
 
 
