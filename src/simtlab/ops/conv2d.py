@@ -193,7 +193,7 @@ def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare)
         args += (np.int32(p.R),)
 
     def run():
-        func(launch.grid, launch.block, args)
+        func(launch.grid, launch.block, args, shared_mem=launch.shared)
 
     return run
 
