@@ -464,6 +464,30 @@ def test_kahan_option_is_more_accurate_and_still_correct(K):
         simtlab.gemm(A, B, rung="tuned", kahan=True)
 
 
+@pytest.mark.parametrize("size", [f"{m}x{n}x{k}:tf32" for m, n, k in TC_SHAPES] + ["4096x264x520:tf32", "3x65x66x67:tf32"])
+def test_tf32_matches_float64_and_cublas_tf32(size):
+    """TF32 (fp32 inputs, rung 5, B transposed first): within the TF32 band of the float64 product,
+    beside cuBLAS's TF32 mode; every other rung refuses the problem by name."""
+    import cupy
+
+    from simtlab.launch import LaunchError
+    from simtlab.ops import gemm_tc
+
+    fam = family("gemm_tc")
+    p = gemm_tc.parse_size(size)
+    ws = _run_rung(fam, fam.rung(gemm_tc.TF32_RUNG), p, 17, ladder_params=True)
+    ours = ws.C.copy()
+    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    gemm_tc._cublas(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ws.C, ws.expected(), gemm_tc.tolerance(p)).ok  # cuBLAS's TF32 lands in the same band
+    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
+    with pytest.raises(LaunchError, match="TF32 inputs run on rung"):
+        _run_rung(fam, fam.rung("wgmma_tma"), p, 17, ladder_params=True)
+
+
 @pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("size", ["3x65x66x67:fp16", "4x128x128x64:bf16", "2x1x1x1:fp16"])
 def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
@@ -485,7 +509,7 @@ def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
     assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
 
 
-@pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16"])
+@pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16", "127x129x72:tf32"])
 def test_tensor_core_triton_reference_matches_float64(size):
     """The Triton matmul timed beside the tensor-core rungs computes the same product."""
     from simtlab.ops import gemm_tc

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 from .bench import Timing, time_gpu
 from .catalog import Family, Rung
 from .compile import CompileError
-from .launch import LaunchError, build, choose_params, runner
+from .launch import LaunchError, build, choose_params, runner, unsupported_reason
 from .store import Store
 from .verify import Verdict, compare
 
@@ -194,6 +194,11 @@ def run_ladder(
                 if not rung.supports(device.compute_capability):
                     row.status = "unsupported"
                     row.error = f"needs {rung.requirement}, device is {device.arch}"
+                    emit(row, problem.dtype, ref_name)
+                    continue
+                reason = unsupported_reason(rung, problem)
+                if reason:
+                    row.status, row.error = "unsupported", reason
                     emit(row, problem.dtype, ref_name)
                     continue
                 ws = op.workspace(problem, _seed(opts))

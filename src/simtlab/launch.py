@@ -179,11 +179,21 @@ def prepare(instance: RungInstance, launch: Launch, vec: bool | None, device=Non
     return func
 
 
+def unsupported_reason(rung: Rung, problem) -> str | None:
+    """Why a rung cannot take this problem at all (e.g. an input type it has no form for), from the
+    family's optional `unsupported(rung, problem)` hook; None when it can."""
+    op = _family_op(rung)
+    return op.unsupported(rung, problem) if hasattr(op, "unsupported") else None
+
+
 def runner(instance: RungInstance, problem, ws, vec: bool | None, device=None):
     """A zero-argument callable that runs the rung once on the workspace: the family's own
     `make_runner` where it has one (several launches, __constant__ data, per-rung arguments; it may
     return None for a rung it leaves to the default), else one launch with `ws.args()`."""
     op = _family_op(instance.rung)
+    reason = unsupported_reason(instance.rung, problem)
+    if reason:
+        raise LaunchError(f"{instance.rung.id} cannot run {problem.label}: {reason}")
     if hasattr(op, "make_runner"):
         run = op.make_runner(instance, problem, ws, device, vec, prepare)
         if run is not None:

@@ -60,6 +60,10 @@ def test_tma_boxes_describe_the_row_major_operands():
     for bad in ((8, 12, 8), (8, 8, 12)):
         with pytest.raises(ValueError, match="multiples of 8"):
             tc.tma_boxes(params, tc.TcProblem(*bad))
+    # TF32: 32 fp32 per 128-byte row; B^T (N x K) read in 32 x BN boxes
+    a, b = tc.tma_boxes(params, tc.TcProblem(300, 136, 72, "float32", 5))
+    assert a.dims == (72, 300, 5) and a.strides == (288, 288 * 300) and a.box == (32, 128, 1)
+    assert b.dims == (72, 136, 5) and b.strides == (288, 288 * 136) and b.box == (32, 256, 1)
     # the ring (48 KiB a stage at 128x256), the barriers and the alignment slack fit the opt-in limit
     assert tc.wgmma_smem(params) == 4 * (384 * 64 * 2 + 8) + 1024 <= 227 * 1024
 
@@ -79,7 +83,23 @@ def test_tensor_map_enum_values_match_the_driver_headers():
     drv = pytest.importorskip("cuda.bindings.driver")
     assert tc.TMA_FLOAT16 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
     assert tc.TMA_BFLOAT16 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
+    assert tc.TMA_FLOAT32 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
     assert tc.TMA_INTERLEAVE_NONE == int(drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE)
     assert tc.TMA_SWIZZLE_128B == int(drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B)
     assert tc.TMA_L2_256B == int(drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
     assert tc.TMA_OOB_ZERO == int(drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+
+
+def test_tf32_problems_and_the_rungs_that_take_them():
+    from simtlab.launch import unsupported_reason
+
+    p = tc.parse_size("4096:tf32")
+    assert (p.dtype, p.label, tc.dtype_params(p)) == ("float32", "4096x4096x4096:tf32", {"DT": 2})
+    assert p.bytes == 4 * 2 * 4096 * 4096 + 4 * 4096 * 4096
+    # TF32 keeps 10 mantissa bits: its tolerance is the fp16/bf16 one plus 2^-9
+    assert tc.tolerance(p) == pytest.approx(tc.tolerance(tc.parse_size("4096")) + 2 ** -9)
+    for rung in family("gemm_tc").rungs:
+        reason = unsupported_reason(rung, p)
+        assert (reason is None) == (rung.name == tc.TF32_RUNG), rung.name
+        assert unsupported_reason(rung, tc.parse_size("64:bf16")) is None
+    assert "wgmma_ws" in unsupported_reason(family("gemm_tc").rung("wmma"), p)

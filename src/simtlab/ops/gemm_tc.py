@@ -1,5 +1,5 @@
-"""Tensor-core GEMM with fp16 or bf16 inputs and fp32 accumulation and output:
-C (MxN, fp32) = A (MxK) @ B (KxN), all row-major and contiguous."""
+"""Tensor-core GEMM with fp16 or bf16 inputs (or fp32 inputs multiplied as TF32) and fp32
+accumulation and output: C (MxN, fp32) = A (MxK) @ B (KxN), all row-major and contiguous."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 
-DTYPE = "float16"  # the default input type; a size suffix picks bf16 ("4096:bf16")
-DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-DT = {"float16": 0, "bfloat16": 1}  # the kernels' DT template argument
-_CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14}  # CUDA_R_16F, CUDA_R_16BF (library_types.h)
-_CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT = 0, 68, -1
+DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
+SHORT = {v: k for k, v in DTYPES.items()}
+DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
+ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+TF32_RUNG = "wgmma_ws"  # the one rung with a TF32 form (wgmma's tf32 shape, B transposed first)
+_CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
+_CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 0, 68, 77, -1
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,13 @@ class TcProblem:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DT:
-            raise ValueError(f"tensor-core GEMM inputs are float16 or bfloat16, not {self.dtype}")
+            raise ValueError(f"tensor-core GEMM inputs are float16, bfloat16 or float32 (as TF32), not {self.dtype}")
         if self.batch > 65535:
             raise ValueError(f"batch {self.batch} exceeds the grid's z limit (65535); split it into several calls")
 
     @property
     def short(self) -> str:
-        return "fp16" if self.dtype == "float16" else "bf16"
+        return SHORT[self.dtype]
 
     @property
     def label(self) -> str:
@@ -50,14 +53,15 @@ class TcProblem:
 
     @property
     def bytes(self) -> int:
-        return (2 * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N) * self.batch
+        return (ELEMENT_BYTES[self.dtype] * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N) * self.batch
 
 
 def parse_size(text: str, **_) -> TcProblem:
-    """'4096' (a cube, fp16), 'MxNxK', or 'BATCHxMxNxK' (batched strided), with ':bf16' or ':fp16'."""
+    """'4096' (a cube, fp16), 'MxNxK', or 'BATCHxMxNxK' (batched strided), with ':fp16', ':bf16' or
+    ':tf32' (fp32 inputs on the tensor cores)."""
     size, _, kind = str(text).lower().partition(":")
     if kind and kind not in DTYPES:
-        raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16 or bf16, not {kind!r}")
+        raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16, bf16 or tf32, not {kind!r}")
     dtype = DTYPES[kind or "fp16"]
     parts = size.replace("*", "x").split("x")
     if len(parts) == 1:
@@ -67,16 +71,31 @@ def parse_size(text: str, **_) -> TcProblem:
         b, m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
         return TcProblem(m, n, k, dtype, b)
     if len(parts) != 3:
-        raise ValueError(f"GEMM size {text!r}: use N (a cube), MxNxK or BATCHxMxNxK, optionally with :fp16 or :bf16")
+        raise ValueError(f"GEMM size {text!r}: use N (a cube), MxNxK or BATCHxMxNxK, optionally with :fp16, :bf16 "
+                         "or :tf32")
     m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
     return TcProblem(m, n, k, dtype)
 
 
+TF32_INPUT_ERROR = 2.0 ** -9  # TF32 keeps 10 of fp32's 23 mantissa bits; the tensor cores truncate
+
+
 def tolerance(p: TcProblem, ws=None) -> float:
-    """The inputs' products are exact in fp32, so only the accumulation rounds. Tensor-core adders
-    align and truncate rather than round each step, so the bound is 4x the fp32 FFMA-chain bound
-    (the reference is the float64 product of the same half-precision inputs)."""
-    return 4 * dot_tolerance("float32", p.K)
+    """fp16/bf16: the inputs' products are exact in fp32, so only the accumulation rounds. Tensor-core
+    adders align and truncate rather than round each step, so the bound is 4x the fp32 FFMA-chain
+    bound (the reference is the float64 product of the same half-precision inputs).
+    TF32: the reference is the float64 product of the fp32 inputs, and each input loses its last 13
+    mantissa bits (up to 2^-10 relative each, 2^-9 for a product): 2^-9 normwise on top of the
+    accumulation bound. cuBLAS's TF32 mode lands in the same band (tests/test_gpu.py)."""
+    acc = 4 * dot_tolerance("float32", p.K)
+    return acc + TF32_INPUT_ERROR if p.dtype == "float32" else acc
+
+
+def unsupported(rung, p: TcProblem) -> str | None:
+    """Why `rung` cannot run `p`, or None: TF32 has one rung."""
+    if p.dtype == "float32" and rung.name != TF32_RUNG:
+        return f"TF32 inputs run on rung {TF32_RUNG} only (wgmma's tf32 form; B transposed to K-major first)"
+    return None
 
 
 def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
@@ -156,8 +175,8 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
 @dataclass(frozen=True)
 class TmaBox:
     """What cuTensorMapEncodeTiled needs for one operand, innermost dimension first: a 3-D tensor
-    (columns, rows, batch) of 16-bit values read in boxes of `box` elements with the 128-byte
-    swizzle, zeros outside."""
+    (columns, rows, batch) of 16-bit or fp32 values read in boxes of `box` elements with the
+    128-byte swizzle, zeros outside."""
 
     dims: tuple[int, int, int]
     strides: tuple[int, int]  # bytes between rows, between matrices of the batch
@@ -165,18 +184,25 @@ class TmaBox:
 
 
 def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
-    """A (M x K, K contiguous) in BK x BM boxes; B (K x N, N contiguous) in 64 x BK boxes (BN/64 of
-    them per slice). Row strides must be multiples of 16 bytes: K and N multiples of 8."""
+    """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k. 16-bit B (K x N, N
+    contiguous) in 64 x BK boxes (BN/64 of them per slice); TF32 reads B^T (N x K, K contiguous) in
+    BK x BN boxes. The kernels take K and N multiples of 8 (16-byte rows, even output columns)."""
     if p.K % 8 or p.N % 8:
         raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
-    bk = WGMMA_BK
-    a = TmaBox((p.K, p.M, p.batch), (2 * p.K, 2 * p.K * p.M), (bk, params["BM"], 1))
-    b = TmaBox((p.N, p.K, p.batch), (2 * p.N, 2 * p.N * p.K), (64, bk, 1))
+    es = ELEMENT_BYTES[p.dtype]
+    bk = 128 // es
+    a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"], 1))
+    if p.dtype == "float32":
+        b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"], 1))
+    else:
+        b = TmaBox((p.N, p.K, p.batch), (es * p.N, es * p.N * p.K), (64, bk, 1))
     return a, b
 
 
 # cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
-TMA_FLOAT16, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = 6, 9, 0, 3, 3, 0
+TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = \
+    6, 7, 9, 0, 3, 3, 0
+_TMA_TYPE = {"float16": TMA_FLOAT16, "bfloat16": TMA_BFLOAT16, "float32": TMA_FLOAT32}
 
 
 def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
@@ -190,7 +216,7 @@ def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
     aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]  # CUtensorMap: 128 bytes, 64-byte aligned
     fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     fn.restype = ctypes.c_int
-    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(TMA_FLOAT16 if dtype == "float16" else TMA_BFLOAT16),
+    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(_TMA_TYPE[dtype]),
              u32(3), ctypes.c_void_p(ptr), (u64 * 3)(*box.dims), (u64 * 2)(*box.strides), (u32 * 3)(*box.box),
              (u32 * 3)(1, 1, 1), ctypes.c_int(TMA_INTERLEAVE_NONE), ctypes.c_int(TMA_SWIZZLE_128B),
              ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
@@ -202,7 +228,8 @@ def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     """The TMA rungs take tensor maps (kept in device memory) instead of A and B. Shapes whose K
     or N is not a multiple of 8 run on zero-padded copies of A and B (the copies are part of the
-    timed call): correct for any shape, fast for the aligned ones. Other rungs: one launch."""
+    timed call): correct for any shape, fast for the aligned ones. TF32 also transposes B to B^T
+    (N x K) with simtlab's own transpose, inside the timed call. Other rungs: one launch."""
     if not inst.rung.name.startswith("wgmma"):
         return None
     import cupy
@@ -219,9 +246,15 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         A = cupy.zeros(ws.A.shape[:-1] + (kp,), dtype=ws.A.dtype)
         B = cupy.zeros(ws.B.shape[:-2] + (kp, np_), dtype=ws.B.dtype)
         C = cupy.empty(ws.C.shape[:-1] + (np_,), dtype=cupy.float32)
+    transpose_b = None
+    if p.dtype == "float32":  # wgmma's tf32 form reads B K-major: B^T, N x K
+        from .transpose import batched_transposer
+
+        Bt = cupy.empty(B.shape[:-2] + (np_, kp), dtype=cupy.float32)
+        transpose_b = batched_transposer(B, Bt)
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
-                                        encode_tensor_map(box_b, B.data.ptr, p.dtype)]))
+                                        encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
     if inst.rung.name == "wgmma_ws":  # the persistent kernel walks the batch's tiles itself
         sizes += (np.int32(p.batch),)
@@ -231,6 +264,8 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         if not aligned:
             A[..., :p.K] = ws.A
             B[..., :p.K, :p.N] = ws.B
+        if transpose_b:
+            transpose_b()
         func(launch.grid, launch.block, args, shared_mem=launch.shared)
         if not aligned:
             ws.C[...] = C[..., :p.N]
@@ -272,19 +307,22 @@ class Workspace:
 
 def _narrow(x, dtype: str):
     """float32 -> float16, or -> bfloat16 held as its uint16 bit pattern (CuPy has no bfloat16
-    type; the kernels only see a pointer), rounded to nearest even like __float2bfloat16."""
+    type; the kernels only see a pointer), rounded to nearest even like __float2bfloat16. TF32
+    problems keep their fp32 inputs (the tensor cores drop the low mantissa bits)."""
     import cupy
 
     if dtype == "float16":
         return x.astype(cupy.float16)
+    if dtype == "float32":
+        return x
     return to_bf16_bits(x)
 
 
 def _widen(x):
-    """The exact float64 value of each half-precision input."""
+    """The exact float64 value of each input."""
     import cupy
 
-    if x.dtype == cupy.float16:
+    if x.dtype in (cupy.float16, cupy.float32):
         return x.astype(cupy.float64)
     return bf16_bits_to_float32(x).astype(cupy.float64)
 
@@ -294,7 +332,8 @@ def workspace(p: TcProblem, seed: int) -> Workspace:
 
 
 def _cublas(ws: Workspace):
-    """cublasGemmEx: half-precision inputs, fp32 compute and output (what the rungs do)."""
+    """cublasGemmEx: half-precision inputs, fp32 compute and output (what the rungs do); fp32
+    inputs with CUBLAS_COMPUTE_32F_FAST_TF32 (cuBLAS's TF32 mode)."""
     import cupy
     from cupy_backends.cuda.libs import cublas
 
@@ -304,16 +343,17 @@ def _cublas(ws: Workspace):
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
     dt = _CUDA_DATA_TYPE[p.dtype]
     op_n = getattr(cublas, "CUBLAS_OP_N", 0)
+    compute = _CUBLAS_COMPUTE_32F_FAST_TF32 if p.dtype == "float32" else _CUBLAS_COMPUTE_32F
 
     def run():  # row-major C = A B as column-major C^T = B^T A^T
         cublas.gemmEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
                       ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, _CUDA_R_32F, p.N,
-                      _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+                      compute, _CUBLAS_GEMM_DEFAULT)
 
     def run_batched():  # the same per matrix, strides between them (cublasGemmStridedBatchedEx)
         cublas.gemmStridedBatchedEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
                                     p.K * p.N, ws.A.data.ptr, dt, p.K, p.M * p.K, zero.ctypes.data, ws.C.data.ptr,
-                                    _CUDA_R_32F, p.N, p.M * p.N, p.batch, _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+                                    _CUDA_R_32F, p.N, p.M * p.N, p.batch, compute, _CUBLAS_GEMM_DEFAULT)
 
     return run_batched if p.batch > 1 else run
 
@@ -321,7 +361,7 @@ def _cublas(ws: Workspace):
 def _triton(ws: Workspace):
     from ..references.triton_gemm import triton_tc_gemm_runner
 
-    return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype == "bfloat16")
+    return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype)
 
 
 def references() -> list[Reference]:

@@ -132,3 +132,34 @@ def references() -> list[Reference]:
     return [Reference("device copy", _device_copy, verifiable=False),
             Reference("tile copy (same access shape)", _tile_copy, verifiable=False),
             Reference("CuPy .T contiguous", _cupy_transpose)]
+
+
+def batched_transposer(x, out):
+    """A callable writing out[..., j, i] = x[..., i, j] with the top rung (fp32, contiguous, any
+    shape; a leading batch dimension is walked one launch per matrix): for other families that need
+    an operand transposed, e.g. B^T for TF32 wgmma."""
+    from ..catalog import family
+    from ..device import current_arch
+    from ..launch import build, prepare
+
+    rows, cols = x.shape[-2:]
+    if out.shape[-2:] != (cols, rows) or out.shape[:-2] != x.shape[:-2]:
+        raise ValueError(f"transpose of {tuple(x.shape)} needs an output of shape {x.shape[:-2] + (cols, rows)}, "
+                         f"got {tuple(out.shape)}")
+    if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        raise ValueError("transpose takes contiguous float32 arrays")
+    rung = family("transpose").rung("wide_tile")
+    inst = build(rung, None, current_arch())
+    p = TransposeProblem(rows, cols)
+    launch = inst.geometry(p)
+    xs = x.reshape(-1, rows, cols)
+    outs = out.reshape(-1, cols, rows)
+    vec = rows % 4 == 0 and cols % 4 == 0 and x.data.ptr % 16 == 0 and out.data.ptr % 16 == 0
+    func = prepare(inst, launch, vec)
+    calls = [(xs[i], outs[i], np.int32(rows), np.int32(cols)) for i in range(xs.shape[0])]
+
+    def run():
+        for args in calls:
+            func(launch.grid, launch.block, args)
+
+    return run

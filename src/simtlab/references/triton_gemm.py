@@ -1,6 +1,6 @@
 """Triton matmuls, the second reference a Python user would reach for: one kernel, autotuned twice
 over tile shapes per size - fp32 in IEEE precision (no TF32) for the fp32 GEMM ladder, and fp16 or
-bf16 on the tensor cores with fp32 output (batched) for the tensor-core ladder. Needs Triton and
+bf16 (or fp32 as TF32) on the tensor cores with fp32 output (batched) for the tensor-core ladder. Needs Triton and
 PyTorch (both on the H200 image), imported only when used."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ _SHAPES = ((128, 128, 32, 8, 3), (128, 256, 16, 8, 3), (256, 128, 16, 8, 3),
            (128, 128, 16, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4))
 _TC_SHAPES = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 64, 8, 4),
               (64, 256, 64, 4, 4), (128, 64, 64, 4, 4))
+_TF32_SHAPES = tuple((m, n, 32, w, s) for m, n, _, w, s in _TC_SHAPES)  # 4-byte inputs: half the k per stage
 
 
 @triton.jit
@@ -64,6 +65,7 @@ def _tuned(shapes, key, **kw):
 # benchmarking configs must not accumulate into C when beta != 0
 _sgemm = _tuned(_SHAPES, ["M", "N", "K", "HAS_BETA"], restore_value=["c_ptr"])
 _tc_gemm = _tuned(_TC_SHAPES, ["M", "N", "K"])
+_tf32_gemm = _tuned(_TF32_SHAPES, ["M", "N", "K"])  # tl.dot's default precision for fp32 inputs: TF32
 
 
 def _launch(kernel, a, b, c, alpha: float, beta: float, ieee: bool):
@@ -85,10 +87,10 @@ def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
     return _launch(_sgemm, torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C), alpha, beta, True)
 
 
-def triton_tc_gemm_runner(A, B, C, bf16: bool):
-    """C (fp32) = A @ B for fp16 inputs, or bf16 held as uint16 bits (viewed as torch.bfloat16, no
-    copy); A, B, C may carry a leading batch dimension."""
+def triton_tc_gemm_runner(A, B, C, dtype: str):
+    """C (fp32) = A @ B for fp16 inputs, bf16 held as uint16 bits (viewed as torch.bfloat16, no
+    copy), or fp32 inputs multiplied as TF32; A, B, C may carry a leading batch dimension."""
     a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
-    if bf16:
+    if dtype == "bfloat16":
         a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
-    return _launch(_tc_gemm, a, b, c, 1.0, 0.0, False)
+    return _launch(_tf32_gemm if dtype == "float32" else _tc_gemm, a, b, c, 1.0, 0.0, False)

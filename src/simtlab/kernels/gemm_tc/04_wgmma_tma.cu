@@ -22,6 +22,7 @@ gemm_tc_wgmma(int M, int N, int K, const void* __restrict__ map_a, const void* _
   constexpr int BK = 64;                        // 64 16-bit values = one 128-byte swizzle row
   constexpr int A_BYTES = BM * BK * 2, B_BYTES = BK * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;             // one 64-column block of a B slice (one TMA box)
+  static_assert(DT == 0 || DT == 1, "fp16 or bf16 (TF32 runs on rung 5)");
   static_assert(BM % 64 == 0 && BM <= 256, "64 rows per warpgroup, at most 4 warpgroups");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   extern __shared__ unsigned char smem_raw[];

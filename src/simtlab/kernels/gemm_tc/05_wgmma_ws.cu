@@ -11,16 +11,20 @@
 //    the producer already fetches the next tile's slices while the consumers
 //    store the previous tile's results.
 // Same tensor maps, swizzle, descriptors and padding rule as rung 4.
+// TF32 (DT 2): fp32 inputs, 32 of them per 128-byte row, so a slice is BK = 32
+// deep and the same bytes; wgmma's tf32 form reads both operands K-major, so B
+// comes transposed (B^T, N x K, made on the host side) in one BN-row box.
 #include "simtlab_hopper.cuh"
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M>
 __global__ void __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_ws(int M, int N, int K, int batch, const void* __restrict__ map_a, const void* __restrict__ map_b,
                  float* __restrict__ C) {
-  constexpr int BK = 64;
+  constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
+  constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64;
-  constexpr int A_BYTES = BM * BK * 2, B_BYTES = BK * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  constexpr int B_BLOCK = BK * 128;
+  constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
+  constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   static_assert(BM % 64 == 0 && CONSUMERS <= 2, "one or two consumer warpgroups of 64 rows");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   extern __shared__ unsigned char smem_raw[];
@@ -67,9 +71,13 @@ gemm_tc_wgmma_ws(int M, int N, int K, int batch, const void* __restrict__ map_a,
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);
           simtlab::tma_load_3d(a, map_a, &full[slot], kt * BK, tm * BM, z);
+          if constexpr (DT == 2) {  // B^T: BN rows of K
+            simtlab::tma_load_3d(a + A_BYTES, map_b, &full[slot], kt * BK, tn * BN, z);
+          } else {
 #pragma unroll
-          for (int j = 0; j < BN / 64; ++j)
-            simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
+            for (int j = 0; j < BN / 64; ++j)
+              simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
+          }
         }
       }
     }

@@ -98,29 +98,31 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-// D(64xN, fp32) = A(64x16) * B(16xN) + (scale_d ? D : 0): A K-major, B MN-major (imm-trans-b = 1).
-// One macro per N spells out the N/2 accumulator operands; TY is the input type, "f16" or "bf16".
+// D(64xN, fp32) = A(64xk) * B(kxN) + (scale_d ? D : 0). One macro per N spells out the N/2
+// accumulator operands; KTY is the shape's k and the types, TAIL the transpose immediates:
+//  * f16/bf16 (DT 0/1): k16, A K-major, B MN-major (imm-trans-b = 1): TAIL ", 0, 1";
+//  * tf32 (DT 2): k8, both operands K-major (tf32 has no transpose immediates): TAIL "".
 
-#define SIMTLAB_WGMMA_M64N64(TY)                                                                  \
+#define SIMTLAB_WGMMA_M64N64(KTY, TAIL)                                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                   \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                           \
+               "wgmma.mma_async.sync.aligned.m64n64" KTY " "                           \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "  \
-               "%32, %33, p, 1, 1, 0, 1;\n}\n"                                          \
+               "%32, %33, p, 1, 1" TAIL ";\n}\n"                                          \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
                  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
                  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
                : "l"(a), "l"(b), "r"(scale_d))
 
-#define SIMTLAB_WGMMA_M64N128(TY)                                                                  \
+#define SIMTLAB_WGMMA_M64N128(KTY, TAIL)                                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                   \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " "                           \
+               "wgmma.mma_async.sync.aligned.m64n128" KTY " "                           \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "  \
-               "%64, %65, p, 1, 1, 0, 1;\n}\n"                                          \
+               "%64, %65, p, 1, 1" TAIL ";\n}\n"                                          \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
                  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
@@ -131,9 +133,9 @@ __device__ __forceinline__ void setmaxnreg_inc() {
                  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
                : "l"(a), "l"(b), "r"(scale_d))
 
-#define SIMTLAB_WGMMA_M64N256(TY)                                                                  \
+#define SIMTLAB_WGMMA_M64N256(KTY, TAIL)                                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                   \
-               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " "                           \
+               "wgmma.mma_async.sync.aligned.m64n256" KTY " "                           \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
                "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
@@ -142,7 +144,7 @@ __device__ __forceinline__ void setmaxnreg_inc() {
                "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "  \
                "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
                "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "  \
-               "%128, %129, p, 1, 1, 0, 1;\n}\n"                                          \
+               "%128, %129, p, 1, 1" TAIL ";\n}\n"                                          \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
                  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
@@ -164,23 +166,36 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int N, int DT>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale_d) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma N of 64, 128 or 256 here");
+  static_assert(DT >= 0 && DT <= 2, "DT: 0 fp16, 1 bf16, 2 tf32");
+#define SIMTLAB_WGMMA_TYPES(M)                                          \
+  if constexpr (DT == 0) M("k16.f32.f16.f16", ", 0, 1");               \
+  else if constexpr (DT == 1) M("k16.f32.bf16.bf16", ", 0, 1");        \
+  else M("k8.f32.tf32.tf32", "");
   if constexpr (N == 64) {
-    if constexpr (DT == 0) SIMTLAB_WGMMA_M64N64("f16"); else SIMTLAB_WGMMA_M64N64("bf16");
+    SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N64)
   } else if constexpr (N == 128) {
-    if constexpr (DT == 0) SIMTLAB_WGMMA_M64N128("f16"); else SIMTLAB_WGMMA_M64N128("bf16");
+    SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N128)
   } else {
-    if constexpr (DT == 0) SIMTLAB_WGMMA_M64N256("f16"); else SIMTLAB_WGMMA_M64N256("bf16");
+    SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N256)
   }
+#undef SIMTLAB_WGMMA_TYPES
 }
 
-// One K slice of BK values from the 128-byte-swizzled tiles at shared addresses a (64 rows of A,
-// K-major) and b (BK rows of B, N-major in 64-column blocks of b_block bytes): BK/16 wgmmas,
-// +32 bytes along A's rows and +16 rows (2 KiB) of B per step.
+// One K slice (128 bytes of each row: BK = 64 16-bit or 32 fp32 values) from the 128-byte-swizzled
+// tiles at shared addresses a (64 rows of A, K-major) and b. Each wgmma takes 32 bytes of k
+// (k16 of 16-bit, k8 of tf32): +32 bytes along A's rows per step. B is
+//  * 16-bit (DT 0/1): BK rows, N-major in 64-column blocks of b_block bytes: +16 rows (2 KiB) a step;
+//  * tf32 (DT 2): BN rows of B^T, K-major like A: +32 bytes a step.
 template <int BN, int DT, int BK>
 __device__ __forceinline__ void wgmma_slice(float (&acc)[BN / 2], unsigned a, unsigned b, unsigned b_block) {
+  constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16;
 #pragma unroll
-  for (int kk = 0; kk < BK / 16; ++kk)
-    wgmma<BN, DT>(acc, desc_sw128(a + 32 * kk, 16, 1024), desc_sw128(b + 2048 * kk, b_block, 1024), 1);
+  for (int kk = 0; kk < STEPS; ++kk) {
+    if constexpr (DT == 2)
+      wgmma<BN, DT>(acc, desc_sw128(a + 32 * kk, 16, 1024), desc_sw128(b + 32 * kk, 16, 1024), 1);
+    else
+      wgmma<BN, DT>(acc, desc_sw128(a + 32 * kk, 16, 1024), desc_sw128(b + 2048 * kk, b_block, 1024), 1);
+  }
 }
 
 }  // namespace simtlab
