@@ -1,6 +1,7 @@
-"""The conv2d ladder's block-shape step: rungs 3 (one output per thread), 4 (four per thread) and
+"""The conv2d ladder's block-shape step: rungs 3 (one output per thread), 4 (four per thread),
 5 (a TYx4 patch per thread; 32x32 threads would need more than 48 KiB of static shared memory,
-which the row reports as a compile failure)
+which the row reports as a compile failure) and 6 (rung 5's patch on cp.async-filled,
+double-buffered tiles in dynamic shared memory)
 at each 2D block shape the conv issue names, on one image and radius; every row verified, timed
 beside the device copy and stored. Prints the table with occupancy and its limiter, which is
 most of the answer to "which shape wins and why".
@@ -33,7 +34,7 @@ def main() -> None:
     run_id = store.start_run("benchmarks/conv_block_sweep.py --size " + args.size, dev, current_sm_clock_mhz())
     refs: dict = {}
     rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
-    for rung in (fam.rung("smem_tile"), fam.rung("register_x"), fam.rung("register_xy")):
+    for rung in (fam.rung("smem_tile"), fam.rung("register_x"), fam.rung("register_xy"), fam.rung("pipelined")):
         for bx, by in SHAPES:
             opts = LadderOptions(overrides={rung.name: {"BX": bx, "BY": by}})
             rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
