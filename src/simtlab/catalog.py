@@ -354,8 +354,8 @@ CONV2D = Family(
              _frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3}),
              "a TYx4 patch per thread: each input row read once feeds every output row it touches; FMA-bound",
              "geometry_register_xy", size_defaults="radius_rows_params", sass_expect=("LDS.128", "STG.128")),
-        Rung("conv2d", 6, "pipelined", "conv2d/06_pipelined.cu", "conv2d_pipelined", ("BX", "BY", "TY", "R", "NT"),
-             _frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3, "NT": 8}),
+        Rung("conv2d", 6, "pipelined", "conv2d/06_pipelined.cu", "conv2d_pipelined", ("BX", "BY", "TX", "TY", "R", "NT"),
+             _frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
              "a block walks NT tiles down a strip; cp.async fills the next tile (16-byte copies) while "
              "this one computes",
              "geometry_pipelined", min_cc=(8, 0), size_defaults="radius_rows_params",

@@ -22,7 +22,7 @@ def test_every_pixel_has_a_thread(rung, shape):
     p = cv.ConvProblem(*shape, 7)
     params = rung.params("sm_90", getattr(cv, rung.size_defaults)(p) if rung.size_defaults else None)
     L = getattr(cv, rung.geometry)(params, p)
-    cols = params["BX"] * (cv.TX if rung.stage >= 4 else 1)
+    cols = params["BX"] * (params.get("TX", cv.TX) if rung.stage >= 4 else 1)
     rows = params["BY"] * params.get("TY", 1) * params.get("NT", 1)
     assert L.grid[0] * cols >= p.W and (L.grid[0] - 1) * cols < p.W
     assert L.grid[1] * rows >= p.H and (L.grid[1] - 1) * rows < p.H

@@ -15,7 +15,7 @@ from .base import Reference, device_copy, parse_int, torch_reference
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
 CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy", "pipelined")  # rungs that read c_filter
-TX = 4  # outputs per thread along x in rungs 4-6
+TX = 4  # outputs per thread along x in rungs 4-5 (rung 6: its TX parameter)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def halo_pad(r: int) -> int:
 
 def pipelined_tile(params, r: int) -> tuple[int, int]:
     """Rung 6's shared tile (rows, floats per row) for one stage."""
-    return params["BY"] * params["TY"] + 2 * r, params["BX"] * TX + 2 * halo_pad(r)
+    return params["BY"] * params["TY"] + 2 * r, params["BX"] * params["TX"] + 2 * halo_pad(r)
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -111,10 +111,10 @@ def geometry_register_xy(params, p: ConvProblem, device=None) -> Launch:
 
 
 def geometry_pipelined(params, p: ConvProblem, device=None) -> Launch:
-    """A block per column strip of BX*4 outputs and NT consecutive tiles of BY*TY rows; two tile
+    """A block per column strip of BX*TX outputs and NT consecutive tiles of BY*TY rows; two tile
     stages in dynamic shared memory."""
     th, tw = pipelined_tile(params, params["R"])
-    grid = grid2(p.W, p.H, params["BX"] * TX, params["BY"] * params["TY"] * params["NT"])
+    grid = grid2(p.W, p.H, params["BX"] * params["TX"], params["BY"] * params["TY"] * params["NT"])
     return Launch(grid, (params["BX"], params["BY"], 1), 2 * 4 * th * tw)
 
 
@@ -130,7 +130,7 @@ def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
     rows = by * params.get("TY", 1)
     if rung_name == "pipelined":
         th, tw = pipelined_tile(params, r)
-        return 4 * -(-p.W // (bx * TX)) * -(-p.H // rows) * th * tw + out
+        return 4 * -(-p.W // (bx * params["TX"])) * -(-p.H // rows) * th * tw + out
     if rung_name in ("register_x", "register_xy"):
         nc = (TX + 2 * r + 3) // 4
         tw, cols = bx * TX + 4 * nc, bx * TX

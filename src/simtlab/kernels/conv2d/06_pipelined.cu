@@ -9,15 +9,15 @@
 // is rounded down to 16 bytes so a row is filled by 16-byte copies (a chunk
 // is wholly inside or wholly outside the image when W % 4 == 0; outside it is
 // zero-filled); other widths or unaligned images fill with 4-byte copies.
-// Compute is rung 5's TY x 4 patch per thread, reading each window row as
-// aligned LDS.128 chunks.
+// Compute is rung 5's patch per thread, TY x TX (TX a multiple of 4: wider
+// patches read fewer window columns per output), each window row as aligned
+// LDS.128 chunks.
 #include "simtlab_async.cuh"
 
 __constant__ float c_filter[15 * 15];
 
 namespace conv6 {
-constexpr int TX = 4;  // outputs per thread along x
-template <int R>
+template <int R, int TX>
 struct Geometry {
   static constexpr int PAD = 4 * ((R + 3) / 4);         // halo columns each side, rounded up to 16 bytes
   static constexpr int SKIP = (PAD - R) / 4 * 4;        // first chunk a window needs, from the thread's column
@@ -26,11 +26,12 @@ struct Geometry {
 };
 }  // namespace conv6
 
-template <int BX, int BY, int TY, int R, int NT>
+template <int BX, int BY, int TX, int TY, int R, int NT>
 __global__ void __launch_bounds__(BX * BY)
 conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, int W) {
-  using G = conv6::Geometry<R>;
-  constexpr int TX = conv6::TX, D = 2 * R + 1;
+  using G = conv6::Geometry<R, TX>;
+  constexpr int D = 2 * R + 1;
+  static_assert(TX % 4 == 0, "TX outputs per thread in float4 stores");
   constexpr int TW = BX * TX + 2 * G::PAD;  // floats per tile row (a multiple of 4)
   constexpr int TWV = TW / 4;
   constexpr int ROWS = BY * TY;             // output rows per tile
@@ -114,7 +115,9 @@ conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, i
         if (y >= H) break;
         float* o = out + (size_t)y * W + x;
         if (vec_out) {
-          *reinterpret_cast<float4*>(o) = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+#pragma unroll
+          for (int k = 0; k < TX; k += 4)
+            *reinterpret_cast<float4*>(o + k) = make_float4(acc[j][k], acc[j][k + 1], acc[j][k + 2], acc[j][k + 3]);
         } else {
 #pragma unroll
           for (int k = 0; k < TX; ++k)
