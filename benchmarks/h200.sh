@@ -28,6 +28,7 @@ fi
 echo "== simtlab device"; simtlab device
 # Problem lists shared by the phases that time the same ladder.
 TC_SIZES=(-s 2048 -s 4096 -s 4096:bf16 -s 6144:bf16 -s 8192 -s 8192:bf16 -s 8192x1024x8192:bf16 -s 4097x4095x4093
+          -s 4096:tf32 -s 8192:tf32
           -s 64x512x512x512:bf16)
 ROW_SIZES=(-s 1048576x128 -s 131072x1024 -s 32768x4096 -s 4096x32768   # the same 512 MiB at every row length
            -s 1048576x128:bf16 -s 131072x1024:bf16 -s 32768x4096:bf16 -s 4096x32768:bf16)
@@ -61,11 +62,11 @@ if [[ $phase == conv ]]; then
   echo "== simtlab ladder conv2d"; simtlab ladder conv2d -s 8192:r3 -s 8192:r1 -s 8192:r7 -s 1000x1013:r3 \
     --json-out "$OUT/conv2d_ladder.json"
   echo "== conv2d block shapes"; python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json "$OUT/conv_block_sweep.json"
-  echo "== conv2d rung 5 patch shapes"; python3 benchmarks/param_sweep.py conv2d register_xy --size 8192:r3 \
-    --param BY=2,4,8 --param TY=4,8 --json "$OUT/conv_xy_sweep.json"
+  echo "== conv2d rung 6 patch shapes"; python3 benchmarks/param_sweep.py conv2d pipelined --size 8192:r3 \
+    --param TX=4,8 --param BY=4,8 --param TY=4,8 --json "$OUT/conv_pipelined_sweep.json"
   echo "== simtlab ladder stencil"; simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
-  echo "== stencil rung 3 tile and z chunk"; python3 benchmarks/param_sweep.py stencil pipelined_25d --size 512 \
-    --param BX=32,64 --param RY=2,4 --param ZC=16,32,64 --json "$OUT/stencil_sweep.json"
+  echo "== stencil rung 4 tile, planes ahead and z chunk"; python3 benchmarks/param_sweep.py stencil async_ring \
+    --size 512 --param BX=32,128 --param RY=2,4 --param P=1,2,3 --param ZC=32 --json "$OUT/stencil_sweep.json"
 fi
 if [[ $phase == softmax ]]; then
   [[ -z ${SKIP_TESTS:-} ]] && { echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4; }
