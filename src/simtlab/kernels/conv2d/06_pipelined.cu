@@ -4,7 +4,7 @@
 // element), waits at a barrier, and only then computes, so an SM alternates
 // between loading and computing. Here a block walks NT tiles down a column
 // strip and copies tile t+1 into the other half of a double-buffered shared
-// tile with cp.async while it computes tile t: the copies bypass registers
+// tile with cp.async while it computes tile t (one barrier a tile): the copies bypass registers
 // and their latency hides behind a whole tile of FMAs. The tile's left edge
 // is rounded down to 16 bytes so a row is filled by 16-byte copies (a chunk
 // is wholly inside or wholly outside the image when W % 4 == 0; outside it is
@@ -71,13 +71,9 @@ conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, i
   const bool vec_out = x + TX <= W && W % 4 == 0 && reinterpret_cast<size_t>(out) % 16 == 0;
   fill(0);
   for (int t = 0; t < ntiles; ++t) {
-    if (t + 1 < ntiles) {
-      fill(t + 1);  // its stage was last read by tile t-1, which every thread finished (barrier below)
-      simtlab::cp_async_wait<1>();
-    } else {
-      simtlab::cp_async_wait<0>();
-    }
-    __syncthreads();
+    simtlab::cp_async_wait<0>();  // tile t (issued a whole tile of compute ago) is in, for this thread
+    __syncthreads();              // ... and every thread's; and all are done with tile t-1's stage
+    if (t + 1 < ntiles) fill(t + 1);  // into tile t-1's stage: lands while tile t computes
     const float* tile = tiles + (t & 1) * STAGE + threadIdx.y * TY * TW + threadIdx.x * TX + G::SKIP;
     float acc[TY][TX];
 #pragma unroll
@@ -125,6 +121,5 @@ conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, i
         }
       }
     }
-    __syncthreads();  // every thread is done with stage t & 1 before fill(t + 2) overwrites it
   }
 }
