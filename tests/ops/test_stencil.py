@@ -43,3 +43,9 @@ def test_async_ring_fits_several_blocks_an_sm():
     L = st.geometry_async_ring(params, st.parse_size("512"))
     assert L.shared == 4 * (params["P"] + 3) * (params["BY"] * params["RY"] + 2) * (params["BX"] + 8)
     assert 4 * L.shared <= 227 * 1024  # at least four resident blocks keep 4 x P planes in flight
+
+
+def test_async_ring_refuses_planes_past_32_bit_offsets():
+    params = family("stencil").rung("async_ring").params("sm_90")
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        st.geometry_async_ring(params, st.StencilProblem(2, 65536, 32768))

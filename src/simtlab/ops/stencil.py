@@ -81,6 +81,8 @@ def ring_slot_floats(params) -> int:
 
 
 def geometry_async_ring(params, p: StencilProblem, device=None) -> Launch:
+    if p.NX * p.NY >= 2 ** 31:
+        raise ValueError(f"stencil rung 4 indexes a plane with 32-bit offsets: {p.NY}x{p.NX} has 2^31 points or more")
     gx, gy, _ = grid2(p.NX, p.NY, params["BX"], params["BY"] * params["RY"])
     shared = 4 * (params["P"] + 3) * ring_slot_floats(params)
     return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1), shared)

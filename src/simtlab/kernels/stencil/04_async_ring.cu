@@ -44,28 +44,29 @@ stencil_async_ring(const float* __restrict__ u, float* __restrict__ out, int NX,
   }
   const int hgx = bx + hx, hgy = by + hy;
   const bool h_in = hbytes && hgy >= 0 && hgy < NY && hgx >= 0 && hgx < NX;
-  const size_t h_off = h_in ? (size_t)hgy * NX + hgx : 0;
+  const int h_off = h_in ? hgy * NX + hgx : 0;
   const int h_dst = (hy + 1) * ROW + 4 + hx;
-  // Offsets inside a plane, computed once: a copy of plane z is then an add and a test.
+  // Offsets inside a plane (32-bit: the host refuses planes of 2^31 points or more), computed
+  // once: a copy of plane z is then an add and a test.
   // 16-byte path: KV interior chunks per thread; 4-byte path: the thread's own RY points.
   constexpr int NTH = BX * BY, KV = (TH * CH + NTH - 1) / NTH;
   int v_dst[KV];
-  size_t v_off[KV];
+  int v_off[KV];
   bool v_in[KV];
 #pragma unroll
   for (int k = 0; k < KV; ++k) {
     const int i = tid + k * NTH, r = i / CH, c = 4 * (i % CH), gx = bx + c, gy = by + r;
     v_dst[k] = i < TH * CH ? (r + 1) * ROW + 4 + c : -1;
     v_in[k] = i < TH * CH && gy < NY && gx < NX;
-    v_off[k] = v_in[k] ? (size_t)gy * NX + gx : 0;
+    v_off[k] = v_in[k] ? gy * NX + gx : 0;
   }
-  size_t own_off[RY];
+  int own_off[RY];
   bool own_in[RY];
 #pragma unroll
   for (int r = 0; r < RY; ++r) {
     const int x = bx + tx, y = by + ty + BY * r;
     own_in[r] = x < NX && y < NY;
-    own_off[r] = own_in[r] ? (size_t)y * NX + x : 0;
+    own_off[r] = own_in[r] ? y * NX + x : 0;
   }
   const int own_dst = (ty + 1) * ROW + 4 + tx;  // + r * BY * ROW
 
@@ -112,6 +113,7 @@ stencil_async_ring(const float* __restrict__ u, float* __restrict__ out, int NX,
     simtlab::cp_async_wait<P - 1>();  // plane z+1 is in (planes z+2 .. z+P may still fly)
     __syncthreads();                  // ... for every thread; and step z-1 is done with plane z-2's slot
     fill(z + P + 1);                  // into plane z-2's slot (ring of P+3)
+    float* out_z = out + (size_t)z * plane;
     const float* pc = ring + ((z - z0 + 1) % NS) * SLOT + own_dst;
     const float* pn = ring + ((z - z0 + 2) % NS) * SLOT + own_dst;
 #pragma unroll
@@ -119,7 +121,7 @@ stencil_async_ring(const float* __restrict__ u, float* __restrict__ out, int NX,
       const int at = r * BY * ROW;
       const float next = pn[at];
       const float s = pc[at - 1] + pc[at + 1] + pc[at - ROW] + pc[at + ROW] + prev[r] + next;
-      if (own_in[r]) out[(size_t)z * plane + own_off[r]] = fmaf(c1, s, c0 * cur[r]);
+      if (own_in[r]) out_z[own_off[r]] = fmaf(c1, s, c0 * cur[r]);
       prev[r] = cur[r];
       cur[r] = next;
     }
