@@ -383,7 +383,7 @@ STENCIL = Family(
              "2.5D with plane z+2 loading while plane z computes (double-buffered tile, one barrier a plane)",
              "geometry_25d_pipelined", sass_expect=("LDS", "BAR")),
         Rung("stencil", 4, "async_ring", "stencil/04_async_ring.cu", "stencil_async_ring",
-             ("BX", "BY", "RY", "ZC", "P"), _frozen({"BX": 32, "BY": 8, "RY": 4, "ZC": 64, "P": 3}),
+             ("BX", "BY", "RY", "ZC", "P"), _frozen({"BX": 128, "BY": 4, "RY": 4, "ZC": 32, "P": 2}),
              "planes stream by cp.async into a ring of shared slots P planes ahead: loads in flight "
              "without registers",
              "geometry_async_ring", min_cc=(8, 0), sass_expect=("LDGSTS", "BAR")),

@@ -35,7 +35,7 @@ def test_blocking_requests_about_one_load_per_point():
     assert naive == 4 * 8 * p.points
     assert blocked < 1.5 * p.bytes < naive / 2
     assert pipelined < blocked  # the taller tile's ring costs less per point
-    assert ring < pipelined  # no corner points, longer z chunks
+    assert ring < 1.25 * p.bytes  # wide tiles: the halo ring and the two extra planes a chunk add < 25%
 
 
 def test_async_ring_fits_several_blocks_an_sm():
