@@ -436,6 +436,13 @@ LAYERNORM = Family(
              "the row in registers, per-thread moments merged by Chan/Welford in one shuffle reduction: one read",
              "geometry_vectorized", vec_variant=True, size_defaults="row_params",
              sass_expect=("LDG.128", "STG.128", "SHFL")),
+        Rung("layernorm", 3, "two_sums", "layernorm/03_two_sums.cu", "layernorm_two_sums",
+             ("DT", "BLOCK", "VPT", "WARP_ROWS", "EARLY"),
+             _frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),
+             "issue-bound, not memory-bound: two one-value sums (mean, then squared deviations) over the "
+             "row in registers replace the three-value Chan merge; each value unpacked once",
+             "geometry_vectorized", vec_variant=True, size_defaults="row_params",
+             sass_expect=("LDG.128", "STG.128", "SHFL")),
     ),
     metric="gbs",
     check_size="333x517",

@@ -57,7 +57,7 @@ def tolerance(p: LayerNormProblem, ws=None) -> float:
     return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
 
 
-READS = {"two_pass": 3, "welford": 1}  # times each rung reads x
+READS = {"two_pass": 3, "welford": 1, "two_sums": 1}  # times each rung reads x
 
 
 def requested_bytes(rung_name: str, params, p: LayerNormProblem) -> int:
