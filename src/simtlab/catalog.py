@@ -360,6 +360,11 @@ CONV2D = Family(
              "this one computes",
              "geometry_pipelined", min_cc=(8, 0), size_defaults="radius_rows_params",
              sass_expect=("LDGSTS", "LDS.128")),
+        Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
+             _frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
+             "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
+             "no fill instructions left",
+             "geometry_tma", min_cc=(9, 0), size_defaults="radius_rows_params", sass_expect=("UTMALDG", "SYNCS")),
     ),
     metric="gbs",
     check_size="333x517:r7",

@@ -51,3 +51,22 @@ def test_pipelined_tiles_are_16_byte_rows_within_shared_memory(radius):
     L = cv.geometry_pipelined(params, p)
     assert L.shared == 2 * 4 * th * tw <= 99 * 1024  # two stages, room for two blocks an SM
     assert cv.patch_rows(3) == 4 and cv.patch_rows(7) == 2
+
+
+def test_tma_rung_boxes_and_stages():
+    """Rung 7 reads the image as a 2-D tensor in whole haloed tiles; each stage starts 128-byte aligned."""
+    rung = family("conv2d").rung("tma")
+    for radius in range(1, 8):
+        p = cv.ConvProblem(1000, 1013, radius)
+        params = rung.params("sm_90", cv.radius_rows_params(p))
+        th, tw = cv.pipelined_tile(params, radius)
+        box = cv.tma_box(params, p, 1016)
+        assert box.dims == (1016, 1000) and box.strides == (4 * 1016,) and box.box == (tw, th)
+        assert cv.tma_stage_bytes(params, radius) % 128 == 0 >= 4 * th * tw - cv.tma_stage_bytes(params, radius)
+        assert cv.geometry_tma(params, p).shared <= 99 * 1024
+    from simtlab.ops.tma import TmaBox
+
+    with pytest.raises(ValueError, match="16 bytes"):
+        TmaBox((1013, 8), (4 * 1013,), (136, 38))
+    with pytest.raises(ValueError, match="1-256"):
+        TmaBox((4096, 8), (4 * 4096,), (264, 38))

@@ -11,11 +11,12 @@ import numpy as np
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
+from .tma import TMA_SWIZZLE_NONE, TmaBox, encode_tensor_map
 
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
-CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy", "pipelined")  # rungs that read c_filter
-TX = 4  # outputs per thread along x in rungs 4-5 (rung 6: its TX parameter)
+CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy", "pipelined", "tma")  # rungs that read c_filter
+TX = 4  # outputs per thread along x in rungs 4-5 (rungs 6-7: their TX parameter)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def halo_pad(r: int) -> int:
 
 
 def pipelined_tile(params, r: int) -> tuple[int, int]:
-    """Rung 6's shared tile (rows, floats per row) for one stage."""
+    """Rungs 6-7's shared tile (rows, floats per row) for one stage."""
     return params["BY"] * params["TY"] + 2 * r, params["BX"] * params["TX"] + 2 * halo_pad(r)
 
 
@@ -118,6 +119,24 @@ def geometry_pipelined(params, p: ConvProblem, device=None) -> Launch:
     return Launch(grid, (params["BX"], params["BY"], 1), 2 * 4 * th * tw)
 
 
+def tma_stage_bytes(params, r: int) -> int:
+    """Rung 7's stage: the tile rounded up to the 128-byte alignment TMA writes at."""
+    th, tw = pipelined_tile(params, r)
+    return -(-4 * th * tw // 128) * 128
+
+
+def geometry_tma(params, p: ConvProblem, device=None) -> Launch:
+    """Rung 6's grid; two stages, their two mbarriers and 128 bytes to align the first stage."""
+    grid = grid2(p.W, p.H, params["BX"] * params["TX"], params["BY"] * params["TY"] * params["NT"])
+    return Launch(grid, (params["BX"], params["BY"], 1), 2 * tma_stage_bytes(params, params["R"]) + 16 + 128)
+
+
+def tma_box(params, p: ConvProblem, width: int) -> TmaBox:
+    """The image (rows of `width` floats, a multiple of 4) as a 2-D tensor, read in tile boxes."""
+    th, tw = pipelined_tile(params, p.R)
+    return TmaBox((width, p.H), (4 * width,), (tw, th))
+
+
 def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
     """Global bytes the threads ask for (caches aside): per-pixel rungs read every tap's input (and,
     in rung 1, every tap's filter value); tiled rungs read each block's haloed tile once."""
@@ -128,7 +147,7 @@ def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
         return 4 * p.taps * p.H * p.W + out
     bx, by, r = params["BX"], params["BY"], p.R
     rows = by * params.get("TY", 1)
-    if rung_name == "pipelined":
+    if rung_name in ("pipelined", "tma"):
         th, tw = pipelined_tile(params, r)
         return 4 * -(-p.W // (bx * params["TX"])) * -(-p.H // rows) * th * tw + out
     if rung_name in ("register_x", "register_xy"):
@@ -177,8 +196,9 @@ def workspace(p: ConvProblem, seed: int) -> Workspace:
 
 
 def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare):
-    """Rungs 2-4 read the filter from their module's __constant__ c_filter: fill it, then launch
-    without the filter argument. Rung 1 is the default single launch (None)."""
+    """Rungs 2-7 read the filter from their module's __constant__ c_filter: fill it, then launch
+    without the filter argument (rung 7 takes a tensor map of the image instead of its pointer).
+    Rung 1 is the default single launch (None)."""
     import cupy
 
     if inst.rung.name not in CONSTANT_FILTER:
@@ -191,8 +211,18 @@ def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare)
     args = (ws.img, ws.out, np.int32(p.H), np.int32(p.W))
     if inst.rung.name == "constant":
         args += (np.int32(p.R),)
+    padded = None
+    if inst.rung.name == "tma":  # a tensor map over the image (rows padded to 16 bytes on a copy)
+        width = -(-p.W // 4) * 4
+        img = ws.img
+        if width != p.W:
+            padded = img = cupy.zeros((p.H, width), dtype=cupy.float32)
+        tmap = cupy.asarray(encode_tensor_map(tma_box(inst.params, p, width), img.data.ptr, DTYPE, TMA_SWIZZLE_NONE))
+        args = (tmap, ws.out, np.int32(p.H), np.int32(p.W))
 
     def run():
+        if padded is not None:
+            padded[:, : p.W] = ws.img
         func(launch.grid, launch.block, args, shared_mem=launch.shared)
 
     return run

@@ -10,6 +10,8 @@ import numpy as np
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
+from .tma import (TMA_BFLOAT16, TMA_FLOAT16, TMA_FLOAT32, TMA_INTERLEAVE_NONE, TMA_L2_256B,  # noqa: F401
+                  TMA_OOB_ZERO, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map)
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -172,17 +174,6 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
 
 # --- the tensor maps of the TMA rungs ------------------------------------------------------------
 
-@dataclass(frozen=True)
-class TmaBox:
-    """What cuTensorMapEncodeTiled needs for one operand, innermost dimension first: a 3-D tensor
-    (columns, rows, batch) of 16-bit or fp32 values read in boxes of `box` elements with the
-    128-byte swizzle, zeros outside."""
-
-    dims: tuple[int, int, int]
-    strides: tuple[int, int]  # bytes between rows, between matrices of the batch
-    box: tuple[int, int, int]
-
-
 def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k. 16-bit B (K x N, N
     contiguous) in 64 x BK boxes (BN/64 of them per slice); TF32 reads B^T (N x K, K contiguous) in
@@ -197,32 +188,6 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     else:
         b = TmaBox((p.N, p.K, p.batch), (es * p.N, es * p.N * p.K), (64, bk, 1))
     return a, b
-
-
-# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
-TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = \
-    6, 7, 9, 0, 3, 3, 0
-_TMA_TYPE = {"float16": TMA_FLOAT16, "bfloat16": TMA_BFLOAT16, "float32": TMA_FLOAT32}
-
-
-def encode_tensor_map(box: TmaBox, ptr: int, dtype: str) -> np.ndarray:
-    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr`: one driver call through
-    ctypes (cuda.bindings would first probe the driver for every entry point it knows, and
-    compute-sanitizer reports each one this driver lacks as an API error)."""
-    import ctypes
-
-    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    raw = np.zeros(32, dtype=np.uint64)
-    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]  # CUtensorMap: 128 bytes, 64-byte aligned
-    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    fn.restype = ctypes.c_int
-    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(_TMA_TYPE[dtype]),
-             u32(3), ctypes.c_void_p(ptr), (u64 * 3)(*box.dims), (u64 * 2)(*box.strides), (u32 * 3)(*box.box),
-             (u32 * 3)(1, 1, 1), ctypes.c_int(TMA_INTERLEAVE_NONE), ctypes.c_int(TMA_SWIZZLE_128B),
-             ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
-    if err != 0:
-        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
-    return aligned.copy()
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):

@@ -69,6 +69,16 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, u64* bar
       : "memory");
 }
 
+// The same for a 2-D tensor (an image: columns, rows); coordinates may be negative or past the
+// end, and the copy engine writes zeros there.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, u64* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_u32addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_u32addr(bar))
+      : "memory");
+}
+
 // --- wgmma ----------------------------------------------------------------------------------
 // Matrix descriptor of a tile in the 128-byte-swizzle layout (bits 62-63 = 1): start address,
 // leading-dimension byte offset and stride-dimension byte offset, each in 16-byte units.

@@ -1,0 +1,104 @@
+// Rung 7 - the tile fill handed to the copy engine (Hopper, sm_90). Nsight
+// Compute on rung 6 at 8192^2, radius 3: 83% of issue slots busy with DRAM at
+// 59% - issue-bound, and about a seventh of the instructions are the cp.async
+// fill (an address, a bounds test and a copy per 16 bytes, per thread). Here
+// one thread asks the tensor memory accelerator (TMA) for the whole haloed
+// tile with one instruction: a box of the image described by a tensor map,
+// written into shared memory and counted on an mbarrier the block waits on.
+// The copy engine also writes the zeros outside the image (negative or
+// past-the-end coordinates), so the borders need no code at all. Everything
+// else - double-buffered tiles down a column strip, one barrier a tile, the
+// TY x TX patch per thread with filter taps from constant memory - is rung 6.
+// Rows must be 16-byte multiples for a tensor map: other widths run on a
+// zero-padded copy (timed), as the tensor-core rungs do.
+#include "simtlab_hopper.cuh"
+
+__constant__ float c_filter[15 * 15];
+
+template <int BX, int BY, int TX, int TY, int R, int NT>
+__global__ void __launch_bounds__(BX * BY)
+conv2d_tma(const void* __restrict__ map, float* __restrict__ out, int H, int W) {
+  constexpr int D = 2 * R + 1;
+  constexpr int PAD = 4 * ((R + 3) / 4);          // halo columns each side, rounded up to 16 bytes
+  constexpr int SKIP = (PAD - R) / 4 * 4, OFF = (PAD - R) % 4;
+  constexpr int NC = (OFF + TX + 2 * R + 3) / 4;  // LDS.128 chunks per window row
+  constexpr int TW = BX * TX + 2 * PAD, ROWS = BY * TY, TH = ROWS + 2 * R;
+  constexpr int STAGE = (TH * TW * 4 + 127) / 128 * 128;  // bytes; TMA writes 128-byte-aligned boxes
+  static_assert(TX % 4 == 0 && SKIP + 4 * NC <= 2 * PAD + TX, "windows inside the tile row");
+  static_assert(TW <= 256 && TH <= 256, "a TMA box has at most 256 elements a dimension");
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((128 - (simtlab::smem_u32addr(smem_raw) & 127)) & 127);
+  simtlab::u64* bar = reinterpret_cast<simtlab::u64*>(smem + 2 * STAGE);
+
+  const int tid = threadIdx.y * BX + threadIdx.x;
+  const int strip = blockIdx.x * BX * TX, row0 = blockIdx.y * NT * ROWS;
+  const int ntiles = min(NT, (H - row0 + ROWS - 1) / ROWS);
+  if (tid == 0) {
+    simtlab::mbar_init(&bar[0], 1);
+    simtlab::mbar_init(&bar[1], 1);
+    simtlab::mbar_init_fence();
+    simtlab::tensormap_acquire(map);
+  }
+  __syncthreads();
+  auto issue = [&](int t) {  // one thread: tile t's box (halo included, zeros outside) into stage t & 1
+    simtlab::mbar_arrive_expect_tx(&bar[t & 1], TH * TW * 4);
+    simtlab::tma_load_2d(smem + (t & 1) * STAGE, map, &bar[t & 1], strip - PAD, row0 + t * ROWS - R);
+  };
+  if (tid == 0) issue(0);
+
+  const int x = strip + threadIdx.x * TX;
+  const bool vec_out = x + TX <= W && W % 4 == 0 && reinterpret_cast<size_t>(out) % 16 == 0;
+  for (int t = 0; t < ntiles; ++t) {
+    simtlab::mbar_wait(&bar[t & 1], (t >> 1) & 1);  // tile t has landed
+    __syncthreads();                                // every thread is done with tile t-1's stage
+    if (tid == 0 && t + 1 < ntiles) issue(t + 1);   // into it: lands while tile t computes
+    const float* tile = reinterpret_cast<const float*>(smem + (t & 1) * STAGE) + threadIdx.y * TY * TW +
+                        threadIdx.x * TX + SKIP;
+    float acc[TY][TX];
+#pragma unroll
+    for (int j = 0; j < TY; ++j)
+#pragma unroll
+      for (int k = 0; k < TX; ++k) acc[j][k] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < TY + 2 * R; ++r) {  // input row r of the patch's window
+      float v[4 * NC];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const float4 q = *reinterpret_cast<const float4*>(tile + r * TW + 4 * c);
+        v[4 * c] = q.x;
+        v[4 * c + 1] = q.y;
+        v[4 * c + 2] = q.z;
+        v[4 * c + 3] = q.w;
+      }
+#pragma unroll
+      for (int j = 0; j < TY; ++j) {  // output rows this input row feeds: filter row dy = r - j
+        const int dy = r - j;
+        if (dy < 0 || dy >= D) continue;  // resolved at compile time
+#pragma unroll
+        for (int dx = 0; dx < D; ++dx) {
+          const float f = c_filter[dy * D + dx];
+#pragma unroll
+          for (int k = 0; k < TX; ++k) acc[j][k] = fmaf(v[OFF + k + dx], f, acc[j][k]);
+        }
+      }
+    }
+    const int ybase = row0 + t * ROWS + threadIdx.y * TY;
+    if (x < W) {
+#pragma unroll
+      for (int j = 0; j < TY; ++j) {
+        const int y = ybase + j;
+        if (y >= H) break;
+        float* o = out + (size_t)y * W + x;
+        if (vec_out) {
+#pragma unroll
+          for (int k = 0; k < TX; k += 4)
+            *reinterpret_cast<float4*>(o + k) = make_float4(acc[j][k], acc[j][k + 1], acc[j][k + 2], acc[j][k + 3]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < TX; ++k)
+            if (x + k < W) o[k] = acc[j][k];
+        }
+      }
+    }
+  }
+}

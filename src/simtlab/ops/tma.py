@@ -1,0 +1,55 @@
+"""Tensor maps for the Hopper tensor memory accelerator (TMA): the 128-byte descriptor a kernel's
+cp.async.bulk.tensor copies read, made on the host by cuTensorMapEncodeTiled. Shared by the rungs
+that fill shared memory with TMA boxes (tensor-core GEMM, conv2d)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
+TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = \
+    6, 7, 9, 0, 3, 3, 0
+TMA_SWIZZLE_NONE = 0
+_TMA_TYPE = {"float16": TMA_FLOAT16, "bfloat16": TMA_BFLOAT16, "float32": TMA_FLOAT32}
+
+
+@dataclass(frozen=True)
+class TmaBox:
+    """What cuTensorMapEncodeTiled needs, innermost dimension first: the tensor's extents (2 or 3
+    dimensions), the byte strides of all but the innermost, and the box a copy moves, in elements.
+    Zeros are written for the parts of a box outside the tensor."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes between rows (and between matrices of a batch)
+    box: tuple[int, ...]
+
+    def __post_init__(self):
+        if not (len(self.dims) == len(self.box) == len(self.strides) + 1):
+            raise ValueError(f"tensor map of {len(self.dims)} dimensions needs as many box extents and one stride fewer")
+        if any(s % 16 for s in self.strides):
+            raise ValueError(f"tensor-map strides must be multiples of 16 bytes, got {self.strides}")
+        if any(not 1 <= b <= 256 for b in self.box):
+            raise ValueError(f"a TMA box has 1-256 elements a dimension, got {self.box}")
+
+
+def encode_tensor_map(box: TmaBox, ptr: int, dtype: str, swizzle: int = TMA_SWIZZLE_128B) -> np.ndarray:
+    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr`: one driver call through
+    ctypes (cuda.bindings would first probe the driver for every entry point it knows, and
+    compute-sanitizer reports each one this driver lacks as an API error)."""
+    import ctypes
+
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    rank = len(box.dims)
+    raw = np.zeros(32, dtype=np.uint64)
+    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]  # CUtensorMap: 128 bytes, 64-byte aligned
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    fn.restype = ctypes.c_int
+    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(_TMA_TYPE[dtype]),
+             u32(rank), ctypes.c_void_p(ptr), (u64 * rank)(*box.dims), (u64 * (rank - 1))(*box.strides),
+             (u32 * rank)(*box.box), (u32 * rank)(*([1] * rank)), ctypes.c_int(TMA_INTERLEAVE_NONE),
+             ctypes.c_int(swizzle), ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
+    return aligned.copy()
