@@ -6,12 +6,12 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | multi (distributed GEMM, tuning on all GPUs) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
+[[ -z ${SIMTLAB_NESTED:-} ]] && exec > >(tee -a "$OUT/log.txt") 2>&1  # (a phase run by another logs there already)
 export PYTHONUNBUFFERED=1 SIMTLAB_DB="$OUT/results.db" COLUMNS=200
 export PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/.whl" PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -20,7 +20,7 @@ echo "== phase $phase, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${SIMTLAB_COMMIT:-
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
 
 # The README's two setup commands (install; test).
-python3 -m pip install -q -e ".[dev]" 2>&1 | grep -v "^$" | tail -3
+[[ -z ${SIMTLAB_NESTED:-} ]] && python3 -m pip install -q -e ".[dev]" 2>&1 | grep -v "^$" | tail -3
 if [[ $phase == smoke || $phase == all || $phase == check || $phase == memory ]]; then
   echo "== python3 -m pytest"
   python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -25
@@ -57,16 +57,27 @@ if [[ $phase == tc ]]; then
   simtlab ladder gemm -s 2048 -s 4096 -s 8192 --rung 9 --rung 10 --json-out "$OUT/gemm_top_rungs.json"
 fi
 if [[ $phase == conv ]]; then
-  echo "== GPU tests of conv2d and stencil (every radius 1-7, odd sizes, vs float64)"
-  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "conv2d or stencil" 2>&1 | tail -4
+  if [[ -z ${SKIP_TESTS:-} ]]; then
+    echo "== GPU tests of conv2d and stencil (every radius 1-7, odd sizes, vs float64)"
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "conv2d or stencil" 2>&1 | tail -4
+  fi
   echo "== simtlab ladder conv2d"; simtlab ladder conv2d -s 8192:r3 -s 8192:r1 -s 8192:r7 -s 1000x1013:r3 \
     --json-out "$OUT/conv2d_ladder.json"
   echo "== conv2d block shapes"; python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json "$OUT/conv_block_sweep.json"
-  echo "== conv2d rung 6 patch shapes"; python3 benchmarks/param_sweep.py conv2d pipelined --size 8192:r3 \
-    --param TX=4,8 --param BY=4,8 --param TY=4,8 --json "$OUT/conv_pipelined_sweep.json"
+  echo "== conv2d rung 7 patch rows and tiles per block"; python3 benchmarks/param_sweep.py conv2d tma --size 8192:r3 \
+    --param TY=4,8 --param NT=2,4,8,16 --json "$OUT/conv_tma_sweep.json"
   echo "== simtlab ladder stencil"; simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
-  echo "== stencil rung 4 tile, planes ahead and z chunk"; python3 benchmarks/param_sweep.py stencil async_ring \
-    --size 512 --param BX=32,128 --param RY=2,4 --param P=1,2,3 --param ZC=32 --json "$OUT/stencil_sweep.json"
+  echo "== stencil rung 4 tile width, rows and planes ahead"; python3 benchmarks/param_sweep.py stencil async_ring \
+    --size 512 --param BX=64,128,256 --param BY=2 --param RY=4,8 --param P=1,2,3 --param ZC=32 --json "$OUT/stencil_sweep.json"
+fi
+if [[ $phase == rows ]]; then  # issue 8's and 9's tables in one run: conv2d, stencil, softmax, layernorm, host
+  echo "== GPU tests: conv2d, stencil, softmax, layernorm, intrinsics, host, tensor cores (pytest.txt)"
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py tests/host \
+    -k "conv2d or stencil or softmax or layernorm or intrinsics or host or tensor_core or tf32 or triton" > "$OUT/pytest.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -12
+  SIMTLAB_NESTED=1 SKIP_TESTS=1 bash "$0" conv
+  SIMTLAB_NESTED=1 SKIP_TESTS=1 bash "$0" softmax
+  SIMTLAB_NESTED=1 SKIP_TESTS=1 NO_LN_SWEEP=1 bash "$0" beyond
 fi
 if [[ $phase == softmax ]]; then
   [[ -z ${SKIP_TESTS:-} ]] && { echo "== GPU tests of softmax"; python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k softmax 2>&1 | tail -4; }
@@ -82,8 +93,9 @@ if [[ $phase == beyond ]]; then
   echo "== intrinsics"; python3 benchmarks/intrinsics_table.py --json "$OUT/intrinsics.json"
   echo "== simtlab transfers"; simtlab transfers
   echo "== simtlab graphs"; simtlab graphs
-  echo "== layernorm rung 2 launch shapes, bf16"; python3 benchmarks/param_sweep.py layernorm welford \
-    --size 32768x4096:bf16 --param BLOCK=128,256,512 --param VPT=2,4,8 --param EARLY=0,1 --json "$OUT/layernorm_sweep.json"
+  [[ -z ${NO_LN_SWEEP:-} ]] && { echo "== layernorm rung 3 launch shapes, bf16"; python3 benchmarks/param_sweep.py \
+    layernorm two_sums --size 32768x4096:bf16 --param BLOCK=128,256 --param VPT=4,8 --param EARLY=0,1 \
+    --json "$OUT/layernorm_sweep.json"; }
 fi
 if [[ $phase == newtests ]]; then  # the GPU tests written since the last full GPU run
   python3 -m pytest -q -p no:cacheprovider -rfE tests/test_numerics_gpu.py tests/host tests/test_dist.py \
@@ -117,7 +129,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

@@ -361,10 +361,10 @@ CONV2D = Family(
              "geometry_pipelined", min_cc=(8, 0), size_defaults="radius_rows_params",
              sass_expect=("LDGSTS", "LDS.128")),
         Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
-             _frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
+             _frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 8, "R": 3, "NT": 8}),
              "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
              "no fill instructions left",
-             "geometry_tma", min_cc=(9, 0), size_defaults="radius_rows_params", sass_expect=("UTMALDG", "SYNCS")),
+             "geometry_tma", min_cc=(9, 0), size_defaults="tma_params", sass_expect=("UTMALDG", "SYNCS")),
     ),
     metric="gbs",
     check_size="333x517:r7",
@@ -388,7 +388,7 @@ STENCIL = Family(
              "2.5D with plane z+2 loading while plane z computes (double-buffered tile, one barrier a plane)",
              "geometry_25d_pipelined", sass_expect=("LDS", "BAR")),
         Rung("stencil", 4, "async_ring", "stencil/04_async_ring.cu", "stencil_async_ring",
-             ("BX", "BY", "RY", "ZC", "P"), _frozen({"BX": 128, "BY": 4, "RY": 4, "ZC": 32, "P": 2}),
+             ("BX", "BY", "RY", "ZC", "P"), _frozen({"BX": 256, "BY": 2, "RY": 8, "ZC": 32, "P": 2}),
              "planes stream by cp.async into a ring of shared slots P planes ahead: loads in flight "
              "without registers",
              "geometry_async_ring", min_cc=(8, 0), sass_expect=("LDGSTS", "BAR")),

@@ -58,7 +58,7 @@ def test_tma_rung_boxes_and_stages():
     rung = family("conv2d").rung("tma")
     for radius in range(1, 8):
         p = cv.ConvProblem(1000, 1013, radius)
-        params = rung.params("sm_90", cv.radius_rows_params(p))
+        params = rung.params("sm_90", cv.tma_params(p))
         th, tw = cv.pipelined_tile(params, radius)
         box = cv.tma_box(params, p, 1016)
         assert box.dims == (1016, 1000) and box.strides == (4 * 1016,) and box.box == (tw, th)

@@ -87,6 +87,13 @@ def radius_rows_params(p: ConvProblem, device=None, vec=None) -> dict:
     return {"R": p.R, "TY": patch_rows(p.R)}
 
 
+def tma_params(p: ConvProblem, device=None, vec=None) -> dict:
+    """Rung 7: with no fill instructions left, taller patches (8 rows a thread up to radius 3) and
+    longer walks (8 tiles a block: one exposed first copy per 8 tiles) won on the H200
+    (benchmarks/results/2026-12-03_h200_4cdb15/: 81.1% of the copy against 77.7% at rung 6's shape)."""
+    return {"R": p.R, "TY": 8 if p.R <= 3 else patch_rows(p.R), "NT": 8}
+
+
 def halo_pad(r: int) -> int:
     """Rung 6's halo columns on each side: the radius rounded up to 16 bytes (4 floats)."""
     return 4 * -(-r // 4)
