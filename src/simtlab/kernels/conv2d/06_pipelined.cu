@@ -13,31 +13,17 @@
 // patches read fewer window columns per output), each window row as aligned
 // LDS.128 chunks.
 #include "simtlab_async.cuh"
-
-__constant__ float c_filter[15 * 15];
-
-namespace conv6 {
-template <int R, int TX>
-struct Geometry {
-  static constexpr int PAD = 4 * ((R + 3) / 4);         // halo columns each side, rounded up to 16 bytes
-  static constexpr int SKIP = (PAD - R) / 4 * 4;        // first chunk a window needs, from the thread's column
-  static constexpr int OFF = (PAD - R) % 4;             // the window's first column inside that chunk
-  static constexpr int NC = (OFF + TX + 2 * R + 3) / 4; // LDS.128 chunks per window row
-};
-}  // namespace conv6
+#include "simtlab_conv.cuh"
 
 template <int BX, int BY, int TX, int TY, int R, int NT>
 __global__ void __launch_bounds__(BX * BY)
 conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, int W) {
-  using G = conv6::Geometry<R, TX>;
-  constexpr int D = 2 * R + 1;
-  static_assert(TX % 4 == 0, "TX outputs per thread in float4 stores");
+  using G = simtlab::ConvWindow<R, TX>;
   constexpr int TW = BX * TX + 2 * G::PAD;  // floats per tile row (a multiple of 4)
   constexpr int TWV = TW / 4;
   constexpr int ROWS = BY * TY;             // output rows per tile
   constexpr int TH = ROWS + 2 * R;
   constexpr int STAGE = TH * TW;
-  static_assert(G::SKIP + 4 * G::NC <= 2 * G::PAD + TX, "a window's chunks stay inside the tile row");
   extern __shared__ float4 smem4[];
   float* tiles = reinterpret_cast<float*>(smem4);
 
@@ -76,50 +62,8 @@ conv2d_pipelined(const float* __restrict__ in, float* __restrict__ out, int H, i
     if (t + 1 < ntiles) fill(t + 1);  // into tile t-1's stage: lands while tile t computes
     const float* tile = tiles + (t & 1) * STAGE + threadIdx.y * TY * TW + threadIdx.x * TX + G::SKIP;
     float acc[TY][TX];
-#pragma unroll
-    for (int j = 0; j < TY; ++j)
-#pragma unroll
-      for (int k = 0; k < TX; ++k) acc[j][k] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < TY + 2 * R; ++r) {  // input row r of the patch's window
-      float v[4 * G::NC];
-#pragma unroll
-      for (int c = 0; c < G::NC; ++c) {
-        const float4 q = *reinterpret_cast<const float4*>(tile + r * TW + 4 * c);
-        v[4 * c] = q.x;
-        v[4 * c + 1] = q.y;
-        v[4 * c + 2] = q.z;
-        v[4 * c + 3] = q.w;
-      }
-#pragma unroll
-      for (int j = 0; j < TY; ++j) {  // output rows this input row feeds: filter row dy = r - j
-        const int dy = r - j;
-        if (dy < 0 || dy >= D) continue;  // resolved at compile time
-#pragma unroll
-        for (int dx = 0; dx < D; ++dx) {
-          const float f = c_filter[dy * D + dx];
-#pragma unroll
-          for (int k = 0; k < TX; ++k) acc[j][k] = fmaf(v[G::OFF + k + dx], f, acc[j][k]);
-        }
-      }
-    }
+    simtlab::conv_patch<TX, TY, R, TW, G::OFF, G::NC>(tile, acc);
     const int ybase = row0 + t * ROWS + threadIdx.y * TY;
-    if (x < W) {
-#pragma unroll
-      for (int j = 0; j < TY; ++j) {
-        const int y = ybase + j;
-        if (y >= H) break;
-        float* o = out + (size_t)y * W + x;
-        if (vec_out) {
-#pragma unroll
-          for (int k = 0; k < TX; k += 4)
-            *reinterpret_cast<float4*>(o + k) = make_float4(acc[j][k], acc[j][k + 1], acc[j][k + 2], acc[j][k + 3]);
-        } else {
-#pragma unroll
-          for (int k = 0; k < TX; ++k)
-            if (x + k < W) o[k] = acc[j][k];
-        }
-      }
-    }
+    if (x < W) simtlab::conv_store<TX, TY>(out, acc, x, ybase, H, W, vec_out);
   }
 }

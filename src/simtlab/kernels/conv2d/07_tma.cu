@@ -11,20 +11,16 @@
 // TY x TX patch per thread with filter taps from constant memory - is rung 6.
 // Rows must be 16-byte multiples for a tensor map: other widths run on a
 // zero-padded copy (timed), as the tensor-core rungs do.
+#include "simtlab_conv.cuh"
 #include "simtlab_hopper.cuh"
 
-__constant__ float c_filter[15 * 15];
 
 template <int BX, int BY, int TX, int TY, int R, int NT>
 __global__ void __launch_bounds__(BX * BY)
 conv2d_tma(const void* __restrict__ map, float* __restrict__ out, int H, int W) {
-  constexpr int D = 2 * R + 1;
-  constexpr int PAD = 4 * ((R + 3) / 4);          // halo columns each side, rounded up to 16 bytes
-  constexpr int SKIP = (PAD - R) / 4 * 4, OFF = (PAD - R) % 4;
-  constexpr int NC = (OFF + TX + 2 * R + 3) / 4;  // LDS.128 chunks per window row
-  constexpr int TW = BX * TX + 2 * PAD, ROWS = BY * TY, TH = ROWS + 2 * R;
+  using G = simtlab::ConvWindow<R, TX>;
+  constexpr int PAD = G::PAD, TW = BX * TX + 2 * PAD, ROWS = BY * TY, TH = ROWS + 2 * R;
   constexpr int STAGE = (TH * TW * 4 + 127) / 128 * 128;  // bytes; TMA writes 128-byte-aligned boxes
-  static_assert(TX % 4 == 0 && SKIP + 4 * NC <= 2 * PAD + TX, "windows inside the tile row");
   static_assert(TW <= 256 && TH <= 256, "a TMA box has at most 256 elements a dimension");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((128 - (simtlab::smem_u32addr(smem_raw) & 127)) & 127);
@@ -53,52 +49,10 @@ conv2d_tma(const void* __restrict__ map, float* __restrict__ out, int H, int W) 
     __syncthreads();                                // every thread is done with tile t-1's stage
     if (tid == 0 && t + 1 < ntiles) issue(t + 1);   // into it: lands while tile t computes
     const float* tile = reinterpret_cast<const float*>(smem + (t & 1) * STAGE) + threadIdx.y * TY * TW +
-                        threadIdx.x * TX + SKIP;
+                        threadIdx.x * TX + G::SKIP;
     float acc[TY][TX];
-#pragma unroll
-    for (int j = 0; j < TY; ++j)
-#pragma unroll
-      for (int k = 0; k < TX; ++k) acc[j][k] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < TY + 2 * R; ++r) {  // input row r of the patch's window
-      float v[4 * NC];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        const float4 q = *reinterpret_cast<const float4*>(tile + r * TW + 4 * c);
-        v[4 * c] = q.x;
-        v[4 * c + 1] = q.y;
-        v[4 * c + 2] = q.z;
-        v[4 * c + 3] = q.w;
-      }
-#pragma unroll
-      for (int j = 0; j < TY; ++j) {  // output rows this input row feeds: filter row dy = r - j
-        const int dy = r - j;
-        if (dy < 0 || dy >= D) continue;  // resolved at compile time
-#pragma unroll
-        for (int dx = 0; dx < D; ++dx) {
-          const float f = c_filter[dy * D + dx];
-#pragma unroll
-          for (int k = 0; k < TX; ++k) acc[j][k] = fmaf(v[OFF + k + dx], f, acc[j][k]);
-        }
-      }
-    }
+    simtlab::conv_patch<TX, TY, R, TW, G::OFF, G::NC>(tile, acc);
     const int ybase = row0 + t * ROWS + threadIdx.y * TY;
-    if (x < W) {
-#pragma unroll
-      for (int j = 0; j < TY; ++j) {
-        const int y = ybase + j;
-        if (y >= H) break;
-        float* o = out + (size_t)y * W + x;
-        if (vec_out) {
-#pragma unroll
-          for (int k = 0; k < TX; k += 4)
-            *reinterpret_cast<float4*>(o + k) = make_float4(acc[j][k], acc[j][k + 1], acc[j][k + 2], acc[j][k + 3]);
-        } else {
-#pragma unroll
-          for (int k = 0; k < TX; ++k)
-            if (x + k < W) o[k] = acc[j][k];
-        }
-      }
-    }
+    if (x < W) simtlab::conv_store<TX, TY>(out, acc, x, ybase, H, W, vec_out);
   }
 }
