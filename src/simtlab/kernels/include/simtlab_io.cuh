@@ -57,4 +57,15 @@ struct Io<1> {
   }
 };
 
+// Group j of the row a thread holds: four values at column (me + LANES*j)*4, fp32, `pad` for the
+// columns past the row's end (VEC: 16-byte-aligned groups, cols % 4 == 0; else one by one).
+template <int DT, int LANES, bool VEC>
+__device__ __forceinline__ float4 load_group(const typename Io<DT>::T* row, int me, int j, int cols, float pad) {
+  using IoT = Io<DT>;
+  const int c = (me + LANES * j) * 4;
+  if (VEC) return c < cols ? IoT::load4(row + c) : make_float4(pad, pad, pad, pad);
+  return make_float4(c + 0 < cols ? IoT::load(row + c + 0) : pad, c + 1 < cols ? IoT::load(row + c + 1) : pad,
+                     c + 2 < cols ? IoT::load(row + c + 2) : pad, c + 3 < cols ? IoT::load(row + c + 3) : pad);
+}
+
 }  // namespace simtlab

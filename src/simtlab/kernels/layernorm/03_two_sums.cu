@@ -32,13 +32,7 @@ layernorm_two_sums(const typename simtlab::Io<DT>::T* __restrict__ x, const type
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
-    if (VEC) {
-      v[j] = c < cols ? Io::load4(xr + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    } else {
-      v[j] = make_float4(c + 0 < cols ? Io::load(xr + c + 0) : 0.0f, c + 1 < cols ? Io::load(xr + c + 1) : 0.0f,
-                         c + 2 < cols ? Io::load(xr + c + 2) : 0.0f, c + 3 < cols ? Io::load(xr + c + 3) : 0.0f);
-    }
+    v[j] = simtlab::load_group<DT, LANES, VEC>(xr, me, j, cols, 0.0f);
     sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);
   }
   float4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];

@@ -27,15 +27,7 @@ softmax_vectorized(const typename simtlab::Io<DT>::T* __restrict__ x, typename s
   float m = NEG;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
-    if (VEC) {
-      v[j] = c < cols ? Io::load4(xr + c) : make_float4(NEG, NEG, NEG, NEG);
-    } else {
-      v[j].x = c + 0 < cols ? Io::load(xr + c + 0) : NEG;
-      v[j].y = c + 1 < cols ? Io::load(xr + c + 1) : NEG;
-      v[j].z = c + 2 < cols ? Io::load(xr + c + 2) : NEG;
-      v[j].w = c + 3 < cols ? Io::load(xr + c + 3) : NEG;
-    }
+    v[j] = simtlab::load_group<DT, LANES, VEC>(xr, me, j, cols, NEG);
     m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
   }
   m = WARP_ROWS ? simtlab::warp_allreduce<1>(m) : simtlab::block_allreduce<BLOCK, 1>(m, warp_vals);
