@@ -7,12 +7,12 @@
 // shared loads for TY*4*(2R+1)^2 FMAs, each FMA's filter tap a constant-bank
 // operand: the kernel turns from shared-load-bound into FMA-bound, near the
 // fp32 peak. The block covers (4*BX) x (TY*BY) outputs.
-__constant__ float c_filter[15 * 15];
+#include "simtlab_conv.cuh"
 
 template <int BX, int BY, int TY, int R>
 __global__ void __launch_bounds__(BX * BY)
 conv2d_register_xy(const float* __restrict__ in, float* __restrict__ out, int H, int W) {
-  constexpr int TX = 4, D = 2 * R + 1;
+  constexpr int TX = 4;
   constexpr int NC = (TX + 2 * R + 3) / 4;  // float4 chunks per window row
   constexpr int TW = BX * TX + 4 * NC;      // covers every chunk a thread reads (>= BX*TX + 2R)
   constexpr int TH = BY * TY + 2 * R;
@@ -26,45 +26,7 @@ conv2d_register_xy(const float* __restrict__ in, float* __restrict__ out, int H,
   const int x = blockIdx.x * BX * TX + threadIdx.x * TX, ybase = blockIdx.y * BY * TY + threadIdx.y * TY;
   if (x >= W || ybase >= H) return;
   float acc[TY][TX];
-#pragma unroll
-  for (int j = 0; j < TY; ++j)
-#pragma unroll
-    for (int k = 0; k < TX; ++k) acc[j][k] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < TY + 2 * R; ++r) {  // input row r of the patch's window
-    float v[4 * NC];
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      const float4 q = *reinterpret_cast<const float4*>(&tile[threadIdx.y * TY + r][threadIdx.x * TX + 4 * c]);
-      v[4 * c] = q.x;
-      v[4 * c + 1] = q.y;
-      v[4 * c + 2] = q.z;
-      v[4 * c + 3] = q.w;
-    }
-#pragma unroll
-    for (int j = 0; j < TY; ++j) {  // output rows this input row feeds: filter row dy = r - j
-      const int dy = r - j;
-      if (dy < 0 || dy >= D) continue;  // resolved at compile time: both loops unroll
-#pragma unroll
-      for (int dx = 0; dx < D; ++dx) {
-        const float f = c_filter[dy * D + dx];
-#pragma unroll
-        for (int k = 0; k < TX; ++k) acc[j][k] = fmaf(v[k + dx], f, acc[j][k]);
-      }
-    }
-  }
+  simtlab::conv_patch<TX, TY, R, TW, 0, NC>(&tile[threadIdx.y * TY][threadIdx.x * TX], acc);
   const bool vec = x + TX <= W && W % 4 == 0 && reinterpret_cast<size_t>(out) % 16 == 0;
-#pragma unroll
-  for (int j = 0; j < TY; ++j) {
-    const int y = ybase + j;
-    if (y >= H) break;
-    float* o = out + (size_t)y * W + x;
-    if (vec) {
-      *reinterpret_cast<float4*>(o) = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < TX; ++k)
-        if (x + k < W) o[k] = acc[j][k];
-    }
-  }
+  simtlab::conv_store<TX, TY>(out, acc, x, ybase, H, W, vec);
 }

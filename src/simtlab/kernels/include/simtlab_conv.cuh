@@ -1,4 +1,4 @@
-// The register patch of the conv2d rungs 6-7: a thread's TY x TX outputs from a shared tile
+// The register patch of the conv2d rungs 5-7: a thread's TY x TX outputs from a shared tile
 // (rows of TW floats), each window row read once as aligned LDS.128 chunks and added into every
 // output row it touches (filter row dy = input row - output row), the taps from constant memory.
 #pragma once
