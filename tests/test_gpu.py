@@ -33,23 +33,29 @@ def _run_rung(fam, rung, problem, seed, ladder_params=False, edit=None):
     return ws
 
 
+def _matches_float64_then_library(ws, tol, library):
+    """Our output within `tol` of the float64 reference; then the library's own result (`library(ws)`,
+    written into the poisoned output) within 2*tol of ours."""
+    import cupy
+
+    ours = ws.C.copy()
+    verdict = compare(ours, ws.expected(), tol)
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    library(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ours, ws.C, 2 * tol).ok
+
+
 @pytest.mark.parametrize("rung", family("gemm").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("mnk", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("scale", SCALES, ids=lambda s: f"a{s[0]}b{s[1]}")
 def test_gemm_rung_matches_float64_and_cublas(rung, mnk, scale):
-    import cupy
-
     from simtlab.ops import gemm
 
     p = gemm.GemmProblem(*mnk, *scale)
     ws = _run_rung(family("gemm"), rung, p, seed=hash((rung.name, mnk, scale)) & 0xFFFF)
-    ours = ws.C.copy()
-    verdict = compare(ours, ws.expected(), gemm.tolerance(p))
-    assert verdict.ok, verdict.reason
-    ws.poison()
-    gemm._cublas_sgemm(ws)()
-    cupy.cuda.get_current_stream().synchronize()
-    assert compare(ours, ws.C, 2 * gemm.tolerance(p)).ok
+    _matches_float64_then_library(ws, gemm.tolerance(p), gemm._cublas_sgemm)
 
 
 @pytest.mark.parametrize("mnk", [(4097, 4095, 4093), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
@@ -275,19 +281,11 @@ TC_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (256, 256, 256), (64, 
 @pytest.mark.parametrize("mnk", TC_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_tensor_core_rung_matches_float64_and_cublas(rung, mnk, dtype):
-    import cupy
-
     from simtlab.ops import gemm_tc
 
     p = gemm_tc.TcProblem(*mnk, dtype)
     ws = _run_rung(family("gemm_tc"), rung, p, hash((rung.name, mnk, dtype)) & 0xFFFF, ladder_params=True)
-    ours = ws.C.copy()
-    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
-    assert verdict.ok, verdict.reason
-    ws.poison()
-    gemm_tc._cublas(ws)()
-    cupy.cuda.get_current_stream().synchronize()
-    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
+    _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
 
 
 @pytest.mark.parametrize("rung", family("conv2d").rungs, ids=lambda r: r.name)
@@ -468,8 +466,6 @@ def test_kahan_option_is_more_accurate_and_still_correct(K):
 def test_tf32_matches_float64_and_cublas_tf32(size):
     """TF32 (fp32 inputs, rung 5, B transposed first): within the TF32 band of the float64 product,
     beside cuBLAS's TF32 mode; every other rung refuses the problem by name."""
-    import cupy
-
     from simtlab.device import device_info
     from simtlab.launch import LaunchError
     from simtlab.ops import gemm_tc
@@ -477,14 +473,8 @@ def test_tf32_matches_float64_and_cublas_tf32(size):
     fam = family("gemm_tc")
     p = gemm_tc.parse_size(size)
     ws = _run_rung(fam, fam.rung(gemm_tc.TF32_RUNG), p, 17, ladder_params=True)
-    ours = ws.C.copy()
-    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
-    assert verdict.ok, verdict.reason
-    ws.poison()
-    gemm_tc._cublas(ws)()
-    cupy.cuda.get_current_stream().synchronize()
+    _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
     assert compare(ws.C, ws.expected(), gemm_tc.tolerance(p)).ok  # cuBLAS's TF32 lands in the same band
-    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
     other = build(fam.rung("wgmma_tma"), None, device_info().arch)  # (its fp16 build: no TF32 form to compile)
     with pytest.raises(LaunchError, match="TF32 inputs run on rung"):
         runner(other, p, ws, None)
@@ -495,20 +485,12 @@ def test_tf32_matches_float64_and_cublas_tf32(size):
 def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
     """Batched strided: every matrix of the batch right (poisoned C, float64 reference per matrix),
     and cuBLAS's strided-batched GEMM agrees."""
-    import cupy
-
     from simtlab.ops import gemm_tc
 
     p = gemm_tc.parse_size(size)
     ws = _run_rung(family("gemm_tc"), rung, p, 21, ladder_params=True)
-    ours = ws.C.copy()
-    assert ours.shape == (p.batch, p.M, p.N)
-    verdict = compare(ours, ws.expected(), gemm_tc.tolerance(p))
-    assert verdict.ok, verdict.reason
-    ws.poison()
-    gemm_tc._cublas(ws)()
-    cupy.cuda.get_current_stream().synchronize()
-    assert compare(ours, ws.C, 2 * gemm_tc.tolerance(p)).ok
+    assert ws.C.shape == (p.batch, p.M, p.N)
+    _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
 
 
 @pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16", "127x129x72:tf32"])
