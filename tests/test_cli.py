@@ -109,3 +109,15 @@ def test_plot_redraws_a_saved_ladder(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     bad = runner.invoke(app, ["plot", str(tmp_path / "missing.json"), "-o", str(out)])
     assert bad.exit_code == 2 and "cannot read" in bad.output
+
+
+def test_compile_says_which_rungs_cannot_take_the_problem_without_failing():
+    """Hopper rungs on sm_80 and TF32 problems on rungs without a TF32 form are reported as such; only
+    a real compile error makes the command fail."""
+    out = runner.invoke(app, ["compile", "gemm_tc", "--arch", "sm_90", "--size", "256:tf32", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = {e["rung"]: e for e in json.loads(out.output)}
+    assert rows["gemm_tc/01_wmma"]["unsupported"] and "TF32 inputs run on rung" in rows["gemm_tc/01_wmma"]["error"]
+    assert not rows["gemm_tc/05_wgmma_ws"].get("error")
+    out = runner.invoke(app, ["compile", "gemm_tc", "--arch", "sm_80", "--rung", "wgmma_ws", "--json"])
+    assert out.exit_code == 0 and json.loads(out.output)[0]["unsupported"]

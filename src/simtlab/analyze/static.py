@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..catalog import Family, Rung
 from .occupancy import max_threads_per_block
 from ..compile import CompileError
-from ..launch import UnsupportedArchError, build, choose_params
+from ..launch import UnsupportedArchError, build, choose_params, unsupported_reason
 
 
 def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None) -> list[dict]:
@@ -16,10 +16,15 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
     entries = []
     for rung in rungs or fam.rungs:
         base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
+        reason = unsupported_reason(rung, problem)
+        if reason:  # e.g. a TF32 problem for a rung with no TF32 form: said, not compiled into an error
+            entries.append({**base, "error": f"unsupported: {reason}", "log": reason, "unsupported": True})
+            continue
         try:  # at the parameters a run of this problem would use (its dtype, radius, row length...)
             inst = build(rung, choose_params(rung, problem, None, True if rung.vec_variant else None), arch)
         except (CompileError, UnsupportedArchError) as exc:
-            entries.append({**base, "error": str(exc).splitlines()[0], "log": getattr(exc, "log", str(exc))})
+            entries.append({**base, "error": str(exc).splitlines()[0], "log": getattr(exc, "log", str(exc)),
+                            "unsupported": isinstance(exc, UnsupportedArchError)})
             continue
         launch = inst.geometry(problem, None)
         for vec in ((True, False) if rung.vec_variant else (None,)):
