@@ -79,17 +79,6 @@ def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():
             build(rung, None, arch)
 
 
-def test_tensor_map_enum_values_match_the_driver_headers():
-    drv = pytest.importorskip("cuda.bindings.driver")
-    assert tc.TMA_FLOAT16 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
-    assert tc.TMA_BFLOAT16 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
-    assert tc.TMA_FLOAT32 == int(drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
-    assert tc.TMA_INTERLEAVE_NONE == int(drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE)
-    assert tc.TMA_SWIZZLE_128B == int(drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B)
-    assert tc.TMA_L2_256B == int(drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
-    assert tc.TMA_OOB_ZERO == int(drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-
-
 def test_tf32_problems_and_the_rungs_that_take_them():
     from simtlab.launch import unsupported_reason
 

@@ -4,7 +4,7 @@ out[y, x] = sum over dy, dx in [-R, R] of in[y + dy, x + dx] * filt[dy + R, dx +
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,9 +133,8 @@ def tma_stage_bytes(params, r: int) -> int:
 
 
 def geometry_tma(params, p: ConvProblem, device=None) -> Launch:
-    """Rung 6's grid; two stages, their two mbarriers and 128 bytes to align the first stage."""
-    grid = grid2(p.W, p.H, params["BX"] * params["TX"], params["BY"] * params["TY"] * params["NT"])
-    return Launch(grid, (params["BX"], params["BY"], 1), 2 * tma_stage_bytes(params, params["R"]) + 16 + 128)
+    """Rung 6's grid and blocks; two stages, their two mbarriers and 128 bytes to align the first stage."""
+    return replace(geometry_pipelined(params, p), shared=2 * tma_stage_bytes(params, params["R"]) + 16 + 128)
 
 
 def tma_box(params, p: ConvProblem, width: int) -> TmaBox:

@@ -10,8 +10,7 @@ import numpy as np
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
-from .tma import (TMA_BFLOAT16, TMA_FLOAT16, TMA_FLOAT32, TMA_INTERLEAVE_NONE, TMA_L2_256B,  # noqa: F401
-                  TMA_OOB_ZERO, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map)
+from .tma import TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -134,13 +133,13 @@ def geometry_mma(params, p: TcProblem, device=None) -> Launch:
     return Launch(_grid(p, params["BN"], params["BM"]), (threads, 1, 1), mma_smem(params))
 
 
-WGMMA_BK = 64  # fixed in 04_wgmma_tma.cu: one 128-byte swizzle row of 16-bit values
+SWIZZLE_ROW = 128  # bytes of k in a K slice of rungs 4-5: one 128-byte swizzle row (64 16-bit or 32 fp32 values)
 
 
 def wgmma_smem(params, barriers_per_stage: int = 1) -> int:
     """The ring of STAGES (A, B) slices, its 8-byte mbarriers, and 1 KiB of slack for aligning the
     ring to the swizzle atom."""
-    stage = (params["BM"] + params["BN"]) * WGMMA_BK * 2
+    stage = (params["BM"] + params["BN"]) * SWIZZLE_ROW  # A's BM rows and B's BN columns, whatever the type
     return params["STAGES"] * (stage + 8 * barriers_per_stage) + 1024
 
 
@@ -181,7 +180,7 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     if p.K % 8 or p.N % 8:
         raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
     es = ELEMENT_BYTES[p.dtype]
-    bk = 128 // es
+    bk = SWIZZLE_ROW // es
     a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"], 1))
     if p.dtype == "float32":
         b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"], 1))
