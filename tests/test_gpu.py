@@ -462,9 +462,10 @@ def test_kahan_option_is_more_accurate_and_still_correct(K):
         simtlab.gemm(A, B, rung="tuned", kahan=True)
 
 
+@pytest.mark.parametrize("rung_name", ["wgmma_ws", "wgmma_cluster"])
 @pytest.mark.parametrize("size", [f"{m}x{n}x{k}:tf32" for m, n, k in TC_SHAPES] + ["4096x264x520:tf32", "3x65x66x67:tf32"])
-def test_tf32_matches_float64_and_cublas_tf32(size):
-    """TF32 (fp32 inputs, rung 5, B transposed first): within the TF32 band of the float64 product,
+def test_tf32_matches_float64_and_cublas_tf32(size, rung_name):
+    """TF32 (fp32 inputs, rungs 5-6, B transposed first): within the TF32 band of the float64 product,
     beside cuBLAS's TF32 mode; every other rung refuses the problem by name."""
     from simtlab.device import device_info
     from simtlab.launch import LaunchError
@@ -472,12 +473,35 @@ def test_tf32_matches_float64_and_cublas_tf32(size):
 
     fam = family("gemm_tc")
     p = gemm_tc.parse_size(size)
-    ws = _run_rung(fam, fam.rung(gemm_tc.TF32_RUNG), p, 17, ladder_params=True)
+    assert rung_name in gemm_tc.TF32_RUNGS
+    ws = _run_rung(fam, fam.rung(rung_name), p, 17, ladder_params=True)
     _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
     assert compare(ws.C, ws.expected(), gemm_tc.tolerance(p)).ok  # cuBLAS's TF32 lands in the same band
     other = build(fam.rung("wgmma_tma"), None, device_info().arch)  # (its fp16 build: no TF32 form to compile)
-    with pytest.raises(LaunchError, match="TF32 inputs run on rung"):
+    with pytest.raises(LaunchError, match="TF32 inputs run on rungs"):
         runner(other, p, ws, None)
+
+
+# rung 6's variants: clusters of 1 or 2, register or TMA-store epilogue; M = 300 leaves the last
+# cluster with one tile past the end (tiles_m = 3), the batched shape walks clusters over matrices
+@pytest.mark.parametrize("cm, epi", [(1, 0), (1, 1), (2, 0), (2, 1)], ids=lambda v: str(v))
+@pytest.mark.parametrize("size", ["300x264x520:fp16", "1000x1013x37:bf16", "1x1x1:fp16", "3x129x65x66:bf16",
+                                  "300x264x520:tf32", "3x65x66x67:tf32"])
+def test_cluster_rung_variants_match_float64_and_cublas(size, cm, epi):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.ops import gemm_tc
+
+    fam, dev = family("gemm_tc"), device_info()
+    rung, p = fam.rung("wgmma_cluster"), gemm_tc.parse_size(size)
+    ws = fam.op().workspace(p, 23)
+    inst = build(rung, choose_params(rung, p, dev, None, explicit={"CM": cm, "EPI": epi}), dev.arch)
+    assert (inst.params["CM"], inst.params["EPI"]) == (cm, epi)
+    ws.poison()
+    runner(inst, p, ws, None, dev)()
+    cupy.cuda.get_current_stream().synchronize()
+    _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
 
 
 @pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)

@@ -32,6 +32,12 @@ def test_every_output_has_a_block(rung, mnk):
         assert L.grid == (min(132, tiles), 1, 1) and tiles * params["BM"] * params["BN"] >= p.M * p.N
         assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared <= 227 * 1024
         return
+    if rung.name == "wgmma_cluster":  # persistent clusters of CM blocks, each cluster CM stacked tiles
+        cm, work = params["CM"], tc.cluster_work(params, p)
+        assert L.grid == (min(132 // cm, work) * cm, 1, 1) and L.grid[0] % cm == 0
+        assert work * cm * params["BM"] * params["BN"] >= p.M * p.N
+        assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared == tc.cluster_smem(params) <= 227 * 1024
+        return
     if rung.name == "wmma":
         bm, bn = 16 * params["WARPS_M"], 16 * params["WARPS_N"]
     else:
@@ -66,6 +72,27 @@ def test_tma_boxes_describe_the_row_major_operands():
     assert b.dims == (72, 136, 5) and b.strides == (288, 288 * 136) and b.box == (32, 256, 1)
     # the ring (48 KiB a stage at 128x256), the barriers and the alignment slack fit the opt-in limit
     assert tc.wgmma_smem(params) == 4 * (384 * 64 * 2 + 8) + 1024 <= 227 * 1024
+    # a cluster of 2 blocks shares B^T: each block's box is half the tile's rows
+    _, b = tc.tma_boxes({**params, "CM": 2}, tc.TcProblem(300, 136, 72, "float32", 5))
+    assert b.box == (32, 128, 1)
+    # rung 6's TMA stores: C in 32-column x 64-row boxes
+    c = tc.store_box(tc.TcProblem(300, 136, 72, "float16", 5))
+    assert c.dims == (136, 300, 5) and c.strides == (544, 544 * 300) and c.box == (32, 64, 1)
+
+
+def test_cluster_rung_shared_memory_and_its_limit():
+    """Rung 6 adds two 8 KiB staging buffers per consumer warpgroup for EPI 1; 4 stages of
+    128x256 still fit, 5 do not and are refused by name."""
+    p = tc.TcProblem(4096, 4096, 4096)
+    params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
+    assert tc.cluster_smem(params) == tc.wgmma_smem(params, 2) + 2 * 2 * 8192 <= 227 * 1024
+    assert tc.cluster_smem({**params, "EPI": 0}) == tc.wgmma_smem(params, 2)
+    with pytest.raises(ValueError, match="shared memory"):
+        tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
+    # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs
+    assert tc.cluster_work(params, p) == 16 * 16 and tc.geometry_wgmma_cluster(params, p).grid == (132, 1, 1)
+    # an odd number of tile rows: the last cluster tile has one tile past the end
+    assert tc.cluster_work(params, tc.TcProblem(300, 256, 64)) == 2
 
 
 def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():
@@ -89,6 +116,6 @@ def test_tf32_problems_and_the_rungs_that_take_them():
     assert tc.tolerance(p) == pytest.approx(tc.tolerance(tc.parse_size("4096")) + 2 ** -9)
     for rung in family("gemm_tc").rungs:
         reason = unsupported_reason(rung, p)
-        assert (reason is None) == (rung.name == tc.TF32_RUNG), rung.name
+        assert (reason is None) == (rung.name in tc.TF32_RUNGS), rung.name
         assert unsupported_reason(rung, tc.parse_size("64:bf16")) is None
     assert "wgmma_ws" in unsupported_reason(family("gemm_tc").rung("wmma"), p)

@@ -17,7 +17,7 @@ DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
 SHORT = {v: k for k, v in DTYPES.items()}
 DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-TF32_RUNG = "wgmma_ws"  # the one rung with a TF32 form (wgmma's tf32 shape, B transposed first)
+TF32_RUNGS = ("wgmma_ws", "wgmma_cluster")  # the rungs with a TF32 form (wgmma's tf32 shape, B transposed first)
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 _CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 0, 68, 77, -1
 
@@ -93,9 +93,10 @@ def tolerance(p: TcProblem, ws=None) -> float:
 
 
 def unsupported(rung, p: TcProblem) -> str | None:
-    """Why `rung` cannot run `p`, or None: TF32 has one rung."""
-    if p.dtype == "float32" and rung.name != TF32_RUNG:
-        return f"TF32 inputs run on rung {TF32_RUNG} only (wgmma's tf32 form; B transposed to K-major first)"
+    """Why `rung` cannot run `p`, or None: TF32 needs a rung with wgmma's tf32 form."""
+    if p.dtype == "float32" and rung.name not in TF32_RUNGS:
+        return (f"TF32 inputs run on rungs {' and '.join(TF32_RUNGS)} only (wgmma's tf32 form; B transposed to "
+                "K-major first)")
     return None
 
 
@@ -160,6 +161,33 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
+EPI_PIECE_BYTES = 64 * 32 * 4  # rung 6's staging buffer: 64 rows x 32 fp32 columns (one 128-byte swizzle row each)
+OPTIN_SMEM = 227 * 1024  # the opt-in dynamic shared memory of a Hopper block
+
+
+def cluster_smem(params) -> int:
+    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1)."""
+    return wgmma_smem(params, 2) + params["EPI"] * (params["BM"] // 64) * 2 * EPI_PIECE_BYTES
+
+
+def cluster_work(params, p: TcProblem) -> int:
+    """Rung 6's units of work: CM vertically adjacent tiles (one cluster tile) over the batch."""
+    tiles_m, tiles_n = -(-p.M // params["BM"]), -(-p.N // params["BN"])
+    return -(-tiles_m // params["CM"]) * tiles_n * p.batch
+
+
+def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
+    """Persistent, in clusters of CM blocks: as many whole clusters as SMs hold (fewer when there is
+    less work), each block a producer warpgroup plus BM/64 consumers."""
+    smem = cluster_smem(params)
+    if smem > OPTIN_SMEM:
+        raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {OPTIN_SMEM}-byte "
+                         "limit of a block (fewer STAGES, or EPI 0)")
+    cm = params["CM"]
+    clusters = min(sm_count(device) // cm, cluster_work(params, p))
+    return Launch((clusters * cm, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), smem)
+
+
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
     """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
     B column panel once."""
@@ -176,17 +204,24 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
 def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k. 16-bit B (K x N, N
     contiguous) in 64 x BK boxes (BN/64 of them per slice); TF32 reads B^T (N x K, K contiguous) in
-    BK x BN boxes. The kernels take K and N multiples of 8 (16-byte rows, even output columns)."""
+    BK x BN boxes (BK x BN/CM when a cluster of CM blocks shares them). The kernels take K and N
+    multiples of 8 (16-byte rows, even output columns)."""
     if p.K % 8 or p.N % 8:
         raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
     es = ELEMENT_BYTES[p.dtype]
     bk = SWIZZLE_ROW // es
     a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"], 1))
     if p.dtype == "float32":
-        b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"], 1))
+        b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"] // params.get("CM", 1), 1))
     else:
         b = TmaBox((p.N, p.K, p.batch), (es * p.N, es * p.N * p.K), (64, bk, 1))
     return a, b
+
+
+def store_box(p: TcProblem) -> TmaBox:
+    """Rung 6's EPI 1 stores: C (M x N fp32, N contiguous) in 32 x 64 boxes (a 128-byte swizzle row
+    of columns, a warpgroup's 64 rows)."""
+    return TmaBox((p.N, p.M, p.batch), (4 * p.N, 4 * p.N * p.M), (32, 64, 1))
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -217,12 +252,16 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         Bt = cupy.empty(B.shape[:-2] + (np_, kp), dtype=cupy.float32)
         transpose_b = batched_transposer(B, Bt)
     box_a, box_b = tma_boxes(inst.params, padded)
-    maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
-                                        encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]))
+    maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
+            encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
+    cluster = inst.rung.name == "wgmma_cluster"
+    if cluster:  # (encoded whatever EPI is: the kernel only reads it for EPI 1)
+        maps.append(encode_tensor_map(store_box(padded), C.data.ptr, "float32"))
+    maps = cupy.asarray(np.concatenate(maps))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
-    if inst.rung.name == "wgmma_ws":  # the persistent kernel walks the batch's tiles itself
+    if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves
         sizes += (np.int32(p.batch),)
-    args = sizes + (maps[:16], maps[16:], C)
+    args = sizes + tuple(maps[16 * i:16 * (i + 1)] for i in range(len(maps) // 16)) + (C,)
 
     def run():
         if not aligned:

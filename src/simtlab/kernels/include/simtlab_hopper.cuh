@@ -1,4 +1,4 @@
-// Hopper primitives for the gemm_tc rungs 4-5 (sm_90a) and conv2d rung 7 (sm_90), as inline PTX:
+// Hopper primitives for the gemm_tc rungs 4-6 (sm_90a) and conv2d rung 7 (sm_90), as inline PTX:
 //  * mbarrier: a shared-memory barrier that also counts bytes - the tensor copy
 //    engine "completes" bytes on it, a waiter spins on its phase parity;
 //  * TMA: cp.async.bulk.tensor copies a whole box of a tensor (described by a
@@ -6,7 +6,9 @@
 //    zeros outside the tensor - one thread issues it, no registers involved;
 //  * wgmma: a warpgroup (4 warps) multiplies a 64xK16 tile of A by a K16xN tile
 //    of B, both read from shared memory through 64-bit matrix descriptors,
-//    asynchronously, into N/2 fp32 accumulators per thread.
+//    asynchronously, into N/2 fp32 accumulators per thread;
+//  * clusters: blocks of a cluster arrive on each other's mbarriers and receive
+//    one TMA copy together (multicast); TMA stores copy shared memory to a tensor.
 // wgmma's accumulator operand lists are written out once, in blocks of 32, for N up to 256.
 #pragma once
 
@@ -77,6 +79,70 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, u64* bar
       "[%4];\n" ::"r"(smem_u32addr(dst)),
       "l"(map), "r"(c0), "r"(c1), "r"(smem_u32addr(bar))
       : "memory");
+}
+
+// --- clusters (gemm_tc rung 6) ------------------------------------------------------------------
+// This block's rank in its cluster.
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of every block of the cluster (not .aligned: warps may arrive diverged).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// The shared::cluster address of the same shared variable in the cluster's block `rank`.
+__device__ __forceinline__ unsigned cluster_map(unsigned smem_addr, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr), "r"(rank));
+  return r;
+}
+
+// An arrival on an mbarrier of any block of the cluster (an address from cluster_map).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+
+// tma_load_3d into the same shared offset of every block in `mask`, completing bytes on the
+// mbarrier at `bar`'s offset in each of them.
+__device__ __forceinline__ void tma_load_3d_multicast(void* dst, const void* map, u64* bar, int c0, int c1, int c2,
+                                                      unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+      "[%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32addr(bar)), "h"(mask)
+      : "memory");
+}
+
+// --- TMA stores ---------------------------------------------------------------------------------
+// Shared-memory writes made by threads become visible to the copy engine (the async proxy).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Copy a box from shared memory to the tensor at (c0, c1, c2); parts outside the tensor are dropped.
+__device__ __forceinline__ void tma_store_3d(const void* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(map),
+               "r"(smem_u32addr(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Wait until at most N committed stores still read their shared source (it may be reused) ...
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// ... or are still writing to global memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// A barrier for `threads` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads's).
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // --- wgmma ----------------------------------------------------------------------------------
