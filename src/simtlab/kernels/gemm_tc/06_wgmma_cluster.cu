@@ -12,12 +12,51 @@
 //    piece is written while the previous one is being copied out, and the warpgroup goes on
 //    to its next tile without waiting for global memory. EPI 0 stores from registers as rung 5.
 // CM 1, EPI 0 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between the blocks.
+// The body walks "units" (a cluster tile and a range of its K slices) that a schedule hands
+// out: here whole tiles, round robin over the clusters; rung 7 reuses it with stream-K.
 #include "simtlab_hopper.cuh"
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int EPI>
-__global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
-gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
-                      const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
+namespace simtlab {
+namespace cluster_gemm {
+
+// Units of work of the cluster tiles (CM tiles stacked) of the whole batch.
+struct Shape {
+  int work;  // cluster tiles
+  int KT;    // K slices per tile
+};
+
+template <int DT, int BM, int BN, int CM>
+__device__ __forceinline__ Shape shape(int M, int N, int K, int batch) {
+  constexpr int BK = 128 / (DT == 2 ? 4 : 2);
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  return {(tiles_m + CM - 1) / CM * tiles_n * batch, (K + BK - 1) / BK};
+}
+
+// Data-parallel: cluster tiles cluster, cluster + clusters, ... each over all of K. A schedule is
+// built by each role after setmaxnreg (from kernel arguments, which stay in constant memory),
+// so none of its state has to live through the producer's 40-register budget.
+struct WholeTiles {
+  struct Args {};
+  int cluster, clusters, work, KT;
+  __device__ __forceinline__ WholeTiles(const Args&, Shape sh, int cm)
+      : cluster(blockIdx.x / cm), clusters(gridDim.x / cm), work(sh.work), KT(sh.KT) {}
+  __device__ __forceinline__ bool unit(int n, int& u, int& k0, int& k1) const {
+    u = cluster + n * clusters;
+    k0 = 0;
+    k1 = KT;
+    return u < work;
+  }
+  // After unit n's multiplies: true when this warpgroup's accumulators are the tile's final
+  // values, to be stored (always, for whole tiles).
+  template <int ACC>
+  __device__ __forceinline__ bool finish(int, float (&)[ACC], int, int) const {
+    return true;
+  }
+};
+
+template <class Schedule, int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int EPI>
+__device__ __forceinline__ void gemm(const typename Schedule::Args& args, int M, int N, int K, int batch,
+                                     const void* map_a, const void* map_b, const void* map_c, float* C) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64;
@@ -38,15 +77,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int rank = CM > 1 ? (int)simtlab::cluster_ctarank() : 0;
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int pairs_m = (tiles_m + CM - 1) / CM;  // rows of cluster tiles (CM tiles stacked)
-  const int work = pairs_m * tiles_n * batch, KT = (K + BK - 1) / BK;
-  const int cluster = blockIdx.x / CM, clusters = gridDim.x / CM;
 
   // cluster tile u -> (batch z, this block's tile row, tile column): GROUP_M tile rows walked
   // column by column, as rung 5, in units of cluster tile rows
   auto tile_coords = [&](int u, int& z, int& tm, int& tn) {
     constexpr int G = GROUP_M / CM > 0 ? GROUP_M / CM : 1;
+    // (worked out here, per tile, rather than kept live through the role split)
+    const int tiles_n = (N + BN - 1) / BN;
+    const int pairs_m = ((M + BM - 1) / BM + CM - 1) / CM;  // rows of cluster tiles (CM tiles stacked)
     z = u / (pairs_m * tiles_n);
     u -= z * pairs_m * tiles_n;
     const int per_group = G * tiles_n, first = (u / per_group) * G;
@@ -71,13 +109,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   if (wg == 0) {  // producer
     simtlab::setmaxnreg_dec<40>();
     if (tid == 0) {
+      const Schedule sched(args, shape<DT, BM, BN, CM>(M, N, K, batch), CM);
       simtlab::tensormap_acquire(map_a);
       simtlab::tensormap_acquire(map_b);
-      int it = 0;  // slices issued so far, over all tiles: slot and phase
-      for (int u = cluster; u < work; u += clusters) {
+      int it = 0;  // slices issued so far, over all units: slot and phase
+      int u, k0, k1;
+      for (int n = 0; sched.unit(n, u, k0, k1); ++n) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
-        for (int kt = 0; kt < KT; ++kt, ++it) {
+        for (int kt = k0; kt < k1; ++kt, ++it) {
           const int slot = it % STAGES;
           simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1);  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
@@ -108,6 +148,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     }
   } else {  // consumers: warpgroup c multiplies rows 64(c-1) .. 64c-1 of each tile
     simtlab::setmaxnreg_inc<232>();
+    const Schedule sched(args, shape<DT, BM, BN, CM>(M, N, K, batch), CM);
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
     unsigned empty_at[CM];  // each block's "empty" barrier array, as cluster addresses
@@ -125,13 +166,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     };
     if (EPI && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
-    for (int u = cluster; u < work; u += clusters) {
+    int u, k0, k1;
+    for (int n = 0; sched.unit(n, u, k0, k1); ++n) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
       float acc[BN / 2];
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-      for (int kt = 0; kt < KT; ++kt, ++it) {
+      for (int kt = k0; kt < k1; ++kt, ++it) {
         const int slot = it % STAGES;
         simtlab::mbar_wait(&full[slot], (it / STAGES) & 1);
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * 64 * 128;
@@ -140,10 +182,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         simtlab::wgmma_slice<BN, DT, BK>(acc, a, b, B_BLOCK);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if (kt > 0 && leader) release((it - 1) % STAGES);
+        if (kt > k0 && leader) release((it - 1) % STAGES);
       }
       simtlab::wgmma_wait<0>();
-      if (KT > 0 && leader) release((it - 1) % STAGES);
+      if (k1 > k0 && leader) release((it - 1) % STAGES);
+      if (!sched.finish(n, acc, c, tid % 128)) continue;  // (a partial sum, kept for another block)
 
       if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
         unsigned char* mine = staging + c * 2 * PIECE_BYTES;
@@ -186,4 +229,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   }
   // A peer may still arrive on this block's barriers: no block of the cluster leaves before all are done.
   if constexpr (CM > 1) simtlab::cluster_sync();
+}
+
+}  // namespace cluster_gemm
+}  // namespace simtlab
+
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int EPI>
+__global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
+gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
+                      const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
+  namespace cg = simtlab::cluster_gemm;
+  cg::gemm<cg::WholeTiles, DT, BM, BN, STAGES, GROUP_M, CM, EPI>({}, M, N, K, batch, map_a, map_b, map_c, C);
 }
