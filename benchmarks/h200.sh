@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rungs 6-7: tests, rungs 5-7, a rung-7 sweep; then sgemm unless NO_SGEMM) | sgemm (fp32 rung 11: tests, rungs 10-11) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep; then sgemm unless NO_SGEMM) | sgemm (fp32 rung 11: tests, rungs 10-11) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -120,22 +120,22 @@ sgemm_top() {  # issue 11: fp32 rung 11 (TMA, mbarriers) beside rung 10
   timeout 150 simtlab ladder gemm -s 4096 -s 8192 -s 2048 --rung 10 --rung 11 --json-out "$OUT/gemm_top.json"
 }
 [[ $phase == sgemm ]] && sgemm_top
-if [[ $phase == cluster ]]; then  # issue 12: tensor-core rungs 6-7 (clusters, TMA stores, stream-K) beside rung 5; sgemm
-  echo "== GPU tests of rungs 6-7's variants (pytest_cluster.txt)"
+if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-store epilogue) beside rung 5; then sgemm
+  echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -x -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  echo "== rungs 5-7 beside cuBLAS and Triton"
+  echo "== rungs 5-6 beside cuBLAS and Triton"
   timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 4096:tf32 -s 2048 \
-    -s 6144:bf16 -s 8192x1024x8192:bf16 --rung 5 --rung 6 --rung 7 --json-out "$OUT/gemm_tc_top.json"
+    -s 6144:bf16 -s 8192x1024x8192:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
   [[ -z ${NO_SGEMM:-} ]] && sgemm_top
   for size in ${CLUSTER_SWEEP_SIZES:-4096 8192:bf16}; do
-    echo "== rung 7 at $size: epilogue x tile order"
-    timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_streamk --size "$size" --param EPI=0,1 \
-      --param GROUP_M=4,8,16 --json "$OUT/streamk_sweep_${size/:/_}.json"
+    echo "== rung 6 at $size: cluster size x epilogue x stages"
+    timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
+      --param STAGES=3,4 --json "$OUT/cluster_sweep_${size/:/_}.json"
   done
-  echo "== GPU tests of tensor-core rungs 5-7 and TF32 (pytest.txt)"
+  echo "== GPU tests of tensor-core rungs 5-6 and TF32 (pytest.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "tensor_core and (wgmma_ws or wgmma_cluster or wgmma_streamk) or tf32" > "$OUT/pytest.txt" 2>&1
+    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
 fi
 if [[ $phase == kahan ]]; then

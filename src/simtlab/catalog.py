@@ -341,14 +341,6 @@ GEMM_TC = Family(
              "geometry_wgmma_cluster", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
              tunable=("STAGES", "GROUP_M", "CM", "EPI"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG")),
-        Rung("gemm_tc", 7, "wgmma_streamk", "gemm_tc/07_wgmma_streamk.cu", "gemm_tc_wgmma_streamk",
-             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "EPI"),
-             _frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8, "CM": 2, "EPI": 1}),
-             "stream-K: the last waves' K slices dealt out evenly, cut tiles summed through a global workspace "
-             "and flags, so no SM idles in a ragged last wave",
-             "geometry_wgmma_streamk", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
-             tunable=("STAGES", "GROUP_M", "CM", "EPI"),
-             sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG")),
     ),
     check_size="127x129x65",
 )

@@ -32,10 +32,9 @@ def test_every_output_has_a_block(rung, mnk):
         assert L.grid == (min(132, tiles), 1, 1) and tiles * params["BM"] * params["BN"] >= p.M * p.N
         assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared <= 227 * 1024
         return
-    if rung.name in ("wgmma_cluster", "wgmma_streamk"):  # persistent clusters of CM blocks, CM stacked tiles each
+    if rung.name == "wgmma_cluster":  # persistent clusters of CM blocks, each cluster CM stacked tiles
         cm, work = params["CM"], tc.cluster_work(params, p)
-        units = work * (-(-p.K // 64) if rung.name == "wgmma_streamk" else 1)  # stream-K deals out K slices
-        assert L.grid == (min(132 // cm, units) * cm, 1, 1) and L.grid[0] % cm == 0
+        assert L.grid == (min(132 // cm, work) * cm, 1, 1) and L.grid[0] % cm == 0
         assert work * cm * params["BM"] * params["BN"] >= p.M * p.N
         assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared == tc.cluster_smem(params) <= 227 * 1024
         return
@@ -94,11 +93,6 @@ def test_cluster_rung_shared_memory_and_its_limit():
     assert tc.cluster_work(params, p) == 16 * 16 and tc.geometry_wgmma_cluster(params, p).grid == (132, 1, 1)
     # an odd number of tile rows: the last cluster tile has one tile past the end
     assert tc.cluster_work(params, tc.TcProblem(300, 256, 64)) == 2
-    # stream-K: one cluster tile of 128 K slices still fills every cluster; its workspace holds one
-    # 64 x BN partial per consumer warpgroup of every block
-    assert tc.geometry_wgmma_streamk(params, tc.TcProblem(256, 256, 8192)).grid == (132, 1, 1)
-    assert tc.geometry_wgmma_streamk(params, tc.TcProblem(1, 1, 1)).grid == (2, 1, 1)
-    assert tc.streamk_workspace_floats(params, 132) == 132 * 2 * 64 * 256
 
 
 def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():

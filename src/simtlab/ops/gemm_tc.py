@@ -17,7 +17,7 @@ DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
 SHORT = {v: k for k, v in DTYPES.items()}
 DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-TF32_RUNGS = ("wgmma_ws", "wgmma_cluster", "wgmma_streamk")  # the rungs with a TF32 form (wgmma's tf32 shape, B transposed first)
+TF32_RUNGS = ("wgmma_ws", "wgmma_cluster")  # the rungs with a TF32 form (wgmma's tf32 shape, B transposed first)
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 _CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 0, 68, 77, -1
 
@@ -188,21 +188,6 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     return Launch((clusters * cm, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), smem)
 
 
-def geometry_wgmma_streamk(params, p: TcProblem, device=None) -> Launch:
-    """Rung 7: rung 6's block and shared memory; as many whole clusters as the SMs hold, as long
-    as each gets at least one K slice of stream-K work."""
-    launch = geometry_wgmma_cluster(params, p, device)
-    slices = cluster_work(params, p) * -(-p.K // (SWIZZLE_ROW // ELEMENT_BYTES[p.dtype]))
-    clusters = min(sm_count(device) // params["CM"], slices)
-    return Launch((clusters * params["CM"], 1, 1), launch.block, launch.shared)
-
-
-def streamk_workspace_floats(params, blocks: int) -> int:
-    """Rung 7's partial tiles: one 64 x BN fp32 block of accumulators per consumer warpgroup of
-    every block."""
-    return blocks * (params["BM"] // 64) * 64 * params["BN"]
-
-
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
     """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
     B column panel once."""
@@ -269,19 +254,13 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
             encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
-    if inst.rung.name in ("wgmma_cluster", "wgmma_streamk"):  # (encoded whatever EPI is: read for EPI 1)
+    if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1)
         maps.append(encode_tensor_map(store_box(padded), C.data.ptr, "float32"))
     maps = cupy.asarray(np.concatenate(maps))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
     if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves
         sizes += (np.int32(p.batch),)
     args = sizes + tuple(maps[16 * i:16 * (i + 1)] for i in range(len(maps) // 16)) + (C,)
-    epoch = None
-    if inst.rung.name == "wgmma_streamk":  # partial tiles and their flags, which carry the launch's epoch
-        partials = cupy.empty(streamk_workspace_floats(inst.params, launch.grid[0]), dtype=cupy.float32)
-        flags = cupy.zeros(launch.grid[0] * (inst.params["BM"] // 64), dtype=cupy.int32)
-        args += (partials, flags)
-        epoch = [0]
 
     def run():
         if not aligned:
@@ -289,11 +268,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
             B[..., :p.K, :p.N] = ws.B
         if transpose_b:
             transpose_b()
-        if epoch is None:
-            func(launch.grid, launch.block, args, shared_mem=launch.shared)
-        else:
-            epoch[0] = epoch[0] % 0x7FFFFFFF + 1  # never 0, the flags' initial value
-            func(launch.grid, launch.block, args + (np.int32(epoch[0]),), shared_mem=launch.shared)
+        func(launch.grid, launch.block, args, shared_mem=launch.shared)
         if not aligned:
             ws.C[...] = C[..., :p.N]
 

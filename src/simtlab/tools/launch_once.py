@@ -2,6 +2,7 @@
 sanitizer to watch (`simtlab profile` and `simtlab sanitize` run this under them):
 
     python -m simtlab.tools.launch_once gemm 6 7 --size 2048
+    python -m simtlab.tools.launch_once gemm_tc --reference cuBLAS --size 4096   # a library's kernel
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from simtlab.launch import build, choose_params, runner
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
-    ap.add_argument("rungs", nargs="+")
+    ap.add_argument("rungs", nargs="*")
     ap.add_argument("--size", required=True)
+    ap.add_argument("--reference", action="append", default=[],
+                    help="also run the family's reference whose name starts with this (e.g. cuBLAS)")
     args = ap.parse_args()
     fam = family(args.family)
     op = fam.op()
@@ -34,6 +37,15 @@ def main() -> None:
         runner(inst, problem, ws, vec, dev)()
         cupy.cuda.get_current_stream().synchronize()
         print(f"{rung.id}: {inst.expression(vec)} grid={launch.grid} block={launch.block}", flush=True)
+    for prefix in args.reference:
+        refs = [r for r in op.references() if r.name.lower().startswith(prefix.lower())]
+        if not refs:
+            raise SystemExit(f"{fam.name} has no reference starting with {prefix!r}: "
+                             f"{', '.join(r.name for r in op.references())}")
+        ws = op.workspace(problem, 1)
+        refs[0].make(ws)()
+        cupy.cuda.get_current_stream().synchronize()
+        print(f"{refs[0].name}: launched once", flush=True)
 
 
 if __name__ == "__main__":

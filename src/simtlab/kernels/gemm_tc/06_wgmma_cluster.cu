@@ -12,8 +12,9 @@
 //    piece is written while the previous one is being copied out, and the warpgroup goes on
 //    to its next tile without waiting for global memory. EPI 0 stores from registers as rung 5.
 // CM 1, EPI 0 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between the blocks.
-// The body walks "units" (a cluster tile and a range of its K slices) that a schedule hands
-// out: here whole tiles, round robin over the clusters; rung 7 reuses it with stream-K.
+// The body walks "units" (a cluster tile and a range of its K slices) that a schedule hands out:
+// whole tiles, round robin over the clusters. (A stream-K schedule over the same body was
+// measured slower: benchmarks/NOTES.md.)
 #include "simtlab_hopper.cuh"
 
 namespace simtlab {
