@@ -18,7 +18,9 @@
 #include "simtlab_hopper.cuh"
 #include "simtlab_gemm.cuh"
 
-template <int BM, int BN, int WM, int WN, int WMITER, int WNITER, int STAGES, int GROUP_M>
+// KV: k values per A load - 4 (LDS.128: fewest loads) or 2 (LDS.64: half the A registers, more
+// room for the compiler to schedule and to avoid register-bank conflicts).
+template <int BM, int BN, int WM, int WN, int WMITER, int WNITER, int STAGES, int GROUP_M, int KV>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
 gemm_tma_pipeline(int M, int N, int K, float alpha, float beta, const void* __restrict__ map_a,
                   const void* __restrict__ map_b, float* __restrict__ C) {
@@ -29,6 +31,7 @@ gemm_tma_pipeline(int M, int N, int K, float alpha, float beta, const void* __re
   constexpr int TM = 4 * WMITER, TN = 4 * WNITER;
   constexpr int A_BYTES = BM * BK * 4, B_BYTES = BK * BN * 4, STAGE_BYTES = A_BYTES + B_BYTES;
   static_assert(LANES_M * 4 == SUB_M && LANES_M <= 8, "a sub-tile is 4 rows of LANES_M lanes, LANES_M <= 8");
+  static_assert(KV == 2 || KV == 4, "A loads of 2 or 4 k values");
   static_assert(BM <= 256 && BN <= 256 && BN % 4 == 0 && A_BYTES % 1024 == 0, "TMA boxes of <= 256 rows/columns");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
@@ -83,21 +86,26 @@ gemm_tma_pipeline(int M, int N, int K, float alpha, float beta, const void* __re
     const unsigned char* As = smem + slot * STAGE_BYTES + (wm + lm) * 128;
     const float* Bs = reinterpret_cast<const float*>(smem + slot * STAGE_BYTES + A_BYTES) + wn + ln;
 #pragma unroll
-    for (int kc = 0; kc < BK / 4; ++kc) {  // 4 k at a time: one LDS.128 per row of A
-      float a[TM][4];
+    for (int kg = 0; kg < BK / KV; ++kg) {  // KV k at a time: one LDS.64/LDS.128 per row of A
+      const int kc = kg * KV / 4, within = (kg * KV % 4) * 4;  // 16-byte chunk of the row, byte inside it
+      float a[TM][KV];
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const int r = (i / 4) * SUB_M + LANES_M * (i % 4);  // this row's offset from row wm + lm
         const unsigned chunk = ((unsigned)(kc ^ ((LANES_M * (i % 4)) & 7)) << 4) ^ sw;
-        *reinterpret_cast<float4*>(a[i]) = *reinterpret_cast<const float4*>(As + r * 128 + chunk);
+        const unsigned char* p = As + r * 128 + chunk + within;
+        if constexpr (KV == 4)
+          *reinterpret_cast<float4*>(a[i]) = *reinterpret_cast<const float4*>(p);
+        else
+          *reinterpret_cast<float2*>(a[i]) = *reinterpret_cast<const float2*>(p);
       }
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < KV; ++kk) {
         float b[TN];
 #pragma unroll
         for (int j = 0; j < WNITER; ++j)
           *reinterpret_cast<float4*>(&b[4 * j]) =
-              *reinterpret_cast<const float4*>(Bs + (4 * kc + kk) * BN + j * SUB_N);
+              *reinterpret_cast<const float4*>(Bs + (KV * kg + kk) * BN + j * SUB_N);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
