@@ -32,11 +32,13 @@ def test_every_output_has_a_block(rung, mnk):
         assert L.grid == (min(132, tiles), 1, 1) and tiles * params["BM"] * params["BN"] >= p.M * p.N
         assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared <= 227 * 1024
         return
-    if rung.name == "wgmma_cluster":  # persistent clusters of CM blocks, each cluster CM stacked tiles
-        cm, work = params["CM"], tc.cluster_work(params, p)
-        assert L.grid == (min(132 // cm, work) * cm, 1, 1) and L.grid[0] % cm == 0
-        assert work * cm * params["BM"] * params["BN"] >= p.M * p.N
-        assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared == tc.cluster_smem(params) <= 227 * 1024
+    if rung.name == "wgmma_cluster":  # persistent clusters of CM x CN blocks, as many tiles each
+        for shape in (params, {**params, "BM": 256, "BN": 128, "CM": 1, "CN": 2}):
+            cs, work = shape["CM"] * shape["CN"], tc.cluster_work(shape, p)
+            L = tc.geometry_wgmma_cluster(shape, p)
+            assert L.grid == (min(132 // cs, work) * cs, 1, 1) and L.grid[0] % cs == 0
+            assert work * cs * shape["BM"] * shape["BN"] >= p.M * p.N
+            assert L.threads == 2 * 128 + 128 and L.shared == tc.cluster_smem(shape) <= 227 * 1024
         return
     if rung.name == "wmma":
         bm, bn = 16 * params["WARPS_M"], 16 * params["WARPS_N"]
@@ -93,6 +95,14 @@ def test_cluster_rung_shared_memory_and_its_limit():
     assert tc.cluster_work(params, p) == 16 * 16 and tc.geometry_wgmma_cluster(params, p).grid == (132, 1, 1)
     # an odd number of tile rows: the last cluster tile has one tile past the end
     assert tc.cluster_work(params, tc.TcProblem(300, 256, 64)) == 2
+    # cuBLAS's shape: 256x128 tiles side by side in pairs along N (A shared), two 128-row consumers
+    wide = {**params, "BM": 256, "BN": 128, "CM": 1, "CN": 2}
+    assert tc.cluster_work(wide, p) == 16 * 16 and tc.cluster_consumers(wide) == 2
+    assert tc.cluster_work(wide, tc.TcProblem(300, 264, 64)) == 2 * 2  # 2 tile rows, 3 columns -> 2 pairs
+    a, _ = tc.tma_boxes(wide, tc.TcProblem(300, 264, 64))
+    assert a.box == (64, 128, 1)  # each block of the pair loads half of A's 256 rows
+    with pytest.raises(ValueError, match="at most 2 blocks"):
+        tc.geometry_wgmma_cluster({**params, "CM": 2, "CN": 2}, p)
 
 
 def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():

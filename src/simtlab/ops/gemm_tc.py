@@ -165,27 +165,34 @@ EPI_PIECE_BYTES = 64 * 32 * 4  # rung 6's staging buffer: 64 rows x 32 fp32 colu
 OPTIN_SMEM = 227 * 1024  # the opt-in dynamic shared memory of a Hopper block
 
 
+def cluster_consumers(params) -> int:
+    """Rung 6's consumer warpgroups: one for 64-row tiles, else two (of 64 or 128 rows each)."""
+    return 1 if params["BM"] == 64 else 2
+
+
 def cluster_smem(params) -> int:
     """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1)."""
-    return wgmma_smem(params, 2) + params["EPI"] * (params["BM"] // 64) * 2 * EPI_PIECE_BYTES
+    return wgmma_smem(params, 2) + params["EPI"] * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
 
 
 def cluster_work(params, p: TcProblem) -> int:
-    """Rung 6's units of work: CM vertically adjacent tiles (one cluster tile) over the batch."""
+    """Rung 6's units of work: cluster tiles (CM x CN tiles) over the batch."""
     tiles_m, tiles_n = -(-p.M // params["BM"]), -(-p.N // params["BN"])
-    return -(-tiles_m // params["CM"]) * tiles_n * p.batch
+    return -(-tiles_m // params["CM"]) * -(-tiles_n // params["CN"]) * p.batch
 
 
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
-    """Persistent, in clusters of CM blocks: as many whole clusters as SMs hold (fewer when there is
-    less work), each block a producer warpgroup plus BM/64 consumers."""
+    """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
+    there is less work), each block a producer warpgroup plus one or two consumers."""
     smem = cluster_smem(params)
     if smem > OPTIN_SMEM:
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {OPTIN_SMEM}-byte "
                          "limit of a block (fewer STAGES, or EPI 0)")
-    cm = params["CM"]
-    clusters = min(sm_count(device) // cm, cluster_work(params, p))
-    return Launch((clusters * cm, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), smem)
+    cs = params["CM"] * params["CN"]
+    if cs > 2:
+        raise ValueError(f"rung 6 with {params}: clusters of at most 2 blocks (CM x CN = {cs})")
+    clusters = min(sm_count(device) // cs, cluster_work(params, p))
+    return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
 
 
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
@@ -204,13 +211,14 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
 def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k. 16-bit B (K x N, N
     contiguous) in 64 x BK boxes (BN/64 of them per slice); TF32 reads B^T (N x K, K contiguous) in
-    BK x BN boxes (BK x BN/CM when a cluster of CM blocks shares them). The kernels take K and N
-    multiples of 8 (16-byte rows, even output columns)."""
+    BK x BN boxes (BK x BN/CM when a cluster of CM blocks shares them; likewise A's box is BM/CN
+    rows when CN blocks share it). The kernels take K and N multiples of 8 (16-byte rows, even
+    output columns)."""
     if p.K % 8 or p.N % 8:
         raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
     es = ELEMENT_BYTES[p.dtype]
     bk = SWIZZLE_ROW // es
-    a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"], 1))
+    a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"] // params.get("CN", 1), 1))
     if p.dtype == "float32":
         b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"] // params.get("CM", 1), 1))
     else:
