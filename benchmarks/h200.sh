@@ -133,6 +133,12 @@ if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-
     timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
       --param STAGES=3,4 --json "$OUT/cluster_sweep_${size/:/_}.json"
   done
+  if [[ -n ${SANITIZE_CLUSTER:-} ]]; then
+    echo "== compute-sanitizer on rung 6 (default and A-shared 256x128 clusters; direct and padded TMA)"
+    for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
+      timeout 120 simtlab sanitize gemm_tc --rung wgmma_cluster --size "$size" --jobs 8 2>&1 | tail -4
+    done
+  fi
   echo "== GPU tests of tensor-core rungs 5-6 and TF32 (pytest.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
     -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
