@@ -157,9 +157,18 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         simtlab::mbar_wait(&full[slot], (it / STAGES) & 1);
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
         const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
+        // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the
+        // descriptor's 16-byte units), and along B +16 k rows (2 KiB) for 16-bit B or +32 bytes
+        // for B^T (tf32) - the field cannot carry, shared addresses stay below 256 KiB
+        const simtlab::u64 da = simtlab::desc_sw128(a, 16, 1024);
+        const simtlab::u64 db = DT == 2 ? simtlab::desc_sw128(b, 16, 1024) : simtlab::desc_sw128(b, B_BLOCK, 1024);
+        constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = DT == 2 ? 2 : 128;
         simtlab::wgmma_fence();
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) simtlab::wgmma_slice<BN, DT, BK>(acc[h], a + h * 64 * 128, b, B_BLOCK);
+        for (int kk = 0; kk < STEPS; ++kk)
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h)
+            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, 1);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
         if (kt > 0 && leader) release((it - 1) % STAGES);
