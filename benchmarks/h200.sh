@@ -165,9 +165,9 @@ if [[ $phase == final6 ]]; then  # issue 12 (and 11): rung 6's tests, tile shape
   echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  echo "== GPU tests of tensor-core rungs 5-6 and TF32 (pytest.txt)"
+  echo "== GPU tests of tensor-core rungs 5-6, TF32 and fp32 rung 11 (pytest.txt)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
+    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32 or tma_pipeline" > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
   for size in 4096 4096:bf16 8192 8192:bf16; do
     for shape in "BM=128 --param BN=256 --param CM=2 --param CN=1" "BM=256 --param BN=128 --param CM=1 --param CN=2" \

@@ -194,35 +194,26 @@ def make_runner(inst, problem: GemmProblem, ws, device, vec, prepare):
         return None
     import cupy
 
-    from .tma import TMA_SWIZZLE_128B, TMA_SWIZZLE_NONE, encode_tensor_map
+    from .tma import TMA_SWIZZLE_128B, TMA_SWIZZLE_NONE, PaddedOperands, encode_tensor_map
 
     p = problem
-    aligned = ws.vec_ok()
-    kp, np_ = -(-p.K // 4) * 4, -(-p.N // 4) * 4
-    padded = GemmProblem(p.M, np_, kp, p.alpha, p.beta)
+    pad = None if ws.vec_ok() else PaddedOperands(ws.A, ws.B, ws.C, 4)
+    A, B, C = (ws.A, ws.B, ws.C) if pad is None else (pad.A, pad.B, pad.C)
+    padded = GemmProblem(p.M, B.shape[-1], A.shape[-1], p.alpha, p.beta)
     launch = inst.geometry(padded, device)
     func = prepare(inst, launch, vec, device)
-    if aligned:
-        A, B, C = ws.A, ws.B, ws.C
-    else:
-        A = cupy.zeros((p.M, kp), dtype=cupy.float32)
-        B = cupy.zeros((kp, np_), dtype=cupy.float32)
-        C = cupy.zeros((p.M, np_), dtype=cupy.float32)
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, "float32", TMA_SWIZZLE_128B),
                                         encode_tensor_map(box_b, B.data.ptr, "float32", TMA_SWIZZLE_NONE)]))
-    args = (np.int32(p.M), np.int32(np_), np.int32(kp), np.float32(p.alpha), np.float32(p.beta), maps[:16],
-            maps[16:], C)
+    args = (np.int32(p.M), np.int32(padded.N), np.int32(padded.K), np.float32(p.alpha), np.float32(p.beta),
+            maps[:16], maps[16:], C)
 
     def run():
-        if not aligned:
-            A[:, :p.K] = ws.A
-            B[:p.K, :p.N] = ws.B
-            if p.beta != 0:
-                C[:, :p.N] = ws.C
+        if pad is not None:
+            pad.copy_in(ws.A, ws.B, ws.C if p.beta != 0 else None)
         func(launch.grid, launch.block, args, shared_mem=launch.shared)
-        if not aligned:
-            ws.C[...] = C[:, :p.N]
+        if pad is not None:
+            pad.copy_out(ws.C)
 
     return run
 

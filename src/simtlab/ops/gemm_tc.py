@@ -241,18 +241,15 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         return None
     import cupy
 
+    from .tma import PaddedOperands
+
     p = problem
-    aligned = p.K % 8 == 0 and p.N % 8 == 0
-    kp, np_ = -(-p.K // 8) * 8, -(-p.N // 8) * 8
+    pad = None if p.K % 8 == 0 and p.N % 8 == 0 else PaddedOperands(ws.A, ws.B, ws.C, 8)
+    A, B, C = (ws.A, ws.B, ws.C) if pad is None else (pad.A, pad.B, pad.C)
+    kp, np_ = A.shape[-1], B.shape[-1]
     padded = TcProblem(p.M, np_, kp, p.dtype, p.batch)
     launch = inst.geometry(padded, device)
     func = prepare(inst, launch, vec, device)
-    if aligned:
-        A, B, C = ws.A, ws.B, ws.C
-    else:  # the workspace's shapes (batch first, if any) with K and N rounded up
-        A = cupy.zeros(ws.A.shape[:-1] + (kp,), dtype=ws.A.dtype)
-        B = cupy.zeros(ws.B.shape[:-2] + (kp, np_), dtype=ws.B.dtype)
-        C = cupy.empty(ws.C.shape[:-1] + (np_,), dtype=cupy.float32)
     transpose_b = None
     if p.dtype == "float32":  # wgmma's tf32 form reads B K-major: B^T, N x K
         from .transpose import batched_transposer
@@ -271,14 +268,13 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     args = sizes + tuple(maps[16 * i:16 * (i + 1)] for i in range(len(maps) // 16)) + (C,)
 
     def run():
-        if not aligned:
-            A[..., :p.K] = ws.A
-            B[..., :p.K, :p.N] = ws.B
+        if pad is not None:
+            pad.copy_in(ws.A, ws.B)
         if transpose_b:
             transpose_b()
         func(launch.grid, launch.block, args, shared_mem=launch.shared)
-        if not aligned:
-            ws.C[...] = C[..., :p.N]
+        if pad is not None:
+            pad.copy_out(ws.C)
 
     return run
 

@@ -53,3 +53,28 @@ def encode_tensor_map(box: TmaBox, ptr: int, dtype: str, swizzle: int = TMA_SWIZ
     if err != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
     return aligned.copy()
+
+
+class PaddedOperands:
+    """Zero-padded copies of A (... x K), B (... x K x N) and C (... x N) with K and N rounded up
+    to `multiple` elements: tensor maps need row strides of whole 16-byte units. The zeros in the
+    extra k contribute nothing to the product; the extra columns of C are dropped on the way out.
+    The copies are made once; copy_in/copy_out run inside the timed call."""
+
+    def __init__(self, A, B, C, multiple: int):
+        import cupy
+
+        self.K, self.N = A.shape[-1], B.shape[-1]
+        self.kp, self.np = -(-self.K // multiple) * multiple, -(-self.N // multiple) * multiple
+        self.A = cupy.zeros(A.shape[:-1] + (self.kp,), dtype=A.dtype)
+        self.B = cupy.zeros(B.shape[:-2] + (self.kp, self.np), dtype=B.dtype)
+        self.C = cupy.zeros(C.shape[:-1] + (self.np,), dtype=C.dtype)
+
+    def copy_in(self, A, B, C=None) -> None:
+        self.A[..., :self.K] = A
+        self.B[..., :self.K, :self.N] = B
+        if C is not None:  # (read by the kernel: beta != 0)
+            self.C[..., :self.N] = C
+
+    def copy_out(self, C) -> None:
+        C[...] = self.C[..., :self.N]
