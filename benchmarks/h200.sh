@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep; then sgemm unless NO_SGEMM) | sgemm (fp32 rung 11: tests, rungs 10-11) | tcshapes (rung 6 tile shapes and cluster directions, a K sweep, fp32 rung 11 KV) | final6 (rung 6's tests, shapes at the four headline sizes, ladders, sanitizer) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -111,23 +111,13 @@ if [[ $phase == closing ]]; then  # layernorm, the tensor-core ladder, every GPU
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; timeout 60 python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
 fi
-sgemm_top() {  # issue 11: fp32 rung 11 (TMA, mbarriers) beside rung 10
-  echo "== GPU tests of the fp32 GEMM rungs (pytest_sgemm.txt)"
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "gemm_rung or gemm_top" \
-    > "$OUT/pytest_sgemm.txt" 2>&1
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_sgemm.txt" | tail -8
-  echo "== fp32 rungs 10-11 beside cuBLAS and Triton"
-  timeout 150 simtlab ladder gemm -s 4096 -s 8192 -s 2048 --rung 10 --rung 11 --json-out "$OUT/gemm_top.json"
-}
-[[ $phase == sgemm ]] && sgemm_top
-if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-store epilogue) beside rung 5; then sgemm
+if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-store epilogue) beside rung 5
   echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -x -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
   echo "== rungs 5-6 beside cuBLAS and Triton"
   timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 4096:tf32 -s 2048 \
     -s 6144:bf16 -s 8192x1024x8192:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
-  [[ -z ${NO_SGEMM:-} ]] && sgemm_top
   for size in ${CLUSTER_SWEEP_SIZES:-4096 8192:bf16}; do
     echo "== rung 6 at $size: cluster size x epilogue x stages"
     timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
@@ -144,30 +134,13 @@ if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-
     -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
 fi
-if [[ $phase == tcshapes ]]; then  # issue 12: rung 6's tile shapes and cluster directions; where its time goes
-  echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -x -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  for size in 4096 8192:bf16; do
-    for cl in "CM=2 --param CN=1" "CM=1 --param CN=2"; do
-      echo "== rung 6 at $size: tile shape with $cl"
-      timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param BM=128,256 \
-        --param BN=128,256 --param $cl
-    done
-  done
-  echo "== rungs 5-6 against K at 4096x4096 (per-slice and per-tile costs)"
-  timeout 150 simtlab ladder gemm_tc -s 4096x4096x1024 -s 4096x4096x4096 -s 4096x4096x16384 --rung 5 --rung 6 \
-    --json-out "$OUT/ksweep.json"
-  echo "== fp32 rung 11: 4 or 2 k values per A load"
-  timeout 100 python3 benchmarks/param_sweep.py gemm tma_pipeline --size 4096 --param KV=2,4
-fi
-if [[ $phase == final6 ]]; then  # issue 12 (and 11): rung 6's tests, tile shapes at the four headline sizes, ladders
+if [[ $phase == final6 ]]; then  # issue 12: rung 6's tests, tile shapes at the four headline sizes, ladders
   echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  echo "== GPU tests of tensor-core rungs 5-6, TF32 and fp32 rung 11 (pytest.txt)"
+  echo "== GPU tests of tensor-core rungs 5-6 and TF32 (pytest.txt)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32 or tma_pipeline" > "$OUT/pytest.txt" 2>&1
+    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
   for size in 4096 4096:bf16 8192 8192:bf16; do
     for shape in "BM=128 --param BN=256 --param CM=2 --param CN=1" "BM=256 --param BN=128 --param CM=1 --param CN=2" \
@@ -181,8 +154,6 @@ if [[ $phase == final6 ]]; then  # issue 12 (and 11): rung 6's tests, tile shape
     -s 8192x1024x8192:bf16 -s 4096:tf32 -s 64x512x512x512:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
   echo "== rung 6 against K at 4096x4096 (per-slice and per-tile costs)"
   timeout 100 simtlab ladder gemm_tc -s 4096x4096x1024 -s 4096x4096x16384 --rung 6
-  echo "== fp32 rung 11: 4 or 2 k values per A load"
-  timeout 100 python3 benchmarks/param_sweep.py gemm tma_pipeline --size 4096 --param KV=2,4
   echo "== compute-sanitizer on rung 6's defaults (sanitize.txt)"
   for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
     timeout 100 simtlab sanitize gemm_tc --rung wgmma_cluster --size "$size" --jobs 8 >> "$OUT/sanitize.txt" 2>&1
@@ -207,7 +178,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == sgemm || $phase == tcshapes || $phase == final6 ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

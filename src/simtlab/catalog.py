@@ -166,14 +166,6 @@ GEMM = Family(
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
              from_store=True, size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
-        Rung("gemm", 11, "tma_pipeline", "gemm/11_tma_pipeline.cu", "gemm_tma_pipeline",
-             ("BM", "BN", "WM", "WN", "WMITER", "WNITER", "STAGES", "GROUP_M", "KV"),
-             _frozen({"BM": 128, "BN": 256, "WM": 32, "WN": 128, "WMITER": 2, "WNITER": 4, "STAGES": 4,
-                      "GROUP_M": 8, "KV": 4}),
-             "Hopper: one thread fills the stages by TMA, full/empty mbarriers instead of __syncthreads, "
-             "A untransposed and read 4 k per LDS.128",
-             "geometry_tma_pipeline", tunable=("BM", "BN", "WM", "WN", "WMITER", "WNITER", "STAGES", "GROUP_M", "KV"),
-             min_cc=(9, 0), sass_expect=("UTMALDG", "SYNCS", "LDS.128")),
     ),
     check_size="127x129x65",
 )

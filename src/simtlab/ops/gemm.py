@@ -110,21 +110,6 @@ def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
 
 
-TMA_BK = 32  # rung 11's slice depth: one 128-byte swizzle row of fp32 A
-
-
-def tma_smem(params) -> int:
-    """Rung 11: STAGES x (A's BM rows + B's BN columns) x 32 fp32, a full and an empty mbarrier per
-    stage, and 1 KiB of slack to align the ring to the swizzle atom."""
-    return params["STAGES"] * ((params["BM"] + params["BN"]) * TMA_BK * 4 + 16) + 1024
-
-
-def geometry_tma_pipeline(params, p: GemmProblem, device=None) -> Launch:
-    """One block per tile (grouped order, as rung 10), warp tiles as rungs 8-10."""
-    tiles = -(-p.M // params["BM"]) * -(-p.N // params["BN"])
-    return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), tma_smem(params))
-
-
 def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
     """Bytes the rung's threads request from global memory (before any cache helps): what
     tiling changes. One-thread-per-output rungs load two floats per FMA; a BMxBN block tile loads
@@ -171,51 +156,6 @@ def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict
     if _tiles(p, TUNED_MEDIUM) >= sms:
         return dict(TUNED_MEDIUM)
     return dict(TUNED_SMALL)
-
-
-# --- rung 11's tensor maps -----------------------------------------------------------------------
-
-def tma_boxes(params, p: GemmProblem):
-    """A (M x K, K contiguous) in 32 x BM boxes (128-byte swizzle); B (K x N, N contiguous) in
-    BN x 32 boxes, unswizzled. K and N must be multiples of 4 (16-byte row strides)."""
-    from .tma import TmaBox
-
-    if p.K % 4 or p.N % 4:
-        raise ValueError(f"tensor maps need K and N multiples of 4 (16-byte rows), got K={p.K}, N={p.N}")
-    return (TmaBox((p.K, p.M), (4 * p.K,), (TMA_BK, params["BM"])),
-            TmaBox((p.N, p.K), (4 * p.N,), (params["BN"], TMA_BK)))
-
-
-def make_runner(inst, problem: GemmProblem, ws, device, vec, prepare):
-    """Rung 11 takes tensor maps instead of A and B. Shapes whose K or N is not a multiple of 4
-    (or buffers not 16-byte aligned) run on zero-padded copies of A, B and C, made inside the
-    timed call: correct for any shape, fast for the aligned ones. Other rungs: one launch."""
-    if inst.rung.name != "tma_pipeline":
-        return None
-    import cupy
-
-    from .tma import TMA_SWIZZLE_128B, TMA_SWIZZLE_NONE, PaddedOperands, encode_tensor_map
-
-    p = problem
-    pad = None if ws.vec_ok() else PaddedOperands(ws.A, ws.B, ws.C, 4)
-    A, B, C = (ws.A, ws.B, ws.C) if pad is None else (pad.A, pad.B, pad.C)
-    padded = GemmProblem(p.M, B.shape[-1], A.shape[-1], p.alpha, p.beta)
-    launch = inst.geometry(padded, device)
-    func = prepare(inst, launch, vec, device)
-    box_a, box_b = tma_boxes(inst.params, padded)
-    maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, "float32", TMA_SWIZZLE_128B),
-                                        encode_tensor_map(box_b, B.data.ptr, "float32", TMA_SWIZZLE_NONE)]))
-    args = (np.int32(p.M), np.int32(padded.N), np.int32(padded.K), np.float32(p.alpha), np.float32(p.beta),
-            maps[:16], maps[16:], C)
-
-    def run():
-        if pad is not None:
-            pad.copy_in(ws.A, ws.B, ws.C if p.beta != 0 else None)
-        func(launch.grid, launch.block, args, shared_mem=launch.shared)
-        if pad is not None:
-            pad.copy_out(ws.C)
-
-    return run
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------

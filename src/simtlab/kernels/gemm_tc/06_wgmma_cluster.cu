@@ -12,8 +12,10 @@
 //    the copy engine (cp.async.bulk.tensor store); two buffers per warpgroup, so the next
 //    piece is written while the previous one is being copied out, and the warpgroup goes on
 //    to its next tile without waiting for global memory. EPI 0 stores from registers as rung 5;
-//  * BM 256: each of the two consumer warpgroups owns 128 rows (two m64 wgmmas per k step
-//    sharing B, 2 x BN/2 accumulators), the shape cuBLAS picks on the H200 (256x128, A shared).
+//  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
+//    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
+//    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
+//    default below, 128x256 with B shared along M.
 // CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
 // the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
