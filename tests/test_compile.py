@@ -146,3 +146,19 @@ def test_kahan_option_compiles_spill_free_with_compensation_in_the_sass():
         p, k = kernel_sass(plain.cubin, plain.expression(vec)), kernel_sass(kahan.cubin, kahan.expression(vec))
         assert p.mix.get("FFMA") == k.mix.get("FFMA")  # one FMA per product either way...
         assert k.mix.get("FADD", 0) >= 2 * k.mix["FFMA"] > 0 == p.mix.get("FADD", 0)  # ...plus the compensation
+
+
+# tensor-core rung 6's variants the GPU tests run: spill-free for every input type
+CLUSTER_VARIANTS = [dict(CM=1, CN=1, EPI=0), dict(CM=2, EPI=1), dict(CM=1, CN=2, BM=256, BN=128, EPI=1),
+                    dict(CM=2, BM=256, BN=128, EPI=1), dict(CM=1, CN=2, EPI=1)]
+
+
+@pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))
+@pytest.mark.parametrize("dt", [0, 1, 2])
+def test_cluster_rung_variants_do_not_spill(variant, dt):
+    from simtlab.catalog import family
+
+    rung = family("gemm_tc").rung("wgmma_cluster")
+    inst = build(rung, rung.params("sm_90", {**variant, "DT": dt}), "sm_90")
+    res = inst.resources(None)
+    assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression()
