@@ -57,12 +57,26 @@ struct Io<1> {
   }
 };
 
-// Group j of the row a thread holds: four values at column (me + LANES*j)*4, fp32, `pad` for the
-// columns past the row's end (VEC: 16-byte-aligned groups, cols % 4 == 0; else one by one).
-template <int DT, int LANES, bool VEC>
-__device__ __forceinline__ float4 load_group(const typename Io<DT>::T* row, int me, int j, int cols, float pad) {
+// The row a thread works on and its place among the LANES threads sharing it: a warp per row
+// (WARP_ROWS; BLOCK/32 rows a block) or the block's one row. Its group j of four values starts at
+// column col(j).
+template <int BLOCK, int WARP_ROWS>
+struct RowShare {
+  static constexpr int LANES = WARP_ROWS ? 32 : BLOCK;
+  int row, me;
+  __device__ __forceinline__ RowShare() : RowShare(threadIdx.x) {}
+  __device__ __forceinline__ explicit RowShare(int tid)
+      : row(WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x), me(WARP_ROWS ? tid % 32 : tid) {}
+  // Past the last row (whole warps, WARP_ROWS only: no block barrier follows in that mode).
+  __device__ __forceinline__ bool idle(int rows) const { return WARP_ROWS && row >= rows; }
+  __device__ __forceinline__ int col(int j) const { return (me + LANES * j) * 4; }
+};
+
+// The four values of a row at column c (a RowShare's col(j)), fp32, `pad` for the columns past
+// the row's end (VEC: 16-byte-aligned groups, cols % 4 == 0; else one by one).
+template <int DT, bool VEC>
+__device__ __forceinline__ float4 load_group(const typename Io<DT>::T* row, int c, int cols, float pad) {
   using IoT = Io<DT>;
-  const int c = (me + LANES * j) * 4;
   if (VEC) return c < cols ? IoT::load4(row + c) : make_float4(pad, pad, pad, pad);
   return make_float4(c + 0 < cols ? IoT::load(row + c + 0) : pad, c + 1 < cols ? IoT::load(row + c + 1) : pad,
                      c + 2 < cols ? IoT::load(row + c + 2) : pad, c + 3 < cols ? IoT::load(row + c + 3) : pad);

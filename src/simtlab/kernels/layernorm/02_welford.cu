@@ -43,12 +43,10 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
                   const typename simtlab::Io<DT>::T* __restrict__ b, typename simtlab::Io<DT>::T* __restrict__ y,
                   int rows, int cols, float eps) {
   using Io = simtlab::Io<DT>;
-  constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
+  const simtlab::RowShare<BLOCK, WARP_ROWS> share;
   __shared__ Moments warp_moments[32];
-  const int tid = threadIdx.x, lane = tid % 32;
-  const int row = WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x;
-  const int me = WARP_ROWS ? lane : tid;
-  if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
+  const int tid = threadIdx.x, lane = tid % 32, row = share.row;
+  if (share.idle(rows)) return;
   const typename Io::T* xr = x + (size_t)row * cols;
   // The row (and, EARLY, weight and bias) stay in their storage format: bf16 takes half the
   // registers of fp32, so more rows fit on an SM and more bytes are in flight.
@@ -56,7 +54,7 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
   float sum = 0.0f, n = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     if (VEC) {
       v[j] = c < cols ? Io::load4_raw(xr + c) : Io::pack4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
@@ -74,13 +72,13 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
   if constexpr (EARLY && VEC) {
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const int c = (me + LANES * j) * 4;
+      const int c = share.col(j);
       if (c < cols) g[j] = Io::load4_raw(w + c), h[j] = Io::load4_raw(b + c);
     }
   }
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     const float4 f = Io::unpack4(v[j]);
     const float dx = f.x - m.mean, dy = f.y - m.mean, dz = f.z - m.mean, dw = f.w - m.mean;
     m.m2 += (c + 0 < cols ? dx * dx : 0.0f) + (c + 1 < cols ? dy * dy : 0.0f) + (c + 2 < cols ? dz * dz : 0.0f) +
@@ -97,7 +95,7 @@ layernorm_welford(const typename simtlab::Io<DT>::T* __restrict__ x, const typen
   typename Io::T* yr = y + (size_t)row * cols;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     const float4 f = Io::unpack4(v[j]);
     if (VEC) {
       if (c < cols) {

@@ -21,25 +21,23 @@ layernorm_two_sums(const typename simtlab::Io<DT>::T* __restrict__ x, const type
                    const typename simtlab::Io<DT>::T* __restrict__ b, typename simtlab::Io<DT>::T* __restrict__ y,
                    int rows, int cols, float eps) {
   using Io = simtlab::Io<DT>;
-  constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
+  const simtlab::RowShare<BLOCK, WARP_ROWS> share;
   __shared__ float warp_vals[32];
-  const int tid = threadIdx.x, lane = tid % 32;
-  const int row = WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x;
-  const int me = WARP_ROWS ? lane : tid;
-  if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
+  const int row = share.row;
+  if (share.idle(rows)) return;
   const typename Io::T* xr = x + (size_t)row * cols;
   float4 v[VPT];  // the row's values, fp32; zeros past its end
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    v[j] = simtlab::load_group<DT, LANES, VEC>(xr, me, j, cols, 0.0f);
+    v[j] = simtlab::load_group<DT, VEC>(xr, share.col(j), cols, 0.0f);
     sum += (v[j].x + v[j].y) + (v[j].z + v[j].w);
   }
   float4 g[EARLY ? VPT : 1], h[EARLY ? VPT : 1];
   if constexpr (EARLY && VEC) {
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
-      const int c = (me + LANES * j) * 4;
+      const int c = share.col(j);
       if (c < cols) g[j] = Io::load4(w + c), h[j] = Io::load4(b + c);
     }
   }
@@ -48,7 +46,7 @@ layernorm_two_sums(const typename simtlab::Io<DT>::T* __restrict__ x, const type
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     if (c >= cols) continue;  // a whole group past the end (VPT is rounded up)
     const float dx = v[j].x - mean, dy = v[j].y - mean, dz = v[j].z - mean, dw = v[j].w - mean;
     v[j] = make_float4(dx, dy, dz, dw);  // the output needs the deviations, not the values
@@ -63,7 +61,7 @@ layernorm_two_sums(const typename simtlab::Io<DT>::T* __restrict__ x, const type
   typename Io::T* yr = y + (size_t)row * cols;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     if (VEC) {
       if (c < cols) {
         const float4 gj = EARLY ? g[EARLY ? j : 0] : Io::load4(w + c), hj = EARLY ? h[EARLY ? j : 0] : Io::load4(b + c);

@@ -15,19 +15,17 @@ __global__ void __launch_bounds__(BLOCK)
 softmax_vectorized(const typename simtlab::Io<DT>::T* __restrict__ x, typename simtlab::Io<DT>::T* __restrict__ y,
                    int rows, int cols) {
   using Io = simtlab::Io<DT>;
-  constexpr int LANES = WARP_ROWS ? 32 : BLOCK;  // threads sharing one row
+  const simtlab::RowShare<BLOCK, WARP_ROWS> share;
   __shared__ float warp_vals[32];
-  const int tid = threadIdx.x, lane = tid % 32;
-  const int row = WARP_ROWS ? blockIdx.x * (BLOCK / 32) + tid / 32 : blockIdx.x;
-  const int me = WARP_ROWS ? lane : tid;
-  if (WARP_ROWS && row >= rows) return;  // whole warps: no block barrier below in this mode
+  const int row = share.row;
+  if (share.idle(rows)) return;
   const float NEG = -__int_as_float(0x7f800000);
   const typename Io::T* xr = x + (size_t)row * cols;
   float4 v[VPT];
   float m = NEG;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    v[j] = simtlab::load_group<DT, LANES, VEC>(xr, me, j, cols, NEG);
+    v[j] = simtlab::load_group<DT, VEC>(xr, share.col(j), cols, NEG);
     m = fmaxf(m, fmaxf(fmaxf(v[j].x, v[j].y), fmaxf(v[j].z, v[j].w)));
   }
   m = WARP_ROWS ? simtlab::warp_allreduce<1>(m) : simtlab::block_allreduce<BLOCK, 1>(m, warp_vals);
@@ -45,7 +43,7 @@ softmax_vectorized(const typename simtlab::Io<DT>::T* __restrict__ x, typename s
   typename Io::T* yr = y + (size_t)row * cols;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int c = (me + LANES * j) * 4;
+    const int c = share.col(j);
     const float4 o = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv, v[j].w * inv);
     if (VEC) {
       if (c < cols) Io::store4(yr + c, o);
