@@ -162,7 +162,6 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
 
 
 EPI_PIECE_BYTES = 64 * 32 * 4  # rung 6's staging buffer: 64 rows x 32 fp32 columns (one 128-byte swizzle row each)
-OPTIN_SMEM = 227 * 1024  # the opt-in dynamic shared memory of a Hopper block
 
 
 def cluster_consumers(params) -> int:
@@ -184,9 +183,12 @@ def cluster_work(params, p: TcProblem) -> int:
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
     there is less work), each block a producer warpgroup plus one or two consumers."""
+    from ..analyze.occupancy import arch_limits
+
     smem = cluster_smem(params)
-    if smem > OPTIN_SMEM:
-        raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {OPTIN_SMEM}-byte "
+    limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
+    if smem > limit:  # (said here, before any compile, with what to change)
+        raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
                          "limit of a block (fewer STAGES, or EPI 0)")
     cs = params["CM"] * params["CN"]
     if cs > 2:
