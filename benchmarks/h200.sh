@@ -111,30 +111,9 @@ if [[ $phase == closing ]]; then  # layernorm, the tensor-core ladder, every GPU
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; timeout 60 python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
 fi
-if [[ $phase == cluster ]]; then  # issue 12: tensor-core rung 6 (clusters, TMA-store epilogue) beside rung 5
-  echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -x -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  echo "== rungs 5-6 beside cuBLAS and Triton"
-  timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 4096:tf32 -s 2048 \
-    -s 6144:bf16 -s 8192x1024x8192:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
-  for size in ${CLUSTER_SWEEP_SIZES:-4096 8192:bf16}; do
-    echo "== rung 6 at $size: cluster size x epilogue x stages"
-    timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
-      --param STAGES=3,4 --json "$OUT/cluster_sweep_${size/:/_}.json"
-  done
-  if [[ -n ${SANITIZE_CLUSTER:-} ]]; then
-    echo "== compute-sanitizer on rung 6 (default and A-shared 256x128 clusters; direct and padded TMA)"
-    for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
-      timeout 120 simtlab sanitize gemm_tc --rung wgmma_cluster --size "$size" --jobs 8 2>&1 | tail -4
-    done
-  fi
-  echo "== GPU tests of tensor-core rungs 5-6 and TF32 (pytest.txt)"
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
-fi
-if [[ $phase == final6 ]]; then  # issue 12: rung 6's tests, tile shapes at the four headline sizes, ladders
+# Issue 12's tensor-core rung 6: its variant tests and the tensor-core/TF32 tests, the top of the
+# ladder beside cuBLAS and Triton, and compute-sanitizer on its defaults (shared by cluster and final6).
+rung6_tests() {
   echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
@@ -142,6 +121,31 @@ if [[ $phase == final6 ]]; then  # issue 12: rung 6's tests, tile shapes at the 
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
     -k "tensor_core and (wgmma_ws or wgmma_cluster) or tf32" > "$OUT/pytest.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -8
+}
+rung6_ladder() {
+  echo "== rungs 5-6 beside cuBLAS and Triton"
+  timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 2048 -s 6144:bf16 \
+    -s 8192x1024x8192:bf16 -s 4096:tf32 -s 64x512x512x512:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
+}
+rung6_sanitize() {
+  echo "== compute-sanitizer on rung 6's defaults (sanitize.txt)"
+  for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
+    timeout 100 simtlab sanitize gemm_tc --rung wgmma_cluster --size "$size" --jobs 8 >> "$OUT/sanitize.txt" 2>&1
+    tail -3 "$OUT/sanitize.txt"
+  done
+}
+if [[ $phase == cluster ]]; then  # rung 6's tests and ladder, and its cluster size x epilogue x stages sweep
+  rung6_tests
+  rung6_ladder
+  for size in ${CLUSTER_SWEEP_SIZES:-4096 8192:bf16}; do
+    echo "== rung 6 at $size: cluster size x epilogue x stages"
+    timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
+      --param STAGES=3,4 --json "$OUT/cluster_sweep_${size/:/_}.json"
+  done
+  [[ -n ${SANITIZE_CLUSTER:-} ]] && rung6_sanitize
+fi
+if [[ $phase == final6 ]]; then  # rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep
+  rung6_tests
   for size in 4096 4096:bf16 8192 8192:bf16; do
     for shape in "BM=128 --param BN=256 --param CM=2 --param CN=1" "BM=256 --param BN=128 --param CM=1 --param CN=2" \
                  "BM=256 --param BN=128 --param CM=2 --param CN=1" "BM=128 --param BN=256 --param CM=1 --param CN=2"; do
@@ -149,16 +153,10 @@ if [[ $phase == final6 ]]; then  # issue 12: rung 6's tests, tile shapes at the 
       timeout 60 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param $shape
     done
   done
-  echo "== rungs 5-6 beside cuBLAS and Triton"
-  timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 2048 -s 6144:bf16 \
-    -s 8192x1024x8192:bf16 -s 4096:tf32 -s 64x512x512x512:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
+  rung6_ladder
   echo "== rung 6 against K at 4096x4096 (per-slice and per-tile costs)"
   timeout 100 simtlab ladder gemm_tc -s 4096x4096x1024 -s 4096x4096x16384 --rung 6
-  echo "== compute-sanitizer on rung 6's defaults (sanitize.txt)"
-  for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
-    timeout 100 simtlab sanitize gemm_tc --rung wgmma_cluster --size "$size" --jobs 8 >> "$OUT/sanitize.txt" 2>&1
-    tail -3 "$OUT/sanitize.txt"
-  done
+  rung6_sanitize
 fi
 if [[ $phase == kahan ]]; then
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
