@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | ct (rung 6 as C^T: its tests, CT 0/1 at the headline sizes) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | ct (rung 6 as C^T and with per-warp stores: their tests, CT x EPI at the headline sizes, GROUP_M) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -158,15 +158,18 @@ if [[ $phase == final6 ]]; then  # rung 6's tests, tile shapes at the four headl
   timeout 100 simtlab ladder gemm_tc -s 4096x4096x1024 -s 4096x4096x16384 --rung 6
   rung6_sanitize
 fi
-if [[ $phase == ct ]]; then  # issue 12: rung 6 multiplying C^T = B^T A^T (the transposed operand as wgmma's A)
-  echo "== GPU tests of rung 6's C^T variants (pytest_cluster.txt)"
-  timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and CT1" \
+if [[ $phase == ct ]]; then  # issue 12: rung 6 as C^T = B^T A^T (CT 1), per-warp TMA-store epilogue (EPI 2), tile order
+  echo "== GPU tests of rung 6's C^T and per-warp-epilogue variants (pytest_cluster.txt)"
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and (CT1 or EPI2)" \
     > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  for size in ${CT_SIZES:-4096 4096:bf16 8192 8192:bf16}; do
-    echo "== rung 6 at $size: C (CT 0) or C^T (CT 1)"
-    timeout 60 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CT=0,1
+  for size in ${CT_SIZES:-4096 4096:bf16 8192:bf16 4096x4096x16384:bf16}; do
+    echo "== rung 6 at $size: CT 0/1 x EPI 1/2 (CT 1 takes EPI 1 only: that one is refused)"
+    timeout 90 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CT=0,1 --param EPI=1,2 \
+      --json "$OUT/ct_sweep_${size/:/_}.json"
   done
+  echo "== rung 6 at 4096:bf16: tile order (GROUP_M tile rows a group)"
+  timeout 90 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 4096:bf16 --param GROUP_M=4,8,16,32
 fi
 if [[ $phase == kahan ]]; then
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"

@@ -36,7 +36,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
-  constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
+  constexpr int WARP_PIECE_BYTES = 16 * 32 * 4;  // EPI 2: a warp's 16 rows of such a piece
+  constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;  // (EPI 2: 4 warps x 2 x a quarter piece)
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
@@ -46,7 +47,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // CT: each consumer owns NB 64-column blocks of B (wgmma rows) against all BM rows of A (wgmma N)
   constexpr int NB = CT ? BN / 64 / CONSUMERS : 1;
   static_assert(!CT || (DT != 2 && BN % (64 * CONSUMERS) == 0 && (BM == 64 || BM == 128 || BM == 256) &&
-                        NB * BM / 2 <= 128 && EPI), "C^T form: 16-bit types, BN/64 blocks split over the "
+                        NB * BM / 2 <= 128 && EPI == 1), "C^T form: 16-bit types, BN/64 blocks split over the "
                                                    "consumers, stores through the staging buffers (EPI 1)");
   extern __shared__ unsigned char smem_raw[];
   // (the same offset in every block of a cluster: all blocks run this code on equal dynamic shared memory)
@@ -154,7 +155,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           simtlab::mbar_arrive(&empty[slot]);
       }
     };
-    if (EPI && leader) simtlab::tensormap_acquire(map_c);
+    if (EPI == 2 ? lane == 0 : EPI && leader) simtlab::tensormap_acquire(map_c);  // (the threads that store)
     // CT 1: one tile as C^T. Accumulator block h holds rows 64(NB c + h) .. +63 of C^T (columns
     // of C) against all BM rows of A: thread element (r, col) = acc[h][4 j + 2 e + v] with
     // r = 16 warp + lane/4 + 8 e (a column of C) and col = 8 j + 2 (lane % 4) + v (a row of C).
@@ -255,7 +256,30 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+        if constexpr (EPI == 2) {  // each warp alone: its 16x32 pieces through its own two buffers
+          unsigned char* mine = staging + (c * 4 + warp) * 2 * WARP_PIECE_BYTES;
+#pragma unroll
+          for (int q = 0; q < BN / 32; ++q) {
+            unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * WARP_PIECE_BYTES;
+            if (lane == 0) simtlab::bulk_wait_read<1>();  // this warp's store that last read `buf` is done
+            __syncwarp();
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int j = 4 * q + jj, r = lane / 4 + 8 * e;
+                const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
+                *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
+                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+              }
+            simtlab::fence_async_smem();
+            __syncwarp();
+            if (lane == 0) {
+              simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0 + 16 * warp, z);
+              simtlab::bulk_commit();
+            }
+          }
+        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
@@ -293,7 +317,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       }
     }
-    if (EPI && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
+    if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
+    if (EPI == 2 && lane == 0) simtlab::bulk_wait<0>();
   }
   // A peer may still arrive on this block's barriers: no block of the cluster leaves before all are done.
   if constexpr (CS > 1) simtlab::cluster_sync();
