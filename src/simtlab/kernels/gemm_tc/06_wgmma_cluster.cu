@@ -159,7 +159,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     // CT 1: one tile as C^T. Accumulator block h holds rows 64(NB c + h) .. +63 of C^T (columns
     // of C) against all BM rows of A: thread element (r, col) = acc[h][4 j + 2 e + v] with
     // r = 16 warp + lane/4 + 8 e (a column of C) and col = 8 j + 2 (lane % 4) + v (a row of C).
-    auto ct_tile = [&](int z, int tm, int tn, int& it, int c, int warp, int lane, bool leader, auto&& release) {
+    int it = 0;  // slices consumed so far, over all tiles: slot and phase
+    auto ct_tile = [&](int z, int tm, int tn) {  // (not generic: NVRTC 13.0 takes no generic lambdas here)
       float acc[NB][BM / 2];
 #pragma unroll
       for (int h = 0; h < NB; ++h)
@@ -178,7 +179,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
           for (int h = 0; h < NB; ++h)
-            simtlab::wgmma<BM, DT, true>(acc[h], db + h * (B_BLOCK / 16) + 128 * kk, da + 2 * kk, 1);
+            simtlab::wgmma<BM, DT, CT != 0>(acc[h], db + h * (B_BLOCK / 16) + 128 * kk, da + 2 * kk, 1);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();
         if (kt > 0 && leader) release((it - 1) % STAGES);
@@ -216,12 +217,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       }
     };
-    int it = 0;
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
       if constexpr (CT) {
-        ct_tile(z, tm, tn, it, c, warp, lane, leader, release);
+        ct_tile(z, tm, tn);
         continue;
       }
       float acc[HALVES][BN / 2];

@@ -32,23 +32,21 @@ stencil_25d_pipelined(const float* __restrict__ u, float* __restrict__ out, int 
   // Column offsets and in-grid flags, computed once: a load of plane z is then one add and one test.
   const bool has_ring = tid < RING && bx + rx >= 0 && bx + rx < NX && by + ry >= 0 && by + ry < NY;
   const size_t ring_off = has_ring ? (size_t)(by + ry) * NX + (bx + rx) : 0;
-  size_t own_off[RY];
+  // (own rows r at base + r*BY*NX: one 64-bit offset kept, not RY of them - 40 registers at 3/4 occupancy)
+  const size_t own_base = (size_t)(by + ty) * NX + x, row_step = (size_t)BY * NX;
   bool own_in[RY];
 #pragma unroll
-  for (int r = 0; r < RY; ++r) {
-    const int y = by + ty + BY * r;
-    own_in[r] = x < NX && y < NY;
-    own_off[r] = own_in[r] ? (size_t)y * NX + x : 0;
-  }
+  for (int r = 0; r < RY; ++r) own_in[r] = x < NX && by + ty + BY * r < NY;
+  auto own_off = [&](int r) { return own_base + r * row_step; };
   auto load = [&](bool in, size_t off, int zz) -> float {
     return (in && zz >= 0 && zz < NZ) ? __ldg(u + (size_t)zz * plane + off) : 0.0f;
   };
   float prev[RY], cur[RY], next[RY];
 #pragma unroll
   for (int r = 0; r < RY; ++r) {
-    prev[r] = load(own_in[r], own_off[r], z0 - 1);
-    cur[r] = load(own_in[r], own_off[r], z0);
-    next[r] = load(own_in[r], own_off[r], z0 + 1);
+    prev[r] = load(own_in[r], own_off(r), z0 - 1);
+    cur[r] = load(own_in[r], own_off(r), z0);
+    next[r] = load(own_in[r], own_off(r), z0 + 1);
     t[0][ty + BY * r + 1][tx + 1] = cur[r];
   }
   float ring_next = load(has_ring, ring_off, z0 + 1);
@@ -58,14 +56,14 @@ stencil_25d_pipelined(const float* __restrict__ u, float* __restrict__ out, int 
     const int b = (z - z0) & 1;
     float nn[RY];  // plane z+2: consumed one step later, so its latency hides behind a whole step
 #pragma unroll
-    for (int r = 0; r < RY; ++r) nn[r] = load(own_in[r], own_off[r], z + 2);
+    for (int r = 0; r < RY; ++r) nn[r] = load(own_in[r], own_off(r), z + 2);
     const float ring_nn = load(has_ring, ring_off, z + 2);
 #pragma unroll
     for (int r = 0; r < RY; ++r) {
       const int ly = ty + BY * r + 1;
       if (own_in[r]) {
         const float s = t[b][ly][tx] + t[b][ly][tx + 2] + t[b][ly - 1][tx + 1] + t[b][ly + 1][tx + 1] + prev[r] + next[r];
-        out[(size_t)z * plane + own_off[r]] = fmaf(c1, s, c0 * cur[r]);
+        out[(size_t)z * plane + own_off(r)] = fmaf(c1, s, c0 * cur[r]);
       }
     }
     // Plane z+1 into the other buffer: its last readers (step z-1) passed the barrier that ended their step.
