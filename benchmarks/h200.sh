@@ -170,6 +170,12 @@ if [[ $phase == ct ]]; then  # issue 12: rung 6 as C^T = B^T A^T (CT 1), per-war
   done
   echo "== rung 6 at 4096:bf16: tile order (GROUP_M tile rows a group)"
   timeout 90 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 4096:bf16 --param GROUP_M=4,8,16,32
+  if [[ -n ${STENCIL_RECHECK:-} ]]; then  # stencil rung 3 after its register change (one row offset kept)
+    echo "== GPU tests of the stencil rungs"
+    timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k stencil 2>&1 | tail -3
+    echo "== simtlab ladder stencil"
+    timeout 100 simtlab ladder stencil -s 512 -s 511x513x257 --json-out "$OUT/stencil_ladder.json"
+  fi
 fi
 if [[ $phase == kahan ]]; then
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
