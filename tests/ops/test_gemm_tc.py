@@ -80,8 +80,6 @@ def test_tma_boxes_describe_the_row_major_operands():
     # rung 6's TMA stores: C in 32-column x 64-row boxes
     c = tc.store_box(tc.TcProblem(300, 136, 72, "float16", 5))
     assert c.dims == (136, 300, 5) and c.strides == (544, 544 * 300) and c.box == (32, 64, 1)
-    # ... or, for EPI 2, a warp's 16 rows
-    assert tc.store_box(tc.TcProblem(300, 136, 72, "float16", 5), 2).box == (32, 16, 1)
 
 
 def test_cluster_rung_shared_memory_and_its_limit():
@@ -91,7 +89,6 @@ def test_cluster_rung_shared_memory_and_its_limit():
     params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
     assert tc.cluster_smem(params) == tc.wgmma_smem(params, 2) + 2 * 2 * 8192 <= 227 * 1024
     assert tc.cluster_smem({**params, "EPI": 0}) == tc.wgmma_smem(params, 2)
-    assert tc.cluster_smem({**params, "EPI": 2}) == tc.cluster_smem(params)  # 8 warps x 2 x 2 KiB
     with pytest.raises(ValueError, match="shared memory"):
         tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
     # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs

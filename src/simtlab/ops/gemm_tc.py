@@ -170,9 +170,8 @@ def cluster_consumers(params) -> int:
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1) or
-    two quarter-size ones per consumer warp (EPI 2): the same bytes."""
-    return wgmma_smem(params, 2) + (params["EPI"] > 0) * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
+    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1)."""
+    return wgmma_smem(params, 2) + params["EPI"] * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
 
 
 def cluster_work(params, p: TcProblem) -> int:
@@ -229,10 +228,10 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     return a, b
 
 
-def store_box(p: TcProblem, epi: int = 1) -> TmaBox:
-    """Rung 6's stores: C (M x N fp32, N contiguous) in boxes of 32 columns (a 128-byte swizzle row)
-    by a warpgroup's 64 rows (EPI 1) or a warp's 16 (EPI 2)."""
-    return TmaBox((p.N, p.M, p.batch), (4 * p.N, 4 * p.N * p.M), (32, 16 if epi == 2 else 64, 1))
+def store_box(p: TcProblem) -> TmaBox:
+    """Rung 6's EPI 1 stores: C (M x N fp32, N contiguous) in 32 x 64 boxes (a 128-byte swizzle row
+    of columns, a warpgroup's 64 rows)."""
+    return TmaBox((p.N, p.M, p.batch), (4 * p.N, 4 * p.N * p.M), (32, 64, 1))
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -263,7 +262,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
             encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
     if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1)
-        maps.append(encode_tensor_map(store_box(padded, inst.params["EPI"]), C.data.ptr, "float32"))
+        maps.append(encode_tensor_map(store_box(padded), C.data.ptr, "float32"))
     maps = cupy.asarray(np.concatenate(maps))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
     if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves

@@ -16,16 +16,11 @@
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
 //    default below, 128x256 with B shared along M.
-//  * CT 1 (16-bit types): the same tiles multiplied as C^T = B^T A^T, as cuBLAS does - the
-//    row-major B slice is wgmma's A operand, read MN-major (transposed), and the A slice its
-//    K-major B operand; a warpgroup owns BN/2 columns of C as m64 x BM wgmmas, and its
-//    accumulators hold C^T, written to the staging buffers transposed (4-byte stores, still
-//    conflict-free in the swizzle). Same shared-memory layout and copies as CT 0.
-// CM = CN = 1, EPI 0, BM 128, CT 0 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split
-// between the blocks of a CM 2 cluster.
+// CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
+// the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int CT>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -36,19 +31,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
-  constexpr int WARP_PIECE_BYTES = 16 * 32 * 4;  // EPI 2: a warp's 16 rows of such a piece
-  constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;  // (EPI 2: 4 warps x 2 x a quarter piece)
+  constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert(CS <= 2, "clusters of 1 or 2 blocks, along M or N");
   static_assert(DT == 2 ? (BN / CM) % 8 == 0 : (BN / 64) % CM == 0, "B's slice splits evenly over the cluster");
   static_assert((BM / CN) % 8 == 0, "A's slice splits evenly over the cluster");
-  // CT: each consumer owns NB 64-column blocks of B (wgmma rows) against all BM rows of A (wgmma N)
-  constexpr int NB = CT ? BN / 64 / CONSUMERS : 1;
-  static_assert(!CT || (DT != 2 && BN % (64 * CONSUMERS) == 0 && (BM == 64 || BM == 128 || BM == 256) &&
-                        NB * BM / 2 <= 128 && EPI == 1), "C^T form: 16-bit types, BN/64 blocks split over the "
-                                                   "consumers, stores through the staging buffers (EPI 1)");
   extern __shared__ unsigned char smem_raw[];
   // (the same offset in every block of a cluster: all blocks run this code on equal dynamic shared memory)
   unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
@@ -155,75 +144,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           simtlab::mbar_arrive(&empty[slot]);
       }
     };
-    if (EPI == 2 ? lane == 0 : EPI && leader) simtlab::tensormap_acquire(map_c);  // (the threads that store)
-    // CT 1: one tile as C^T. Accumulator block h holds rows 64(NB c + h) .. +63 of C^T (columns
-    // of C) against all BM rows of A: thread element (r, col) = acc[h][4 j + 2 e + v] with
-    // r = 16 warp + lane/4 + 8 e (a column of C) and col = 8 j + 2 (lane % 4) + v (a row of C).
-    int it = 0;  // slices consumed so far, over all tiles: slot and phase
-    auto ct_tile = [&](int z, int tm, int tn) {  // (not generic: NVRTC 13.0 takes no generic lambdas here)
-      float acc[NB][BM / 2];
-#pragma unroll
-      for (int h = 0; h < NB; ++h)
-#pragma unroll
-        for (int i = 0; i < BM / 2; ++i) acc[h][i] = 0.0f;
-      for (int kt = 0; kt < KT; ++kt, ++it) {
-        const int slot = it % STAGES;
-        simtlab::mbar_wait(&full[slot], (it / STAGES) & 1);
-        const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES);
-        const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES) + c * NB * B_BLOCK;
-        // wgmma A = this consumer's 64-column blocks of B (MN-major, +16 k rows = 2 KiB a step);
-        // wgmma B = A's BM rows (K-major, +32 bytes a step)
-        const simtlab::u64 db = simtlab::desc_sw128(b, B_BLOCK, 1024), da = simtlab::desc_sw128(a, 16, 1024);
-        simtlab::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-          for (int h = 0; h < NB; ++h)
-            simtlab::wgmma<BM, DT, CT != 0>(acc[h], db + h * (B_BLOCK / 16) + 128 * kk, da + 2 * kk, 1);
-        simtlab::wgmma_commit();
-        simtlab::wgmma_wait<1>();
-        if (kt > 0 && leader) release((it - 1) % STAGES);
-      }
-      simtlab::wgmma_wait<0>();
-      if (KT > 0 && leader) release((it - 1) % STAGES);
-#pragma unroll
-      for (int h = 0; h < NB; ++h) {
-        const int col0 = tn * BN + (c * NB + h) * 64;  // this block's first column of C
-        // rounds of 64 rows of C: warps 0-1 fill a 64x32 piece (columns 0-31 of the block),
-        // warps 2-3 the other (32-63), in the two staging buffers; then both leave by TMA
-        unsigned char* mine = staging + c * 2 * PIECE_BYTES;
-        unsigned char* buf = mine + (warp / 2) * PIECE_BYTES;
-#pragma unroll
-        for (int q = 0; q < BM / 64; ++q) {
-          if (leader) simtlab::bulk_wait_read<0>();  // both buffers read out by the last stores
-          simtlab::named_sync(1 + c, 128);
-#pragma unroll
-          for (int jj = 0; jj < 8; ++jj)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-#pragma unroll
-              for (int v = 0; v < 2; ++v) {
-                const int m = 8 * jj + 2 * (lane % 4) + v, n = (warp % 2) * 16 + lane / 4 + 8 * e;
-                *reinterpret_cast<float*>(buf + m * 128 + (((n / 4) ^ (m % 8)) * 16) + (n % 4) * 4) =
-                    acc[h][4 * (8 * q + jj) + 2 * e + v];
-              }
-          simtlab::fence_async_smem();
-          simtlab::named_sync(1 + c, 128);
-          if (leader) {
-            simtlab::tma_store_3d(map_c, mine, col0, tm * BM + 64 * q, z);
-            simtlab::tma_store_3d(map_c, mine + PIECE_BYTES, col0 + 32, tm * BM + 64 * q, z);
-            simtlab::bulk_commit();
-          }
-        }
-      }
-    };
+    if (EPI && leader) simtlab::tensormap_acquire(map_c);
+    int it = 0;
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
-      if constexpr (CT) {
-        ct_tile(z, tm, tn);
-        continue;
-      }
       float acc[HALVES][BN / 2];
 #pragma unroll
       for (int h = 0; h < HALVES; ++h)
@@ -256,30 +181,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        if constexpr (EPI == 2) {  // each warp alone: its 16x32 pieces through its own two buffers
-          unsigned char* mine = staging + (c * 4 + warp) * 2 * WARP_PIECE_BYTES;
-#pragma unroll
-          for (int q = 0; q < BN / 32; ++q) {
-            unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * WARP_PIECE_BYTES;
-            if (lane == 0) simtlab::bulk_wait_read<1>();  // this warp's store that last read `buf` is done
-            __syncwarp();
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int j = 4 * q + jj, r = lane / 4 + 8 * e;
-                const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
-                *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
-                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-              }
-            simtlab::fence_async_smem();
-            __syncwarp();
-            if (lane == 0) {
-              simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0 + 16 * warp, z);
-              simtlab::bulk_commit();
-            }
-          }
-        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+        if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
@@ -317,8 +219,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       }
     }
-    if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
-    if (EPI == 2 && lane == 0) simtlab::bulk_wait<0>();
+    if (EPI && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
   // A peer may still arrive on this block's barriers: no block of the cluster leaves before all are done.
   if constexpr (CS > 1) simtlab::cluster_sync();

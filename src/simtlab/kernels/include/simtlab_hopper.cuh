@@ -222,17 +222,12 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   SIMTLAB_WGMMA("256", SIMTLAB_WGMMA_R0 SIMTLAB_WGMMA_R1 SIMTLAB_WGMMA_R2 SIMTLAB_WGMMA_R3,                 \
                 SIMTLAB_WGMMA_D0 SIMTLAB_WGMMA_D1 SIMTLAB_WGMMA_D2 SIMTLAB_WGMMA_D3, "128", "129", "130", KTY, TAIL)
 
-// TRANS_A (16-bit types only): A is read MN-major and B K-major (imm-trans-a = 1, imm-trans-b = 0)
-// instead of the reverse - for computing C^T = B^T A^T with row-major B as the transposed operand.
-template <int N, int DT, bool TRANS_A = false>
+template <int N, int DT>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale_d) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma N of 64, 128 or 256 here");
   static_assert(DT >= 0 && DT <= 2, "DT: 0 fp16, 1 bf16, 2 tf32");
-  static_assert(!(TRANS_A && DT == 2), "tf32 has no transposed form");
 #define SIMTLAB_WGMMA_TYPES(M)                                          \
-  if constexpr (DT == 0 && TRANS_A) M("k16.f32.f16.f16", ", 1, 0");    \
-  else if constexpr (DT == 1 && TRANS_A) M("k16.f32.bf16.bf16", ", 1, 0"); \
-  else if constexpr (DT == 0) M("k16.f32.f16.f16", ", 0, 1");          \
+  if constexpr (DT == 0) M("k16.f32.f16.f16", ", 0, 1");               \
   else if constexpr (DT == 1) M("k16.f32.bf16.bf16", ", 0, 1");        \
   else M("k8.f32.tf32.tf32", "");
   if constexpr (N == 64) {
