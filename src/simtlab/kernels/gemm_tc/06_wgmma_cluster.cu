@@ -20,6 +20,23 @@
 // the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
 
+// Built with -DSIMTLAB_TIMELINE (benchmarks/rung6_timeline.py), each warpgroup's first thread
+// records per tile: SM clock at the tile's start, cycles spent waiting on the pipeline's barriers,
+// clock when its last slice is issued (producer) or multiplied (consumers), clock at the tile's
+// end (after the epilogue). Ordinary builds compile none of it.
+#ifdef SIMTLAB_TIMELINE
+#define SIMTLAB_TL(...) __VA_ARGS__
+constexpr int TL_TILES = 64;
+__device__ unsigned long long simtlab_timeline[264 * 3 * TL_TILES * 4];  // [block][warpgroup][tile][4]
+__device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long long waited, long long t1, long long t2) {
+  if (tile >= TL_TILES || blockIdx.x >= 264) return;
+  unsigned long long* p = simtlab_timeline + ((blockIdx.x * 3 + wg) * TL_TILES + tile) * 4;
+  p[0] = t0, p[1] = waited, p[2] = t1, p[3] = t2;
+}
+#else
+#define SIMTLAB_TL(...)
+#endif
+
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
@@ -89,12 +106,16 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       const int rank = CS > 1 ? (int)simtlab::cluster_ctarank() : 0;
       constexpr unsigned short ALL = (1 << CS) - 1;
       int it = 0;  // slices issued so far, over all tiles: slot and phase
+      SIMTLAB_TL(int tile = 0;)
       for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
+        SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         for (int kt = 0; kt < KT; ++kt, ++it) {
           const int slot = it % STAGES;
+          SIMTLAB_TL(long long w = clock64();)
           simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1);  // first round passes at once
+          SIMTLAB_TL(waited += clock64() - w;)
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast
@@ -125,6 +146,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
           }
         }
+        SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0);)
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
@@ -146,9 +168,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     };
     if (EPI && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
+    SIMTLAB_TL(int tile = 0;)
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
+      SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       float acc[HALVES][BN / 2];
 #pragma unroll
       for (int h = 0; h < HALVES; ++h)
@@ -156,7 +180,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
+        SIMTLAB_TL(long long w = clock64();)
         simtlab::mbar_wait(&full[slot], (it / STAGES) & 1);
+        SIMTLAB_TL(waited += clock64() - w;)
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
         const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
         // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the
@@ -177,6 +203,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release((it - 1) % STAGES);
+      SIMTLAB_TL(const long long t1 = clock64();)
 
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
@@ -218,6 +245,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
         }
       }
+      SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64());)
     }
     if (EPI && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
