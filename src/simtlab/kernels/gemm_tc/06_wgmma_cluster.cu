@@ -48,6 +48,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
+  // EPI 2: a consumer's share of a slot's pieces, and the pieces it can stage without waiting
+  constexpr int SLOT_PIECES = STAGE_BYTES / PIECE_BYTES / ((BM > 64 ? 2 : 1)), HELD_PIECES = 2 + SLOT_PIECES;
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
@@ -169,15 +171,17 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     if (EPI && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
     SIMTLAB_TL(int tile = 0;)
+    // Zeroed once (so nothing undefined is ever read): each tile's first multiply ignores them
+    // (scale-d 0), so no tile spends 128 instructions a thread clearing them.
+    float acc[HALVES][BN / 2];
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-      float acc[HALVES][BN / 2];
-#pragma unroll
-      for (int h = 0; h < HALVES; ++h)
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
         SIMTLAB_TL(long long w = clock64();)
@@ -196,19 +200,62 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int kk = 0; kk < STEPS; ++kk)
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, 1);
+            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if (kt > 0 && leader) release((it - 1) % STAGES);
+        if constexpr (EPI == 2) {
+          // ... including, at a tile's first slice, the previous tile's last slot, which held
+          // its staged results: once the stores issued from it have read it
+          if (kt == 0 && it > 0 && leader) simtlab::bulk_wait_read<0>();
+          if (it > 0 && leader) release((it - 1) % STAGES);
+        } else {
+          if (kt > 0 && leader) release((it - 1) % STAGES);
+        }
       }
       simtlab::wgmma_wait<0>();
-      if (KT > 0 && leader) release((it - 1) % STAGES);
+      if (EPI != 2 && KT > 0 && leader) release((it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64();)
 
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+        if constexpr (EPI == 2) {
+          // all pieces of this 64-row block at once where they fit: in this warpgroup's two
+          // staging buffers and its share of the last slice's slot (held, not yet released)
+          if (leader) simtlab::bulk_wait_read<0>();  // the other half's stores (h 1; h 0: done at kt 0)
+          unsigned char* last = smem + ((it - 1) % STAGES) * STAGE_BYTES + c * SLOT_PIECES * PIECE_BYTES;
+          auto buffer = [&](int p) {
+            return p % HELD_PIECES < 2 ? staging + (c * 2 + p % HELD_PIECES) * PIECE_BYTES
+                                       : last + (p % HELD_PIECES - 2) * PIECE_BYTES;
+          };
+          constexpr int P = BN / 32, R1 = P < HELD_PIECES ? P : HELD_PIECES;  // pieces, first round
+          static_assert(P <= 2 * HELD_PIECES, "at most two rounds");
+#pragma unroll
+          for (int round = 0; round < (P > R1 ? 2 : 1); ++round) {
+            if (round == 1 && leader) simtlab::bulk_wait_read<2 * R1 - P>();  // the first P - R1 were read
+            simtlab::named_sync(1 + c, 128);
+#pragma unroll
+            for (int q = round * R1; q < (round ? P : R1); ++q)
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
+                  const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);  // 128-byte swizzle: 16-byte chunk ^ row
+                  *reinterpret_cast<float2*>(buffer(q) + r * 128 + chunk * 16 + (lane % 2) * 8) =
+                      make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+                }
+            simtlab::fence_async_smem();
+            simtlab::named_sync(1 + c, 128);
+            if (leader) {
+#pragma unroll
+              for (int q = round * R1; q < (round ? P : R1); ++q) {
+                simtlab::tma_store_3d(map_c, buffer(q), tn * BN + 32 * q, row0, z);
+                simtlab::bulk_commit();
+              }
+            }
+          }
+        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
