@@ -1,8 +1,9 @@
 """Where tensor-core rung 6's time goes, tile by tile. The kernel built with -DSIMTLAB_TIMELINE
 records, per block, warpgroup and tile, the SM clock when the tile starts, the cycles the
 warpgroup waited on the pipeline's barriers (consumers: "full", producer: "empty"), when its last
-slice was multiplied (issued, for the producer) and when its epilogue ended. Printed: medians over
-all tiles against the tensor cores' time for the tile at full rate, and a block's whole span.
+slice was multiplied (issued, for the producer), when its epilogue ended, and the epilogue's cycles
+in four steps. Printed: medians over all tiles against the tensor cores' time for the tile at full
+rate, and a block's whole span.
 
     python benchmarks/rung6_timeline.py --size 4096:bf16 [--param GROUP_M=16] [--json out.json]
 """
@@ -16,7 +17,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-TL_TILES, TL_BLOCKS = 64, 264  # as declared in the kernel
+TL_TILES, TL_BLOCKS, TL_FIELDS = 64, 264, 8  # as declared in the kernel
 DENSE_FLOP_PER_CYCLE = {"float16": 4096, "bfloat16": 4096, "float32": 2048}  # per SM, sm_90 tensor cores
 
 
@@ -49,7 +50,7 @@ def collect(size: str, overrides: dict[str, int], seed: int = 5) -> dict:
     times = {name: time_gpu(runner(inst, p, ws, None, dev)).median_ms for name, inst in (("plain", plain),
                                                                                          ("traced", traced))}
     buf = traced.module().get_global("simtlab_timeline")
-    stamps = cupy.ndarray((TL_BLOCKS, 3, TL_TILES, 4), dtype=cupy.uint64, memptr=buf)
+    stamps = cupy.ndarray((TL_BLOCKS, 3, TL_TILES, TL_FIELDS), dtype=cupy.uint64, memptr=buf)
     stamps.fill(0)
     ws.poison()
     runner(traced, p, ws, None, dev)()
@@ -85,6 +86,10 @@ def summarise(run: dict) -> dict:
         "consumers waiting for data in the main loop, median": f"{np.median(wait):.0f}",
         "consumers waiting, first tile of a block": f"{np.median(cons[:, 0, 1][first]):.0f}",
         "epilogue, median": f"{np.median(epi):.0f}",
+        "  of it: waiting for earlier stores to read the staging": f"{np.median(cons[:, :, 4][used]):.0f}",
+        "  of it: barrier before writing": f"{np.median(cons[:, :, 5][used]):.0f}",
+        "  of it: writing the staging (and the proxy fence)": f"{np.median(cons[:, :, 6][used]):.0f}",
+        "  of it: barrier after writing": f"{np.median(cons[:, :, 7][used]):.0f}",
         "gap to the next tile, median": f"{np.median(gaps):.0f}" if gaps.size else "-",
         "producer waiting for free slots, median a tile": f"{np.median(pwait):.0f}",
         "block span / ideal (all its tiles), median": f"{np.median(1 / busy):.3f}",

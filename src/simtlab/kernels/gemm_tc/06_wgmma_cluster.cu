@@ -23,18 +23,25 @@
 // Built with -DSIMTLAB_TIMELINE (benchmarks/rung6_timeline.py), each warpgroup's first thread
 // records per tile: SM clock at the tile's start, cycles spent waiting on the pipeline's barriers,
 // clock when its last slice is issued (producer) or multiplied (consumers), clock at the tile's
-// end (after the epilogue). Ordinary builds compile none of it.
+// end (after the epilogue), and the epilogue's (EPI 1/2) cycles in its four steps: waiting for
+// earlier stores to read their staging buffer, the barrier before writing, writing (and the
+// proxy fence), the barrier after. Ordinary builds compile none of it.
 #ifdef SIMTLAB_TIMELINE
 #define SIMTLAB_TL(...) __VA_ARGS__
 constexpr int TL_TILES = 64;
-__device__ unsigned long long simtlab_timeline[264 * 3 * TL_TILES * 4];  // [block][warpgroup][tile][4]
-__device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long long waited, long long t1, long long t2) {
+__device__ unsigned long long simtlab_timeline[264 * 3 * TL_TILES * 8];  // [block][warpgroup][tile][8]
+__device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long long waited, long long t1, long long t2,
+                                          const long long (&epi)[4]) {
   if (tile >= TL_TILES || blockIdx.x >= 264) return;
-  unsigned long long* p = simtlab_timeline + ((blockIdx.x * 3 + wg) * TL_TILES + tile) * 4;
+  unsigned long long* p = simtlab_timeline + ((blockIdx.x * 3 + wg) * TL_TILES + tile) * 8;
   p[0] = t0, p[1] = waited, p[2] = t1, p[3] = t2;
+  for (int i = 0; i < 4; ++i) p[4 + i] = epi[i];
 }
+// (after step i of the epilogue: its cycles since the last mark)
+#define SIMTLAB_TL_MARK(i) { const long long now_ = clock64(); epi[i] += now_ - mark_; mark_ = now_; }
 #else
 #define SIMTLAB_TL(...)
+#define SIMTLAB_TL_MARK(i)
 #endif
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI>
@@ -48,8 +55,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
-  // EPI 2: a consumer's share of a slot's pieces, and the pieces it can stage without waiting
-  constexpr int SLOT_PIECES = STAGE_BYTES / PIECE_BYTES / ((BM > 64 ? 2 : 1)), HELD_PIECES = 2 + SLOT_PIECES;
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
@@ -148,7 +153,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
           }
         }
-        SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0);)
+        SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0, {0, 0, 0, 0});)
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
@@ -203,65 +208,25 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if constexpr (EPI == 2) {
-          // ... including, at a tile's first slice, the previous tile's last slot, which held
-          // its staged results: once the stores issued from it have read it
-          if (kt == 0 && it > 0 && leader) simtlab::bulk_wait_read<0>();
-          if (it > 0 && leader) release((it - 1) % STAGES);
-        } else {
-          if (kt > 0 && leader) release((it - 1) % STAGES);
-        }
+        if (kt > 0 && leader) release((it - 1) % STAGES);
       }
       simtlab::wgmma_wait<0>();
-      if (EPI != 2 && KT > 0 && leader) release((it - 1) % STAGES);
-      SIMTLAB_TL(const long long t1 = clock64();)
+      if (KT > 0 && leader) release((it - 1) % STAGES);
+      SIMTLAB_TL(const long long t1 = clock64(); long long epi[4] = {0, 0, 0, 0};)
 
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        if constexpr (EPI == 2) {
-          // all pieces of this 64-row block at once where they fit: in this warpgroup's two
-          // staging buffers and its share of the last slice's slot (held, not yet released)
-          if (leader) simtlab::bulk_wait_read<0>();  // the other half's stores (h 1; h 0: done at kt 0)
-          unsigned char* last = smem + ((it - 1) % STAGES) * STAGE_BYTES + c * SLOT_PIECES * PIECE_BYTES;
-          auto buffer = [&](int p) {
-            return p % HELD_PIECES < 2 ? staging + (c * 2 + p % HELD_PIECES) * PIECE_BYTES
-                                       : last + (p % HELD_PIECES - 2) * PIECE_BYTES;
-          };
-          constexpr int P = BN / 32, R1 = P < HELD_PIECES ? P : HELD_PIECES;  // pieces, first round
-          static_assert(P <= 2 * HELD_PIECES, "at most two rounds");
-#pragma unroll
-          for (int round = 0; round < (P > R1 ? 2 : 1); ++round) {
-            if (round == 1 && leader) simtlab::bulk_wait_read<2 * R1 - P>();  // the first P - R1 were read
-            simtlab::named_sync(1 + c, 128);
-#pragma unroll
-            for (int q = round * R1; q < (round ? P : R1); ++q)
-#pragma unroll
-              for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
-                  const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);  // 128-byte swizzle: 16-byte chunk ^ row
-                  *reinterpret_cast<float2*>(buffer(q) + r * 128 + chunk * 16 + (lane % 2) * 8) =
-                      make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-                }
-            simtlab::fence_async_smem();
-            simtlab::named_sync(1 + c, 128);
-            if (leader) {
-#pragma unroll
-              for (int q = round * R1; q < (round ? P : R1); ++q) {
-                simtlab::tma_store_3d(map_c, buffer(q), tn * BN + 32 * q, row0, z);
-                simtlab::bulk_commit();
-              }
-            }
-          }
-        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+        if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
             unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * PIECE_BYTES;
+            SIMTLAB_TL(long long mark_ = clock64();)
             if (leader) simtlab::bulk_wait_read<1>();  // the store that last read `buf` is done with it
+            SIMTLAB_TL_MARK(0)
             simtlab::named_sync(1 + c, 128);
+            SIMTLAB_TL_MARK(1)
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
@@ -272,7 +237,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
                     make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
               }
             simtlab::fence_async_smem();
+            SIMTLAB_TL_MARK(2)
             simtlab::named_sync(1 + c, 128);
+            SIMTLAB_TL_MARK(3)
             if (leader) {
               simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0, z);
               simtlab::bulk_commit();
@@ -292,7 +259,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
         }
       }
-      SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64());)
+      SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi);)
     }
     if (EPI && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
