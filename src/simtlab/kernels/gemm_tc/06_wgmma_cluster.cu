@@ -57,7 +57,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
-  static_assert(EPI == 0 || EPI == 1 || EPI == 3, "EPI 0 (registers), 1 (staging + TMA) or 3 (half each)");
+  static_assert(EPI == 0 || EPI == 1, "EPI 0 (stores from registers) or 1 (staging and TMA stores)");
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert(CS <= 2, "clusters of 1 or 2 blocks, along M or N");
@@ -218,30 +218,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        // columns 8j .. 8j+7 of this block, j in [j0, j1), straight from the registers
-        auto store_direct = [&](int j0, int j1) {
-          float* Ct = C + (size_t)z * M * N;
-          const int row = row0 + warp * 16 + lane / 4, col = tn * BN + 2 * (lane % 4);
-#pragma unroll
-          for (int j = j0; j < j1; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int r = row + 8 * e, cc = col + 8 * j;
-              if (r < M && cc < N)
-                *reinterpret_cast<float2*>(Ct + (size_t)r * N + cc) =
-                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-            }
-        };
         if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
-            if (EPI == 3 && q % 2) {  // every second piece from the registers: no shared-memory traffic
-              store_direct(4 * q, 4 * q + 4);
-              continue;
-            }
-            const int staged = EPI == 3 ? (h * BN / 32 + q) / 2 : h * BN / 32 + q;
-            unsigned char* buf = mine + (staged % 2) * PIECE_BYTES;
+            unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * PIECE_BYTES;
             SIMTLAB_TL(long long mark_ = clock64();)
             if (leader) simtlab::bulk_wait_read<1>();  // the store that last read `buf` is done with it
             SIMTLAB_TL_MARK(0)
@@ -266,7 +247,17 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
           }
         } else {
-          store_direct(0, BN / 8);
+          float* Ct = C + (size_t)z * M * N;
+          const int row = row0 + warp * 16 + lane / 4, col = tn * BN + 2 * (lane % 4);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int r = row + 8 * e, cc = col + 8 * j;
+              if (r < M && cc < N)
+                *reinterpret_cast<float2*>(Ct + (size_t)r * N + cc) =
+                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+            }
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi);)
