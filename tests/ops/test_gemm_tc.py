@@ -89,6 +89,7 @@ def test_cluster_rung_shared_memory_and_its_limit():
     params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
     assert tc.cluster_smem(params) == tc.wgmma_smem(params, 2) + 2 * 2 * 8192 <= 227 * 1024
     assert tc.cluster_smem({**params, "EPI": 0}) == tc.wgmma_smem(params, 2)
+    assert tc.cluster_smem({**params, "EPI": 2}) == tc.cluster_smem(params)  # the same buffers, another issuer
     with pytest.raises(ValueError, match="shared memory"):
         tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
     # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs

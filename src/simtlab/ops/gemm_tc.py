@@ -170,8 +170,8 @@ def cluster_consumers(params) -> int:
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1)."""
-    return wgmma_smem(params, 2) + params["EPI"] * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
+    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1, 2)."""
+    return wgmma_smem(params, 2) + (params["EPI"] > 0) * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
 
 
 def cluster_work(params, p: TcProblem) -> int:

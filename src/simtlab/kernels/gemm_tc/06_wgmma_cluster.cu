@@ -57,7 +57,12 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
-  static_assert(EPI == 0 || EPI == 1, "EPI 0 (stores from registers) or 1 (staging and TMA stores)");
+  static_assert(EPI >= 0 && EPI <= 2, "EPI 0 (stores from registers), 1 (staging, TMA stores) or 2 (... issued by a store warp)");
+  // EPI 2: named barriers between each consumer warpgroup (128 threads) and the store warp (32):
+  // "piece in buffer b is written" and "buffer b has been read by its store"
+  constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
+  auto bar_written = [](int c, int b) { return 3 + 2 * c + b; };
+  auto bar_free = [](int c, int b) { return 7 + 2 * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert(CS <= 2, "clusters of 1 or 2 blocks, along M or N");
@@ -108,6 +113,34 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 
   if (wg == 0) {  // producer
     simtlab::setmaxnreg_dec<40>();
+    if (EPI == 2 && tid / 32 == 1) {
+      // The store warp: for each piece the consumers have written, one TMA store, so the
+      // consumers never wait for a store to be issued; a buffer is handed back once the store
+      // issued after its own has been issued and it has been read (one store still in flight).
+      const int lane = tid % 32;
+      if (lane == 0) simtlab::tensormap_acquire(map_c);
+      const int tiles = (work() - cluster + clusters - 1) / clusters, total = tiles * PIECES;  // pieces per consumer
+      int g = 0, prev_c = -1, prev_g = 0;
+      for (int u = cluster, n = work(); u < n; u += clusters) {
+        int z, tm, tn;
+        tile_coords(u, z, tm, tn);
+        for (int p = 0; p < PIECES; ++p, ++g)
+          for (int c = 0; c < CONSUMERS; ++c) {
+            simtlab::named_sync(bar_written(c, g % 2), 160);
+            if (lane == 0) {
+              const int h = p / (BN / 32), q = p % (BN / 32);
+              simtlab::tma_store_3d(map_c, staging + (c * 2 + g % 2) * PIECE_BYTES, tn * BN + 32 * q,
+                                    tm * BM + c * WG_ROWS + h * 64, z);
+              simtlab::bulk_commit();
+              if (prev_c >= 0) simtlab::bulk_wait_read<1>();  // the previous store has read its buffer
+            }
+            __syncwarp();
+            if (prev_c >= 0 && prev_g + 2 < total) simtlab::named_arrive(bar_free(prev_c, prev_g % 2), 160);
+            prev_c = c, prev_g = g;
+          }
+      }
+      if (lane == 0) simtlab::bulk_wait<0>();
+    }
     if (tid == 0) {
       simtlab::tensormap_acquire(map_a);
       simtlab::tensormap_acquire(map_b);
@@ -174,8 +207,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           simtlab::mbar_arrive(&empty[slot]);
       }
     };
-    if (EPI && leader) simtlab::tensormap_acquire(map_c);
+    if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
+    int piece = 0;  // EPI 2: pieces this warpgroup has handed to the store warp (buffer = piece % 2)
     SIMTLAB_TL(int tile = 0;)
     // Zeroed once (so nothing undefined is ever read): each tile's first multiply ignores them
     // (scale-d 0), so no tile spends 128 instructions a thread clearing them.
@@ -218,7 +252,25 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+        if constexpr (EPI == 2) {  // write each piece, hand it to the store warp, go on
+          unsigned char* mine = staging + c * 2 * PIECE_BYTES;
+#pragma unroll
+          for (int q = 0; q < BN / 32; ++q, ++piece) {
+            if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
+            unsigned char* buf = mine + (piece % 2) * PIECE_BYTES;
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
+                const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
+                *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
+                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+              }
+            simtlab::fence_async_smem();
+            simtlab::named_arrive(bar_written(c, piece % 2), 160);
+          }
+        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q) {
@@ -262,7 +314,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi);)
     }
-    if (EPI && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
+    if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
   // A peer may still arrive on this block's barriers: no block of the cluster leaves before all are done.
   if constexpr (CS > 1) simtlab::cluster_sync();

@@ -144,6 +144,10 @@ __device__ __forceinline__ void bulk_wait() {
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrive on a named barrier without waiting (the other side waits with named_sync).
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // --- wgmma ----------------------------------------------------------------------------------
 // Matrix descriptor of a tile in the 128-byte-swizzle layout (bits 62-63 = 1): start address,
