@@ -1,8 +1,8 @@
 """Where tensor-core rung 6's time goes, tile by tile. The kernel built with -DSIMTLAB_TIMELINE
 records, per block, warpgroup and tile, the SM clock when the tile starts, the cycles the
 warpgroup waited on the pipeline's barriers (consumers: "full", producer: "empty"), when its last
-slice was multiplied (issued, for the producer), when its epilogue ended, and the epilogue's cycles
-in four steps. Printed: medians over all tiles against the tensor cores' time for the tile at full
+slice was multiplied (issued, for the producer), when its epilogue ended, and (EPI 1) the epilogue's
+cycles in four steps. Printed: medians over all tiles against the tensor cores' time for the tile at full
 rate, and a block's whole span.
 
     python benchmarks/rung6_timeline.py --size 4096:bf16 [--param GROUP_M=16] [--json out.json]
@@ -86,10 +86,10 @@ def summarise(run: dict) -> dict:
         "consumers waiting for data in the main loop, median": f"{np.median(wait):.0f}",
         "consumers waiting, first tile of a block": f"{np.median(cons[:, 0, 1][first]):.0f}",
         "epilogue, median": f"{np.median(epi):.0f}",
-        "  of it: waiting for earlier stores to read the staging": f"{np.median(cons[:, :, 4][used]):.0f}",
-        "  of it: barrier before writing": f"{np.median(cons[:, :, 5][used]):.0f}",
-        "  of it: writing the staging (and the proxy fence)": f"{np.median(cons[:, :, 6][used]):.0f}",
-        "  of it: barrier after writing": f"{np.median(cons[:, :, 7][used]):.0f}",
+        "  of it (EPI 1): waiting for earlier stores to read the staging": f"{np.median(cons[:, :, 4][used]):.0f}",
+        "  of it (EPI 1): barrier before writing": f"{np.median(cons[:, :, 5][used]):.0f}",
+        "  of it (EPI 1): writing the staging (and the proxy fence)": f"{np.median(cons[:, :, 6][used]):.0f}",
+        "  of it (EPI 1): barrier after writing": f"{np.median(cons[:, :, 7][used]):.0f}",
         "gap to the next tile, median": f"{np.median(gaps):.0f}" if gaps.size else "-",
         "producer waiting for free slots, median a tile": f"{np.median(pwait):.0f}",
         "block span / ideal (all its tiles), median": f"{np.median(1 / busy):.3f}",

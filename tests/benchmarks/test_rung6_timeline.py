@@ -50,7 +50,7 @@ def test_summary_of_synthetic_stamps():
     assert s["epilogue, median"] == "200" and s["gap to the next tile, median"] == "20"
     assert s["consumers waiting for data in the main loop, median"] == "50"
     assert s["consumers waiting, first tile of a block"] == "400"
-    assert s["  of it: writing the staging (and the proxy fence)"] == "100"
+    assert s["  of it (EPI 1): writing the staging (and the proxy fence)"] == "100"
     assert s["producer waiting for free slots, median a tile"] == "7"
     # a block of 3 tiles spans 3*1300 + 2*20 = 3940 cycles for 3000 ideal
     assert s["block span / ideal (all its tiles), median"] == f"{3940 / 3000:.3f}"

@@ -13,7 +13,7 @@
 //    warpgroup waits for global memory. EPI 2 (default): a store warp of the producer
 //    warpgroup issues the stores; a consumer writes a piece, arrives on a named barrier and
 //    goes on, waiting only for a buffer whose store has not read it yet - the epilogue loses
-//    its barrier round trips and the store issue (measured: 0.5-3% faster than EPI 1, where
+//    its barrier round trips and the store issue (measured: 0.4-2.9 points above EPI 1, where
 //    a consumer thread issues each store between two warpgroup barriers). EPI 0 stores from
 //    registers as rung 5;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
@@ -27,7 +27,7 @@
 // Built with -DSIMTLAB_TIMELINE (benchmarks/rung6_timeline.py), each warpgroup's first thread
 // records per tile: SM clock at the tile's start, cycles spent waiting on the pipeline's barriers,
 // clock when its last slice is issued (producer) or multiplied (consumers), clock at the tile's
-// end (after the epilogue), and the epilogue's (EPI 1/2) cycles in its four steps: waiting for
+// end (after the epilogue), and the epilogue's (EPI 1) cycles in its four steps: waiting for
 // earlier stores to read their staging buffer, the barrier before writing, writing (and the
 // proxy fence), the barrier after. Ordinary builds compile none of it.
 #ifdef SIMTLAB_TIMELINE
@@ -58,7 +58,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int CS = CM * CN;           // blocks per cluster
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
-  constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
+  constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1, 2: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(EPI >= 0 && EPI <= 2, "EPI 0 (stores from registers), 1 (staging, TMA stores) or 2 (... issued by a store warp)");
@@ -256,22 +256,26 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
+        // piece q (columns 32q .. 32q+31 of this 64-row block) into a staging buffer, in the
+        // 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2 wavefronts a store
+        auto write_piece = [&](unsigned char* buf, int q) {
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
+              const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
+              *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
+                  make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+            }
+          simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
+        };
         if constexpr (EPI == 2) {  // write each piece, hand it to the store warp, go on
           unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
           for (int q = 0; q < BN / 32; ++q, ++piece) {
             if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
-            unsigned char* buf = mine + (piece % 2) * PIECE_BYTES;
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
-                const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
-                *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
-                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-              }
-            simtlab::fence_async_smem();
+            write_piece(mine + (piece % 2) * PIECE_BYTES, q);
             simtlab::named_arrive(bar_written(c, piece % 2), 160);
           }
         } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
@@ -284,16 +288,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             SIMTLAB_TL_MARK(0)
             simtlab::named_sync(1 + c, 128);
             SIMTLAB_TL_MARK(1)
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
-                const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);  // 128-byte swizzle: 16-byte chunk ^ row
-                *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
-                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-              }
-            simtlab::fence_async_smem();
+            write_piece(buf, q);
             SIMTLAB_TL_MARK(2)
             simtlab::named_sync(1 + c, 128);
             SIMTLAB_TL_MARK(3)
