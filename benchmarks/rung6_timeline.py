@@ -2,7 +2,8 @@
 records, per block, warpgroup and tile, the SM clock when the tile starts, the cycles the
 warpgroup waited on the pipeline's barriers (consumers: "full", producer: "empty"), when its last
 slice was multiplied (issued, for the producer), when its epilogue ended, and (EPI 1) the epilogue's
-cycles in four steps. Printed: medians over all tiles against the tensor cores' time for the tile at full
+cycles in four steps, and the global timer at the epilogue's start and end (how many SMs store at
+once). Printed: medians over all tiles against the tensor cores' time for the tile at full
 rate, and a block's whole span.
 
     python benchmarks/rung6_timeline.py --size 4096:bf16 [--param GROUP_M=16] [--json out.json]
@@ -17,7 +18,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-TL_TILES, TL_BLOCKS, TL_FIELDS = 64, 264, 8  # as declared in the kernel
+TL_TILES, TL_BLOCKS, TL_FIELDS = 64, 264, 10  # as declared in the kernel
 DENSE_FLOP_PER_CYCLE = {"float16": 4096, "bfloat16": 4096, "float32": 2048}  # per SM, sm_90 tensor cores
 
 
@@ -76,6 +77,10 @@ def summarise(run: dict) -> dict:
     pwait = prod[:, :, 1][prod[:, :, 0] > 0]
     spans = np.array([cons[b, used[b], 3].max() - cons[b, used[b], 0].min() for b in range(len(cons)) if used[b].any()])
     tiles = used.sum(axis=1)
+    # epilogues on the global timer (ns, common to all SMs): at each one's midpoint, how many run
+    start, end = cons[:, :, 8][used], cons[:, :, 9][used]
+    mid = (start + end) // 2
+    at_once = ((start[None, :] <= mid[:, None]) & (mid[:, None] <= end[None, :])).sum(axis=1)
     ideal = run["ideal_tile_cycles"]
     busy = ideal * tiles[tiles > 0] / spans
     return {
@@ -90,6 +95,9 @@ def summarise(run: dict) -> dict:
         "  of it (EPI 1): barrier before writing": f"{np.median(cons[:, :, 5][used]):.0f}",
         "  of it (EPI 1): writing the staging (and the proxy fence)": f"{np.median(cons[:, :, 6][used]):.0f}",
         "  of it (EPI 1): barrier after writing": f"{np.median(cons[:, :, 7][used]):.0f}",
+        "epilogue on the global timer, median ns": f"{np.median(end - start):.0f}",
+        "SMs in an epilogue at the same time, median / max": f"{np.median(at_once):.0f} / {at_once.max()} "
+                                                             f"of {len(cons)}",
         "gap to the next tile, median": f"{np.median(gaps):.0f}" if gaps.size else "-",
         "producer waiting for free slots, median a tile": f"{np.median(pwait):.0f}",
         "block span / ideal (all its tiles), median": f"{np.median(1 / busy):.3f}",

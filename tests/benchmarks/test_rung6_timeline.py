@@ -41,8 +41,8 @@ def test_summary_of_synthetic_stamps():
         t = 100
         for i in range(3 if b else 2):  # block 0 has one tile fewer
             # start, waited, main loop end (1100 cycles after start), epilogue end (+200)
-            stamps[b, 1, i] = (t, 50 if i else 400, t + 1100, t + 1300, 40, 30, 100, 30)
-            stamps[b, 0, i] = (t, 7, t + 900, 0, 0, 0, 0, 0)
+            stamps[b, 1, i] = (t, 50 if i else 400, t + 1100, t + 1300, 40, 30, 100, 30, 1000 * i + 10 * b, 1000 * i + 10 * b + 100)
+            stamps[b, 0, i] = (t, 7, t + 900, 0, 0, 0, 0, 0, 0, 0)
             t += 1300 + 20  # 20-cycle gap to the next tile
     s = mod.summarise({"stamps": stamps, "ideal_tile_cycles": ideal})
     assert s["tiles per block"] == "2-3"
@@ -50,6 +50,9 @@ def test_summary_of_synthetic_stamps():
     assert s["epilogue, median"] == "200" and s["gap to the next tile, median"] == "20"
     assert s["consumers waiting for data in the main loop, median"] == "50"
     assert s["consumers waiting, first tile of a block"] == "400"
+    # tile i's epilogues (one a block, 10 ns apart, 100 ns long) overlap each other, not other tiles'
+    assert s["epilogue on the global timer, median ns"] == "100"
+    assert s["SMs in an epilogue at the same time, median / max"] == "4 / 4 of 4"
     assert s["  of it (EPI 1): writing the staging (and the proxy fence)"] == "100"
     assert s["producer waiting for free slots, median a tile"] == "7"
     # a block of 3 tiles spans 3*1300 + 2*20 = 3940 cycles for 3000 ideal

@@ -29,17 +29,25 @@
 // clock when its last slice is issued (producer) or multiplied (consumers), clock at the tile's
 // end (after the epilogue), and the epilogue's (EPI 1) cycles in its four steps: waiting for
 // earlier stores to read their staging buffer, the barrier before writing, writing (and the
-// proxy fence), the barrier after. Ordinary builds compile none of it.
+// proxy fence), the barrier after; and the global timer (ns, the same on every SM) when the
+// epilogue starts and ends, to see how many SMs store at once. Ordinary builds compile none of it.
 #ifdef SIMTLAB_TIMELINE
 #define SIMTLAB_TL(...) __VA_ARGS__
 constexpr int TL_TILES = 64;
-__device__ unsigned long long simtlab_timeline[264 * 3 * TL_TILES * 8];  // [block][warpgroup][tile][8]
+constexpr int TL_FIELDS = 10;
+__device__ unsigned long long simtlab_timeline[264 * 3 * TL_TILES * TL_FIELDS];  // [block][warpgroup][tile][field]
+__device__ __forceinline__ long long tl_globaltimer() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long long waited, long long t1, long long t2,
-                                          const long long (&epi)[4]) {
+                                          const long long (&epi)[4], long long g1, long long g2) {
   if (tile >= TL_TILES || blockIdx.x >= 264) return;
-  unsigned long long* p = simtlab_timeline + ((blockIdx.x * 3 + wg) * TL_TILES + tile) * 8;
+  unsigned long long* p = simtlab_timeline + ((blockIdx.x * 3 + wg) * TL_TILES + tile) * TL_FIELDS;
   p[0] = t0, p[1] = waited, p[2] = t1, p[3] = t2;
   for (int i = 0; i < 4; ++i) p[4 + i] = epi[i];
+  p[8] = g1, p[9] = g2;
 }
 // (after step i of the epilogue: its cycles since the last mark)
 #define SIMTLAB_TL_MARK(i) { const long long now_ = clock64(); epi[i] += now_ - mark_; mark_ = now_; }
@@ -191,7 +199,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
           }
         }
-        SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0, {0, 0, 0, 0});)
+        SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0, {0, 0, 0, 0}, 0, 0);)
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
@@ -251,7 +259,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release((it - 1) % STAGES);
-      SIMTLAB_TL(const long long t1 = clock64(); long long epi[4] = {0, 0, 0, 0};)
+      SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
 
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
@@ -311,7 +319,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
         }
       }
-      SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi);)
+      SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
     }
     if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
