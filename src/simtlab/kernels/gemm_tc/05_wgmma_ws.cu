@@ -105,17 +105,8 @@ gemm_tc_wgmma_ws(int M, int N, int K, int batch, const void* __restrict__ map_a,
       simtlab::wgmma_wait<0>();
       if (KT > 0 && tid % 128 == 0) simtlab::mbar_arrive(&empty[(it - 1) % STAGES]);
 
-      float* Ct = C + (size_t)z * M * N;
-      const int row = tm * BM + c * 64 + warp * 16 + lane / 4, col = tn * BN + 2 * (lane % 4);
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row + 8 * h, cc = col + 8 * j;
-          if (r < M && cc < N)
-            *reinterpret_cast<float2*>(Ct + (size_t)r * N + cc) =
-                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        }
+      simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc, tm * BM + c * 64 + warp * 16 + lane / 4,
+                                      tn * BN + 2 * (lane % 4), M, N);
     }
   }
 }

@@ -51,9 +51,12 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 }
 // (after step i of the epilogue: its cycles since the last mark)
 #define SIMTLAB_TL_MARK(i) { const long long now_ = clock64(); epi[i] += now_ - mark_; mark_ = now_; }
+// a barrier wait, its cycles added to `waited`
+#define SIMTLAB_TL_WAIT(...) { const long long w_ = clock64(); __VA_ARGS__; waited += clock64() - w_; }
 #else
 #define SIMTLAB_TL(...)
 #define SIMTLAB_TL_MARK(i)
+#define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI>
@@ -166,9 +169,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         for (int kt = 0; kt < KT; ++kt, ++it) {
           const int slot = it % STAGES;
-          SIMTLAB_TL(long long w = clock64();)
-          simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1);  // first round passes at once
-          SIMTLAB_TL(waited += clock64() - w;)
+          SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast
@@ -236,9 +237,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
-        SIMTLAB_TL(long long w = clock64();)
-        simtlab::mbar_wait(&full[slot], (it / STAGES) & 1);
-        SIMTLAB_TL(waited += clock64() - w;)
+        SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], (it / STAGES) & 1))
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
         const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
         // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the
@@ -306,17 +305,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             }
           }
         } else {
-          float* Ct = C + (size_t)z * M * N;
-          const int row = row0 + warp * 16 + lane / 4, col = tn * BN + 2 * (lane % 4);
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int r = row + 8 * e, cc = col + 8 * j;
-              if (r < M && cc < N)
-                *reinterpret_cast<float2*>(Ct + (size_t)r * N + cc) =
-                    make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
-            }
+          simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc[h], row0 + warp * 16 + lane / 4,
+                                          tn * BN + 2 * (lane % 4), M, N);
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)

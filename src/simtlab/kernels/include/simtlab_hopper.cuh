@@ -261,4 +261,19 @@ __device__ __forceinline__ void wgmma_slice(float (&acc)[BN / 2], unsigned a, un
   }
 }
 
+// A warpgroup's m64nBN accumulators (fp32, row-major C of row stride N) straight from the
+// registers: a thread holds rows row and row + 8, columns col + 8j and col + 8j + 1; bounds-checked.
+template <int BN>
+__device__ __forceinline__ void store_accumulators(float* C, const float (&acc)[BN / 2], int row, int col, int M,
+                                                   int N) {
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = row + 8 * e, cc = col + 8 * j;
+      if (r < M && cc < N)
+        *reinterpret_cast<float2*>(C + (size_t)r * N + cc) = make_float2(acc[4 * j + 2 * e], acc[4 * j + 2 * e + 1]);
+    }
+}
+
 }  // namespace simtlab
