@@ -70,11 +70,9 @@ class PaddedOperands:
         self.B = cupy.zeros(B.shape[:-2] + (self.kp, self.np), dtype=B.dtype)
         self.C = cupy.zeros(C.shape[:-1] + (self.np,), dtype=C.dtype)
 
-    def copy_in(self, A, B, C=None) -> None:
+    def copy_in(self, A, B) -> None:
         self.A[..., :self.K] = A
         self.B[..., :self.K, :self.N] = B
-        if C is not None:  # (read by the kernel: beta != 0)
-            self.C[..., :self.N] = C
 
     def copy_out(self, C) -> None:
         C[...] = self.C[..., :self.N]
