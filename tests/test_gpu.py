@@ -490,7 +490,8 @@ def test_tf32_matches_float64_and_cublas_tf32(size, rung_name):
 CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dict(CM=2, EPI=1),
                     dict(CM=1, CN=2, BM=256, BN=128, EPI=1), dict(CM=1, CN=2, BM=256, BN=128, EPI=0),
                     dict(CM=2, BM=256, BN=128, EPI=1), dict(CM=1, CN=2, EPI=1),
-                    dict(CM=2, EPI=2), dict(CM=1, EPI=2), dict(CM=1, CN=2, BM=256, BN=128, EPI=2), dict(BM=64, BN=256, CM=2, EPI=2)]
+                    dict(CM=2, EPI=2), dict(CM=1, EPI=2), dict(CM=1, CN=2, BM=256, BN=128, EPI=2), dict(BM=64, BN=256, CM=2, EPI=2),
+                    dict(CM=2, EPI=3), dict(CM=1, EPI=3), dict(CM=1, CN=2, BM=256, BN=128, EPI=3), dict(BM=64, BN=64, CM=1, EPI=3)]
 
 
 @pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))

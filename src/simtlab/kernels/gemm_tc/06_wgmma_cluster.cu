@@ -72,7 +72,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1, 2: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
   constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
-  static_assert(EPI >= 0 && EPI <= 2, "EPI 0 (stores from registers), 1 (staging, TMA stores) or 2 (... issued by a store warp)");
+  static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
+                                      "warp) or 3 (... half of them during the next tile)");
   // EPI 2: named barriers between each consumer warpgroup (128 threads) and the store warp (32):
   // "piece in buffer b is written" and "buffer b has been read by its store"
   constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
@@ -128,7 +129,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 
   if (wg == 0) {  // producer
     simtlab::setmaxnreg_dec<40>();
-    if (EPI == 2 && tid / 32 == 1) {
+    if (EPI >= 2 && tid / 32 == 1) {
       // The store warp: for each piece the consumers have written, one TMA store, so the
       // consumers never wait for a store to be issued; a buffer is handed back once the store
       // issued after its own has been issued and it has been read (one store still in flight).
@@ -222,7 +223,32 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     };
     if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
-    int piece = 0;  // EPI 2: pieces this warpgroup has handed to the store warp (buffer = piece % 2)
+    int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % 2)
+    // EPI 3: the second half of a tile's pieces waits in registers (64 of the 232 a consumer
+    // thread has after setmaxnreg) and goes out one piece a slice during the next tile's first
+    // slices, while the tensor cores work: the stores (~30 bytes a clock an SM) drain behind the
+    // multiplies instead of holding up the epilogue.
+    constexpr int KEEP = EPI == 3 ? PIECES / 2 : 0;
+    float keep[KEEP > 0 ? 16 * KEEP : 1];
+    bool kept = false;  // keep[] holds the previous tile's second half
+    // one piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into the next
+    // staging buffer, once the store warp has freed it; then tell the store warp
+    auto hand_over = [&](const float* v) {
+      if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
+      unsigned char* buf = staging + (c * 2 + piece % 2) * PIECE_BYTES;
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = warp * 16 + lane / 4 + 8 * e;
+          const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
+          *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
+              make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
+        }
+      simtlab::fence_async_smem();
+      simtlab::named_arrive(bar_written(c, piece % 2), 160);
+      ++piece;
+    };
     SIMTLAB_TL(int tile = 0;)
     // Zeroed once (so nothing undefined is ever read): each tile's first multiply ignores them
     // (scale-d 0), so no tile spends 128 instructions a thread clearing them.
@@ -255,13 +281,35 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
         if (kt > 0 && leader) release((it - 1) % STAGES);
+        if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
+#pragma unroll
+          for (int i = 0; i < KEEP; ++i)
+            if (kept && kt == i + 1) hand_over(&keep[16 * i]);
+        }
       }
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release((it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
+      if constexpr (EPI == 3) {
+        // kept pieces a short main loop had no slice for, then this tile's first half; keep the rest
+#pragma unroll
+        for (int i = 0; i < KEEP; ++i)
+          if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
+#pragma unroll
+        for (int p = 0; p < PIECES; ++p) {
+          const float* v = &acc[p / (BN / 32)][16 * (p % (BN / 32))];
+          if (p < PIECES - KEEP) {
+            hand_over(v);
+          } else {
+#pragma unroll
+            for (int k = 0; k < 16; ++k) keep[16 * (p - (PIECES - KEEP)) + k] = v[k];
+          }
+        }
+        kept = true;
+      }
 
 #pragma unroll
-      for (int h = 0; h < HALVES; ++h) {
+      for (int h = 0; h < (EPI == 3 ? 0 : HALVES); ++h) {
         const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
         // piece q (columns 32q .. 32q+31 of this 64-row block) into a staging buffer, in the
         // 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2 wavefronts a store
@@ -310,6 +358,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
+    }
+    if constexpr (EPI == 3) {  // the last tile's second half
+#pragma unroll
+      for (int i = 0; i < KEEP; ++i)
+        if (kept) hand_over(&keep[16 * i]);
     }
     if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
