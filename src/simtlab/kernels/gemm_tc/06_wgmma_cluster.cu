@@ -14,8 +14,10 @@
 //    warpgroup issues the stores; a consumer writes a piece, arrives on a named barrier and
 //    goes on, waiting only for a buffer whose store has not read it yet - the epilogue loses
 //    its barrier round trips and the store issue (measured: 0.4-2.9 points above EPI 1, where
-//    a consumer thread issues each store between two warpgroup barriers). EPI 0 stores from
-//    registers as rung 5;
+//    a consumer thread issues each store between two warpgroup barriers). EPI 3 as 2, but the
+//    second half of a tile's pieces waits in the consumers' spare registers and goes out one
+//    piece a slice during the next tile's first slices, so the store drain overlaps the
+//    multiplies. EPI 0 stores from registers as rung 5;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -231,11 +233,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     constexpr int KEEP = EPI == 3 ? PIECES / 2 : 0;
     float keep[KEEP > 0 ? 16 * KEEP : 1];
     bool kept = false;  // keep[] holds the previous tile's second half
-    // one piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into the next
-    // staging buffer, once the store warp has freed it; then tell the store warp
-    auto hand_over = [&](const float* v) {
-      if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
-      unsigned char* buf = staging + (c * 2 + piece % 2) * PIECE_BYTES;
+    // one 64x32 piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into a
+    // staging buffer, in the 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2
+    // wavefronts a store
+    auto write_piece = [&](unsigned char* buf, const float* v) {
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
@@ -245,7 +246,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
               make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
         }
-      simtlab::fence_async_smem();
+      simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
+    };
+    // EPI 2, 3: a piece into the next staging buffer once the store warp has freed it, then
+    // tell the store warp and go on
+    auto hand_over = [&](const float* v) {
+      if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
+      write_piece(staging + (c * 2 + piece % 2) * PIECE_BYTES, v);
       simtlab::named_arrive(bar_written(c, piece % 2), 160);
       ++piece;
     };
@@ -290,8 +297,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release((it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
-      if constexpr (EPI == 3) {
-        // kept pieces a short main loop had no slice for, then this tile's first half; keep the rest
+      if constexpr (EPI >= 2) {
+        // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces
+        // in order; EPI 3 keeps the second half in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
           if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
@@ -306,55 +314,33 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           }
         }
         kept = true;
-      }
-
+      } else {
 #pragma unroll
-      for (int h = 0; h < (EPI == 3 ? 0 : HALVES); ++h) {
-        const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-        // piece q (columns 32q .. 32q+31 of this 64-row block) into a staging buffer, in the
-        // 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2 wavefronts a store
-        auto write_piece = [&](unsigned char* buf, int q) {
+        for (int h = 0; h < HALVES; ++h) {
+          const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
+          if constexpr (EPI == 1) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+            unsigned char* mine = staging + c * 2 * PIECE_BYTES;
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * e;
-              const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
-              *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
-                  make_float2(acc[h][4 * j + 2 * e], acc[h][4 * j + 2 * e + 1]);
+            for (int q = 0; q < BN / 32; ++q) {
+              unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * PIECE_BYTES;
+              SIMTLAB_TL(long long mark_ = clock64();)
+              if (leader) simtlab::bulk_wait_read<1>();  // the store that last read `buf` is done with it
+              SIMTLAB_TL_MARK(0)
+              simtlab::named_sync(1 + c, 128);
+              SIMTLAB_TL_MARK(1)
+              write_piece(buf, &acc[h][16 * q]);
+              SIMTLAB_TL_MARK(2)
+              simtlab::named_sync(1 + c, 128);
+              SIMTLAB_TL_MARK(3)
+              if (leader) {
+                simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0, z);
+                simtlab::bulk_commit();
+              }
             }
-          simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
-        };
-        if constexpr (EPI == 2) {  // write each piece, hand it to the store warp, go on
-          unsigned char* mine = staging + c * 2 * PIECE_BYTES;
-#pragma unroll
-          for (int q = 0; q < BN / 32; ++q, ++piece) {
-            if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
-            write_piece(mine + (piece % 2) * PIECE_BYTES, q);
-            simtlab::named_arrive(bar_written(c, piece % 2), 160);
+          } else {
+            simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc[h], row0 + warp * 16 + lane / 4,
+                                            tn * BN + 2 * (lane % 4), M, N);
           }
-        } else if constexpr (EPI) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
-          unsigned char* mine = staging + c * 2 * PIECE_BYTES;
-#pragma unroll
-          for (int q = 0; q < BN / 32; ++q) {
-            unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * PIECE_BYTES;
-            SIMTLAB_TL(long long mark_ = clock64();)
-            if (leader) simtlab::bulk_wait_read<1>();  // the store that last read `buf` is done with it
-            SIMTLAB_TL_MARK(0)
-            simtlab::named_sync(1 + c, 128);
-            SIMTLAB_TL_MARK(1)
-            write_piece(buf, q);
-            SIMTLAB_TL_MARK(2)
-            simtlab::named_sync(1 + c, 128);
-            SIMTLAB_TL_MARK(3)
-            if (leader) {
-              simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0, z);
-              simtlab::bulk_commit();
-            }
-          }
-        } else {
-          simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc[h], row0 + warp * 16 + lane / 4,
-                                          tn * BN + 2 * (lane % 4), M, N);
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
