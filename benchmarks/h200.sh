@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | final7 (rung 6's tests and ladder, stencil tests, sanitizer) | epi (rung 6's epilogues: EPI 3 tests, EPI 2/3 sweep, timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | final7 (rung 6's tests and ladder, stencil tests, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, a sweep of EPI, STAGES and BUFS, the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -170,13 +170,15 @@ if [[ $phase == epi ]]; then  # issue 12: rung 6's epilogues side by side (EPI 2
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and (EPI${EPI_TESTS:-2 or EPI3})" \
     > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
+  sweep=${EPI_SWEEP:---param EPI=2,3 --param STAGES=3,4 --param BUFS=2,4}
   for size in ${EPI_SIZES:-4096 4096:bf16 8192 8192:bf16}; do
-    echo "== rung 6 at $size: EPI ${EPI_VALUES:-2,3}"
-    timeout 60 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param EPI=${EPI_VALUES:-2,3} \
+    echo "== rung 6 at $size: $sweep"
+    timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" $sweep \
       --json "$OUT/epi_sweep_${size/:/_}.json"
   done
-  echo "== rung 6 timeline, EPI ${EPI_TIMELINE:-3}"
-  timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 --param EPI=${EPI_TIMELINE:-3} --json "$OUT/timeline_epi.json"
+  timeline=${EPI_TIMELINE:---param EPI=3 --param STAGES=3 --param BUFS=4}
+  echo "== rung 6 timeline, $timeline"
+  timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 $timeline --json "$OUT/timeline_epi.json"
 fi
 if [[ $phase == timeline ]]; then  # issue 12: where rung 6's cycles go, tile by tile (an instrumented build)
   echo "== rung 6 timeline"

@@ -83,13 +83,20 @@ def test_tma_boxes_describe_the_row_major_operands():
 
 
 def test_cluster_rung_shared_memory_and_its_limit():
-    """Rung 6 adds two 8 KiB staging buffers per consumer warpgroup for EPI 1; 4 stages of
-    128x256 still fit, 5 do not and are refused by name."""
+    """Rung 6 adds BUFS 8 KiB staging buffers per consumer warpgroup (EPI 1-3) and, when a store
+    warp hands them back (EPI 2, 3), an 8-byte mbarrier each; 4 stages of 128x256 fit with 2
+    buffers, 4 buffers need 3 stages, and what does not fit is refused by name."""
     p = tc.TcProblem(4096, 4096, 4096)
     params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
-    assert tc.cluster_smem(params) == tc.wgmma_smem(params, 2) + 2 * 2 * 8192 <= 227 * 1024
-    assert tc.cluster_smem({**params, "EPI": 0}) == tc.wgmma_smem(params, 2)
-    assert tc.cluster_smem({**params, "EPI": 2}) == tc.cluster_smem(params)  # the same buffers, another issuer
+    ring = tc.wgmma_smem(params, 2)
+    assert tc.cluster_smem({**params, "EPI": 0}) == ring
+    assert tc.cluster_smem({**params, "EPI": 1, "BUFS": 2}) == ring + 2 * 2 * 8192
+    for epi in (2, 3):
+        assert tc.cluster_smem({**params, "EPI": epi, "BUFS": 2, "STAGES": 4}) == ring + 2 * 2 * (8192 + 8) <= 227 * 1024
+        deep = {**params, "EPI": epi, "BUFS": 4, "STAGES": 3}
+        assert tc.cluster_smem(deep) == tc.wgmma_smem(deep, 2) + 2 * 4 * (8192 + 8) <= 227 * 1024
+        with pytest.raises(ValueError, match="fewer STAGES or BUFS"):
+            tc.geometry_wgmma_cluster({**deep, "STAGES": 4}, p)
     with pytest.raises(ValueError, match="shared memory"):
         tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
     # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs

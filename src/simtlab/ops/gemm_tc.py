@@ -170,8 +170,10 @@ def cluster_consumers(params) -> int:
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1, 2)."""
-    return wgmma_smem(params, 2) + (params["EPI"] > 0) * cluster_consumers(params) * 2 * EPI_PIECE_BYTES
+    """Rung 6: rung 5's ring and barriers, plus BUFS staging buffers per consumer warpgroup (EPI 1-3)
+    and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
+    buffers = (params["EPI"] > 0) * cluster_consumers(params) * params["BUFS"]
+    return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
 
 
 def cluster_work(params, p: TcProblem) -> int:
@@ -189,7 +191,7 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
     if smem > limit:  # (said here, before any compile, with what to change)
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
-                         "limit of a block (fewer STAGES, or EPI 0)")
+                         "limit of a block (fewer STAGES or BUFS, or EPI 0)")
     cs = params["CM"] * params["CN"]
     if cs > 2:
         raise ValueError(f"rung 6 with {params}: clusters of at most 2 blocks (CM x CN = {cs})")

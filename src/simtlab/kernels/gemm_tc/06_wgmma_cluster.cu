@@ -61,7 +61,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -71,16 +71,17 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int CS = CM * CN;           // blocks per cluster
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
-  constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1, 2: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
-  constexpr int EPI_BYTES = EPI ? CONSUMERS * 2 * PIECE_BYTES : 0;
+  constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1-3: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
+  constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
+  static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
                                       "warp) or 3 (... half of them during the next tile)");
-  // EPI 2: named barriers between each consumer warpgroup (128 threads) and the store warp (32):
-  // "piece in buffer b is written" and "buffer b has been read by its store"
+  // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
+  // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
+  // (freed[]: named barriers run out at 16)
   constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
-  auto bar_written = [](int c, int b) { return 3 + 2 * c + b; };
-  auto bar_free = [](int c, int b) { return 7 + 2 * c + b; };
+  auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert(CS <= 2, "clusters of 1 or 2 blocks, along M or N");
@@ -92,6 +93,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   unsigned char* staging = smem + STAGES * STAGE_BYTES;  // 1024-aligned: STAGE_BYTES is a multiple of 1 KiB
   simtlab::u64* full = reinterpret_cast<simtlab::u64*>(staging + EPI_BYTES);
   simtlab::u64* empty = full + STAGES;
+  simtlab::u64* freed = empty + STAGES;  // [CONSUMERS][BUFS], EPI 2, 3
 
   const int tid = threadIdx.x, wg = tid / 128;
 
@@ -122,6 +124,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       simtlab::mbar_init(&full[s], 1);
       simtlab::mbar_init(&empty[s], CONSUMERS * CS);  // every consumer of the cluster releases every slot
     }
+    if constexpr (EPI >= 2)
+#pragma unroll
+      for (int b = 0; b < CONSUMERS * BUFS; ++b) simtlab::mbar_init(&freed[b], 1);  // the store warp's lane 0
     simtlab::mbar_init_fence();
   }
   if constexpr (CS > 1)
@@ -137,23 +142,24 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       // issued after its own has been issued and it has been read (one store still in flight).
       const int lane = tid % 32;
       if (lane == 0) simtlab::tensormap_acquire(map_c);
-      const int tiles = (work() - cluster + clusters - 1) / clusters, total = tiles * PIECES;  // pieces per consumer
-      int g = 0, prev_c = -1, prev_g = 0;
+      int g = 0, prev_c = -1, prev_g = 0;  // g: pieces per consumer so far
       for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         for (int p = 0; p < PIECES; ++p, ++g)
           for (int c = 0; c < CONSUMERS; ++c) {
-            simtlab::named_sync(bar_written(c, g % 2), 160);
+            simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
               const int h = p / (BN / 32), q = p % (BN / 32);
-              simtlab::tma_store_3d(map_c, staging + (c * 2 + g % 2) * PIECE_BYTES, tn * BN + 32 * q,
+              simtlab::tma_store_3d(map_c, staging + (c * BUFS + g % BUFS) * PIECE_BYTES, tn * BN + 32 * q,
                                     tm * BM + c * WG_ROWS + h * 64, z);
               simtlab::bulk_commit();
-              if (prev_c >= 0) simtlab::bulk_wait_read<1>();  // the previous store has read its buffer
+              if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
+                simtlab::bulk_wait_read<1>();
+                simtlab::mbar_arrive(&freed[prev_c * BUFS + prev_g % BUFS]);
+              }
             }
-            __syncwarp();
-            if (prev_c >= 0 && prev_g + 2 < total) simtlab::named_arrive(bar_free(prev_c, prev_g % 2), 160);
+            __syncwarp();  // (the next bar.sync is warp-aligned)
             prev_c = c, prev_g = g;
           }
       }
@@ -225,7 +231,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     };
     if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
-    int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % 2)
+    int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
     // EPI 3: the second half of a tile's pieces waits in registers (64 of the 232 a consumer
     // thread has after setmaxnreg) and goes out one piece a slice during the next tile's first
     // slices, while the tensor cores work: the stores (~30 bytes a clock an SM) drain behind the
@@ -248,12 +254,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
     };
-    // EPI 2, 3: a piece into the next staging buffer once the store warp has freed it, then
-    // tell the store warp and go on
+    // EPI 2, 3: a piece into the next staging buffer once the store warp has freed it (its
+    // (piece / BUFS)-th release), then tell the store warp and go on
     auto hand_over = [&](const float* v) {
-      if (piece >= 2) simtlab::named_sync(bar_free(c, piece % 2), 160);
-      write_piece(staging + (c * 2 + piece % 2) * PIECE_BYTES, v);
-      simtlab::named_arrive(bar_written(c, piece % 2), 160);
+      const int b = piece % BUFS;
+      if (piece >= BUFS) simtlab::mbar_wait(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
+      write_piece(staging + (c * BUFS + b) * PIECE_BYTES, v);
+      simtlab::named_arrive(bar_written(c, b), 160);
       ++piece;
     };
     SIMTLAB_TL(int tile = 0;)
@@ -319,12 +326,12 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int h = 0; h < HALVES; ++h) {
           const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
           if constexpr (EPI == 1) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
-            unsigned char* mine = staging + c * 2 * PIECE_BYTES;
+            unsigned char* mine = staging + c * BUFS * PIECE_BYTES;
 #pragma unroll
             for (int q = 0; q < BN / 32; ++q) {
-              unsigned char* buf = mine + ((h * BN / 32 + q) % 2) * PIECE_BYTES;
+              unsigned char* buf = mine + ((h * BN / 32 + q) % BUFS) * PIECE_BYTES;
               SIMTLAB_TL(long long mark_ = clock64();)
-              if (leader) simtlab::bulk_wait_read<1>();  // the store that last read `buf` is done with it
+              if (leader) simtlab::bulk_wait_read<BUFS - 1>();  // the store that last read `buf` is done with it
               SIMTLAB_TL_MARK(0)
               simtlab::named_sync(1 + c, 128);
               SIMTLAB_TL_MARK(1)
