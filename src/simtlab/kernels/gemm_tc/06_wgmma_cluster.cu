@@ -17,8 +17,7 @@
 //    a consumer thread issues each store between two warpgroup barriers). EPI 3 as 2, but the
 //    second half of a tile's pieces waits in the consumers' spare registers and goes out one
 //    piece a slice during the next tile's first slices, so the store drain overlaps the
-//    multiplies; EPI 4 stores that half straight from the registers instead (no shared-memory
-//    traffic for it in a main loop bound by shared memory). EPI 0 stores from registers as rung 5;
+//    multiplies. EPI 0 stores from registers as rung 5;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -76,20 +75,12 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
   static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
-  static_assert(EPI >= 0 && EPI <= 4, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
-                                      "warp), 3 (... half of them during the next tile) or 4 (that half from registers)");
-  // EPI 2-4: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
+  static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
+                                      "warp) or 3 (... half of them during the next tile)");
+  // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
-  // EPI 3, 4: the second half of a tile's pieces waits in registers (64 of the 232 a consumer
-  // thread has after setmaxnreg) and goes out one piece a slice during the next tile's first
-  // slices, while the tensor cores work: the stores (~30 bytes a clock an SM) drain behind the
-  // multiplies instead of holding up the epilogue. EPI 3 hands them to the store warp through
-  // the staging buffers, EPI 4 stores them straight from the registers (no shared-memory
-  // traffic in a main loop that is bound by it). The store warp stores the other pieces.
-  constexpr int KEEP = EPI >= 3 ? PIECES / 2 : 0;
-  constexpr int STAGED = PIECES - (EPI == 4 ? KEEP : 0);  // pieces a tile the store warp stores
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
@@ -102,7 +93,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   unsigned char* staging = smem + STAGES * STAGE_BYTES;  // 1024-aligned: STAGE_BYTES is a multiple of 1 KiB
   simtlab::u64* full = reinterpret_cast<simtlab::u64*>(staging + EPI_BYTES);
   simtlab::u64* empty = full + STAGES;
-  simtlab::u64* freed = empty + STAGES;  // [CONSUMERS][BUFS], EPI 2-4
+  simtlab::u64* freed = empty + STAGES;  // [CONSUMERS][BUFS], EPI 2, 3
 
   const int tid = threadIdx.x, wg = tid / 128;
 
@@ -155,7 +146,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
-        for (int p = 0; p < STAGED; ++p, ++g)
+        for (int p = 0; p < PIECES; ++p, ++g)
           for (int c = 0; c < CONSUMERS; ++c) {
             simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
@@ -240,10 +231,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     };
     if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
-    int piece = 0;  // EPI 2-4: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
+    int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
+    // EPI 3: the second half of a tile's pieces waits in registers (64 of the 232 a consumer
+    // thread has after setmaxnreg) and goes out one piece a slice during the next tile's first
+    // slices, while the tensor cores work: the stores (~30 bytes a clock an SM) drain behind the
+    // multiplies instead of holding up the epilogue.
+    constexpr int KEEP = EPI == 3 ? PIECES / 2 : 0;
     float keep[KEEP > 0 ? 16 * KEEP : 1];
-    bool kept = false;  // keep[] holds the previous tile's second half...
-    int kept_z = 0, kept_tm = 0, kept_tn = 0;  // ...of this tile (EPI 4)
+    bool kept = false;  // keep[] holds the previous tile's second half
     // one 64x32 piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into a
     // staging buffer, in the 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2
     // wavefronts a store
@@ -259,7 +254,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
     };
-    // EPI 2-4: a piece into the next staging buffer once the store warp has freed it (its
+    // EPI 2, 3: a piece into the next staging buffer once the store warp has freed it (its
     // (piece / BUFS)-th release), then tell the store warp and go on
     auto hand_over = [&](const float* v) {
       const int b = piece % BUFS;
@@ -267,16 +262,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       write_piece(staging + (c * BUFS + b) * PIECE_BYTES, v);
       simtlab::named_arrive(bar_written(c, b), 160);
       ++piece;
-    };
-    auto send_kept = [&](int i) {  // kept piece i: through the store warp (EPI 3) or from registers (EPI 4)
-      if constexpr (EPI == 4) {
-        const int p = PIECES - KEEP + i, h = p / (BN / 32), q = p % (BN / 32);
-        simtlab::store_accumulators<32>(C + (size_t)kept_z * M * N, &keep[16 * i],
-                                        kept_tm * BM + c * WG_ROWS + h * 64 + warp * 16 + lane / 4,
-                                        kept_tn * BN + 32 * q + 2 * (lane % 4), M, N);
-      } else {
-        hand_over(&keep[16 * i]);
-      }
     };
     SIMTLAB_TL(int tile = 0;)
     // Zeroed once (so nothing undefined is ever read): each tile's first multiply ignores them
@@ -310,21 +295,21 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
         if (kt > 0 && leader) release((it - 1) % STAGES);
-        if constexpr (KEEP > 0) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
+        if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
 #pragma unroll
           for (int i = 0; i < KEEP; ++i)
-            if (kept && kt == i + 1) send_kept(i);
+            if (kept && kt == i + 1) hand_over(&keep[16 * i]);
         }
       }
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release((it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
       if constexpr (EPI >= 2) {
-        // (EPI 3, 4: first the kept pieces a short main loop had no slice for) this tile's
-        // pieces in order; EPI 3, 4 keep the second half for the next tile's first slices
+        // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces
+        // in order; EPI 3 keeps the second half in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
-          if (kept && i + 1 >= KT) send_kept(i);
+          if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
 #pragma unroll
         for (int p = 0; p < PIECES; ++p) {
           const float* v = &acc[p / (BN / 32)][16 * (p % (BN / 32))];
@@ -336,7 +321,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           }
         }
         kept = true;
-        kept_z = z, kept_tm = tm, kept_tn = tn;
       } else {
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
@@ -368,10 +352,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
     }
-    if constexpr (KEEP > 0) {  // the last tile's second half
+    if constexpr (EPI == 3) {  // the last tile's second half
 #pragma unroll
       for (int i = 0; i < KEEP; ++i)
-        if (kept) send_kept(i);
+        if (kept) hand_over(&keep[16 * i]);
     }
     if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }

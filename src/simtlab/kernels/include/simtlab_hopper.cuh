@@ -261,11 +261,11 @@ __device__ __forceinline__ void wgmma_slice(float (&acc)[BN / 2], unsigned a, un
   }
 }
 
-// A warpgroup's m64nBN accumulators (fp32, row-major C of row stride N), or BN columns of them,
-// straight from the registers: a thread holds rows row and row + 8, columns col + 8j and
-// col + 8j + 1 in acc[4j .. 4j + 3]; bounds-checked.
+// A warpgroup's m64nBN accumulators (fp32, row-major C of row stride N) straight from the
+// registers: a thread holds rows row and row + 8, columns col + 8j and col + 8j + 1; bounds-checked.
 template <int BN>
-__device__ __forceinline__ void store_accumulators(float* C, const float* acc, int row, int col, int M, int N) {
+__device__ __forceinline__ void store_accumulators(float* C, const float (&acc)[BN / 2], int row, int col, int M,
+                                                   int N) {
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
