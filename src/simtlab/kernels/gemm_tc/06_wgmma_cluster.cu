@@ -10,14 +10,16 @@
 //  * the epilogue goes through shared memory: the consumers write each 64x32 piece of their
 //    accumulators into a swizzled staging buffer (conflict-free: 2 wavefronts a store), two
 //    buffers per warpgroup, and the copy engine stores it (cp.async.bulk.tensor), so no
-//    warpgroup waits for global memory. EPI 2 (default): a store warp of the producer
-//    warpgroup issues the stores; a consumer writes a piece, arrives on a named barrier and
-//    goes on, waiting only for a buffer whose store has not read it yet - the epilogue loses
-//    its barrier round trips and the store issue (measured: 0.4-2.9 points above EPI 1, where
-//    a consumer thread issues each store between two warpgroup barriers). EPI 3 as 2, but the
-//    second half of a tile's pieces waits in the consumers' spare registers and goes out one
-//    piece a slice during the next tile's first slices, so the store drain overlaps the
-//    multiplies. EPI 0 stores from registers as rung 5;
+//    warpgroup waits for global memory. EPI 2: a store warp of the producer warpgroup issues
+//    the stores; a consumer writes a piece, arrives on a named barrier and goes on, waiting
+//    only for a buffer whose store has not read it yet - the epilogue loses its barrier round
+//    trips and the store issue (0.4-2.9 points above EPI 1, where a consumer thread issues each
+//    store between two warpgroup barriers). EPI 3 (default) as 2, but the second half of a
+//    tile's pieces waits in the consumers' spare registers and goes out one piece a slice
+//    during the next tile's first slices, so half the store drain overlaps the multiplies
+//    (epilogue ~4,300 -> ~2,050 cycles a tile, 0.4-1.7 points above EPI 2). EPI 0 stores from
+//    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
+//    which costs the main loop more than they save;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
