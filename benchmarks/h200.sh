@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, a sweep of EPI, STAGES and BUFS, the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | order (fp32 rung 10's FMA orders) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, a sweep of EPI, STAGES and BUFS, the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -165,13 +165,6 @@ if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the 
   timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
   rung6_sanitize
 fi
-if [[ $phase == order ]]; then  # issue 11: fp32 rung 10's FMA order (register reuse cache) side by side
-  for size in ${ORDER_SIZES:-2048 4096 8192}; do
-    echo "== rung 10 at $size: ORDER ${ORDER_VALUES:-0,1}"
-    timeout 120 python3 benchmarks/param_sweep.py gemm tuned --size "$size" --param ORDER=${ORDER_VALUES:-0,1} \
-      --json "$OUT/order_sweep_$size.json"
-  done
-fi
 if [[ $phase == epi ]]; then  # issue 12: rung 6's epilogues side by side (EPI 2: stores issued by a store warp)
   echo "== GPU tests of rung 6's EPI ${EPI_TESTS:-2 and 3} variants (pytest_cluster.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and (EPI${EPI_TESTS:-2 or EPI3})" \
@@ -214,7 +207,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 || $phase == timeline || $phase == rung6 || $phase == order || $phase == epi ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 || $phase == timeline || $phase == rung6 || $phase == epi ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

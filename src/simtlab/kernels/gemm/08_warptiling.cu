@@ -52,32 +52,18 @@ __device__ __forceinline__ void fragments(const float* As, const float* Bs, cons
     *reinterpret_cast<float4*>(&b[4 * j]) = *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
 }
 
-// acc += A_slice x B_slice for one BK-deep slice held in shared memory. ORDER is the order of
-// the outer product's FMAs (rung 10's; the compiler keeps it): 0 row by row; 1 column by column,
-// walking the rows down and up in turn, so consecutive FMAs share an operand even where a
-// column ends and the operand reuse cache can serve one of the two file reads at every step.
-template <class T, int ORDER = 0>
+// acc += A_slice x B_slice for one BK-deep slice held in shared memory.
+template <class T>
 __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
                                           float (&acc)[T::TM][T::TN]) {
-  static_assert(ORDER == 0 || ORDER == 1, "FMA order 0 (rows) or 1 (serpentine columns)");
 #pragma unroll
   for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
     fragments<T>(As, Bs, c, k, a, b);
-    if constexpr (ORDER == 0) {
 #pragma unroll
-      for (int i = 0; i < T::TM; ++i)
+    for (int i = 0; i < T::TM; ++i)
 #pragma unroll
-        for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < T::TN; ++j)
-#pragma unroll
-        for (int ii = 0; ii < T::TM; ++ii) {
-          const int i = j % 2 ? T::TM - 1 - ii : ii;
-          acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }
-    }
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
   }
 }
 

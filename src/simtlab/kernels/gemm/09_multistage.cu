@@ -78,7 +78,7 @@ struct SliceLoader {
 };
 
 // Computes the BMxBN tile of C at (bm, bn). smem holds STAGES A tiles then STAGES B tiles.
-template <class T, int STAGES, bool VEC, int ORDER = 0>
+template <class T, int STAGES, bool VEC>
 __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
                                      float* C, int bm, int bn, float* smem) {
   static_assert(STAGES >= 2, "a pipeline needs at least two stages");
@@ -105,7 +105,7 @@ __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const flo
     }
     cp_async_commit();
     const int s = kt % STAGES;
-    warptile::mma_slice<T, ORDER>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
+    warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }

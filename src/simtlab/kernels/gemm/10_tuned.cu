@@ -2,17 +2,12 @@
 //  * Grouped tile order: a 1D grid walks the tiles of C in column strips of
 //    GROUP_M tile-rows, so blocks running together share panels of A and B in
 //    L2 instead of streaming all of B once per tile-row.
-//  * ORDER 1: the outer product's FMAs column by column, down and up the rows
-//    in turn, so every FMA can take one operand from the reuse cache and
-//    reads at most two registers from the file (a static count of the SASS
-//    at 128x256: 146 extra register-read cycles a slice instead of 302).
 //  * Parameters (tile shape, stages, occupancy bound) come from the tuner's
 //    store for this device and size when it holds a verified result, else from
 //    the per-architecture defaults in the catalog (measured on the H200).
 #include "gemm/09_multistage.cu"
 
-template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, int ORDER,
-          bool VEC>
+template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
            float* __restrict__ C) {
@@ -24,6 +19,6 @@ gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const 
   const int first_m = group * GROUP_M;
   const int rows = min(tiles_m - first_m, GROUP_M);  // the last group can be short
   const int tm = first_m + in_group % rows, tn = in_group / rows;
-  simtlab::multistage::tile<T, STAGES, VEC, ORDER>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
+  simtlab::multistage::tile<T, STAGES, VEC>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
                                             reinterpret_cast<float*>(smem4));
 }
