@@ -14,8 +14,8 @@
 //    the stores; a consumer writes a piece, arrives on a named barrier and goes on, waiting
 //    only for a buffer whose store has not read it yet - the epilogue loses its barrier round
 //    trips and the store issue (0.4-2.9 points above EPI 1, where a consumer thread issues each
-//    store between two warpgroup barriers). EPI 3 (default) as 2, but the second half of a
-//    tile's pieces waits in the consumers' spare registers and goes out one piece a slice
+//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (4) of a
+//    tile's 8 pieces wait in the consumers' spare registers and go out one piece a slice
 //    during the next tile's first slices, so half the store drain overlaps the multiplies
 //    (epilogue ~4,300 -> ~2,050 cycles a tile; a median +0.75 points over EPI 2 in 12 same-process
 //    comparisons). EPI 0 stores from
@@ -64,7 +64,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -138,7 +138,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     __syncthreads();
 
   if (wg == 0) {  // producer
-    simtlab::setmaxnreg_dec<40>();
+    simtlab::setmaxnreg_dec<24>();  // (ptxas fits the producer and the store warp in 24)
     if (EPI >= 2 && tid / 32 == 1) {
       // The store warp: for each piece the consumers have written, one TMA store, so the
       // consumers never wait for a store to be issued; a buffer is handed back once the store
@@ -216,7 +216,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
-    simtlab::setmaxnreg_inc<232>();
+    simtlab::setmaxnreg_inc<240>();  // 128 x 24 + 256 x 240 = the 64 K registers of the SM
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
     unsigned empty_at[CS];  // each block's "empty" barrier array, as cluster addresses
@@ -235,13 +235,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
     int it = 0;
     int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
-    // EPI 3: the second half of a tile's pieces waits in registers (64 of the 232 a consumer
-    // thread has after setmaxnreg) and goes out one piece a slice during the next tile's first
-    // slices, while the tensor cores work: the stores (~30 bytes a clock an SM) drain behind the
-    // multiplies instead of holding up the epilogue.
-    constexpr int KEEP = EPI == 3 ? PIECES / 2 : 0;
+    // EPI 3: the last KEEP of a tile's pieces wait in registers (16 values each, beside the 128
+    // accumulators, in the 240 a consumer thread has after setmaxnreg) and go out one piece a
+    // slice during the next tile's first slices, while the tensor cores work: the stores (~30
+    // bytes a clock an SM) drain behind the multiplies instead of holding up the epilogue.
+    constexpr int KEEP = EPI != 3 ? 0 : KEEP_ < PIECES ? KEEP_ : PIECES;  // (small tiles: all of them)
+    static_assert(KEEP_ >= 0 && HALVES * BN / 2 + 16 * KEEP <= 208, "KEEP: registers beside the accumulators");
     float keep[KEEP > 0 ? 16 * KEEP : 1];
-    bool kept = false;  // keep[] holds the previous tile's second half
+    bool kept = false;  // keep[] holds the previous tile's last KEEP pieces
     // one 64x32 piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into a
     // staging buffer, in the 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2
     // wavefronts a store
@@ -309,7 +310,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
       if constexpr (EPI >= 2) {
         // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces
-        // in order; EPI 3 keeps the second half in registers for the next tile's first slices
+        // in order; EPI 3 keeps the last KEEP in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
           if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
@@ -355,7 +356,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
     }
-    if constexpr (EPI == 3) {  // the last tile's second half
+    if constexpr (EPI == 3) {  // the last tile's kept pieces
 #pragma unroll
       for (int i = 0; i < KEEP; ++i)
         if (kept) hand_over(&keep[16 * i]);
