@@ -85,6 +85,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
+  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ < PIECES ? KEEP_ : PIECES;  // EPI 3 (small tiles: all of them)
+  static_assert(KEEP_ >= 0 && HALVES * BN / 2 + 16 * KEEP <= 208, "KEEP: registers beside the accumulators");
+  // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
+  // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
+  // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
+  // needs the 240 (and its instrumented build spills a few stamps).
+  constexpr int PRODUCER_REGS = KEEP > 4 ? 24 : 40, CONSUMER_REGS = KEEP > 4 ? 240 : 232;
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
@@ -139,7 +146,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     __syncthreads();
 
   if (wg == 0) {  // producer
-    simtlab::setmaxnreg_dec<24>();  // (ptxas fits the producer and the store warp in 24)
+    simtlab::setmaxnreg_dec<PRODUCER_REGS>();
     if (EPI >= 2 && tid / 32 == 1) {
       // The store warp: for each piece the consumers have written, one TMA store, so the
       // consumers never wait for a store to be issued; a buffer is handed back once the store
@@ -217,7 +224,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
-    simtlab::setmaxnreg_inc<240>();  // 128 x 24 + 256 x 240 = the 64 K registers of the SM
+    simtlab::setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
     unsigned empty_at[CS];  // each block's "empty" barrier array, as cluster addresses
@@ -237,11 +244,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     int it = 0;
     int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
     // EPI 3: the last KEEP of a tile's pieces wait in registers (16 values each, beside the 128
-    // accumulators, in the 240 a consumer thread has after setmaxnreg) and go out one piece a
+    // accumulators, in the 232-240 a consumer thread has after setmaxnreg) and go out one piece a
     // slice during the next tile's first slices, while the tensor cores work: the stores (~30
     // bytes a clock an SM) drain behind the multiplies instead of holding up the epilogue.
-    constexpr int KEEP = EPI != 3 ? 0 : KEEP_ < PIECES ? KEEP_ : PIECES;  // (small tiles: all of them)
-    static_assert(KEEP_ >= 0 && HALVES * BN / 2 + 16 * KEEP <= 208, "KEEP: registers beside the accumulators");
     float keep[KEEP > 0 ? 16 * KEEP : 1];
     bool kept = false;  // keep[] holds the previous tile's last KEEP pieces
     // one 64x32 piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into a
