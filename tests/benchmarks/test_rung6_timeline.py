@@ -23,8 +23,8 @@ def test_timeline_build_records_clocks_and_the_plain_build_does_not():
     from simtlab.launch import build
 
     rung = family("gemm_tc").rung("wgmma_cluster")
-    # keeping 4 pieces: the producer keeps 40 registers, room for its stamps (keeping 5, the
-    # default, takes 16 of them for the consumers and the instrumented build spills a few)
+    # keeping 4 pieces (the default): the producer keeps 40 registers, room for its stamps
+    # (keeping 5 gives 16 of them to the consumers and the instrumented build spills a few)
     plain = build(rung, {"KEEP": 4}, "sm_90")
     traced = compile_file(rung.source, rung.name_expressions(plain.params), arch="sm_90a",
                           options={"define_macro": "SIMTLAB_TIMELINE"})

@@ -14,12 +14,13 @@
 //    the stores; a consumer writes a piece, arrives on a named barrier and goes on, waiting
 //    only for a buffer whose store has not read it yet - the epilogue loses its barrier round
 //    trips and the store issue (0.4-2.9 points above EPI 1, where a consumer thread issues each
-//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (5) of a
-//    tile's 8 pieces wait in the consumers' spare registers (setmaxnreg 240; the producer
-//    warpgroup lives in 24) and go out one piece a slice during the next tile's first slices,
-//    so most of the store drain overlaps the multiplies (epilogue ~4,300 cycles a tile ->
-//    ~2,050 keeping 4 -> ~1,700 keeping 5; a median +0.75 points over EPI 2 in 12
-//    same-process comparisons keeping 4, and 5 another +0.1 to +0.9). EPI 0 stores from
+//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (4) of a
+//    tile's 8 pieces wait in the consumers' spare registers and go out one piece a slice
+//    during the next tile's first slices, so half the store drain overlaps the multiplies
+//    (epilogue ~4,300 -> ~2,050 cycles a tile; a median +0.75 points over EPI 2 in 12
+//    same-process comparisons). KEEP 5 (setmaxnreg 240, the producer warpgroup in 24; epilogue
+//    ~1,700) gave another +0.1 to +0.9 points at 4096^3 and 8192^3 in one process, but 3-4 points
+//    less at 2048^3 and batched 64x512^3 across runs, so 4 stays the default. EPI 0 stores from
 //    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
 //    which costs the main loop more than they save;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
