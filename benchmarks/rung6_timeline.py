@@ -57,7 +57,11 @@ def collect(size: str, overrides: dict[str, int], seed: int = 5) -> dict:
     runner(traced, p, ws, None, dev)()
     cupy.cuda.get_current_stream().synchronize()
     err = float(relative_error(ws.output(), ws.expected()))
+    # (the stamps need registers: a build that keeps more than 4 pieces spills a few of them;
+    # the plain and traced times side by side show whether that changed the kernel's pace)
+    spill = traced.resources(None).spill_bytes
     return {"size": size, "params": plain.params, "grid": launch.grid[0], "times_ms": times, "rel_err": err,
+            "traced_spill_bytes": spill,
             "stamps": stamps.get()[:launch.grid[0]].astype(np.int64),
             "ideal_tile_cycles": 2 * plain.params["BM"] * plain.params["BN"] * p.K / DENSE_FLOP_PER_CYCLE[p.dtype]}
 
@@ -118,7 +122,9 @@ def main() -> None:
         run = collect(size, overrides)
         summary = summarise(run)
         t = Table(title=f"rung 6 at {size} {run['params']}: {run['grid']} blocks, plain {run['times_ms']['plain']:.3f} ms, "
-                        f"traced {run['times_ms']['traced']:.3f} ms, rel err {run['rel_err']:.1e}",
+                        f"traced {run['times_ms']['traced']:.3f} ms"
+                        + (f" ({run['traced_spill_bytes']} bytes spilled)" if run.get("traced_spill_bytes") else "")
+                        + f", rel err {run['rel_err']:.1e}",
                   title_justify="left", header_style="bold")
         t.add_column("per tile, SM cycles")
         t.add_column("value")
