@@ -231,7 +231,7 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
 
 
 def store_box(p: TcProblem) -> TmaBox:
-    """Rung 6's TMA stores (EPI 1, 2): C (M x N fp32, N contiguous) in 32 x 64 boxes (a 128-byte
+    """Rung 6's TMA stores (EPI 1-3): C (M x N fp32, N contiguous) in 32 x 64 boxes (a 128-byte
     swizzle row of columns, a warpgroup's 64 rows)."""
     return TmaBox((p.N, p.M, p.batch), (4 * p.N, 4 * p.N * p.M), (32, 64, 1))
 
@@ -263,7 +263,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     box_a, box_b = tma_boxes(inst.params, padded)
     maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
             encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
-    if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1, 2)
+    if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1-3)
         maps.append(encode_tensor_map(store_box(padded), C.data.ptr, "float32"))
     maps = cupy.asarray(np.concatenate(maps))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))

@@ -81,7 +81,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
-                                      "warp) or 3 (... half of them during the next tile)");
+                                      "warp) or 3 (... the last KEEP of a tile's pieces during the next tile)");
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
@@ -103,6 +103,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // (the same offset in every block of a cluster: all blocks run this code on equal dynamic shared memory)
   unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
   unsigned char* staging = smem + STAGES * STAGE_BYTES;  // 1024-aligned: STAGE_BYTES is a multiple of 1 KiB
+  auto buffer = [&](int c, int b) { return staging + (c * BUFS + b) * PIECE_BYTES; };  // consumer c's b-th
   simtlab::u64* full = reinterpret_cast<simtlab::u64*>(staging + EPI_BYTES);
   simtlab::u64* empty = full + STAGES;
   simtlab::u64* freed = empty + STAGES;  // [CONSUMERS][BUFS], EPI 2, 3
@@ -163,7 +164,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
               const int h = p / (BN / 32), q = p % (BN / 32);
-              simtlab::tma_store_3d(map_c, staging + (c * BUFS + g % BUFS) * PIECE_BYTES, tn * BN + 32 * q,
+              simtlab::tma_store_3d(map_c, buffer(c, g % BUFS), tn * BN + 32 * q,
                                     tm * BM + c * WG_ROWS + h * 64, z);
               simtlab::bulk_commit();
               if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
@@ -270,7 +271,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     auto hand_over = [&](const float* v) {
       const int b = piece % BUFS;
       if (piece >= BUFS) simtlab::mbar_wait(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
-      write_piece(staging + (c * BUFS + b) * PIECE_BYTES, v);
+      write_piece(buffer(c, b), v);
       simtlab::named_arrive(bar_written(c, b), 160);
       ++piece;
     };
@@ -337,10 +338,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int h = 0; h < HALVES; ++h) {
           const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
           if constexpr (EPI == 1) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
-            unsigned char* mine = staging + c * BUFS * PIECE_BYTES;
 #pragma unroll
             for (int q = 0; q < BN / 32; ++q) {
-              unsigned char* buf = mine + ((h * BN / 32 + q) % BUFS) * PIECE_BYTES;
+              unsigned char* buf = buffer(c, (h * BN / 32 + q) % BUFS);
               SIMTLAB_TL(long long mark_ = clock64();)
               if (leader) simtlab::bulk_wait_read<BUFS - 1>();  // the store that last read `buf` is done with it
               SIMTLAB_TL_MARK(0)
