@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, a sweep of EPI, STAGES and BUFS, the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, EPI 2 against 3 (EPI_SWEEP), the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -166,17 +166,18 @@ if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the 
   rung6_sanitize
 fi
 if [[ $phase == epi ]]; then  # issue 12: rung 6's epilogues side by side (EPI 2: stores issued by a store warp)
-  echo "== GPU tests of rung 6's EPI ${EPI_TESTS:-2 and 3} variants (pytest_cluster.txt)"
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and (EPI${EPI_TESTS:-2 or EPI3})" \
+  tests=${EPI_TESTS:-EPI2 or EPI3}  # a pytest -k expression over the variant ids
+  echo "== GPU tests of rung 6's variants: cluster and ($tests) (pytest_cluster.txt)"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and ($tests)" \
     > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  sweep=${EPI_SWEEP:---param EPI=2,3 --param STAGES=3,4 --param BUFS=2,4}
+  sweep=${EPI_SWEEP:---param EPI=2,3}
   for size in ${EPI_SIZES:-4096 4096:bf16 8192 8192:bf16}; do
     echo "== rung 6 at $size: $sweep"
     timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" $sweep \
       --json "$OUT/epi_sweep_${size/:/_}.json"
   done
-  timeline=${EPI_TIMELINE:---param EPI=3 --param STAGES=3 --param BUFS=4}
+  timeline=${EPI_TIMELINE:-}  # parameters over the defaults
   echo "== rung 6 timeline, $timeline"
   timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 $timeline --json "$OUT/timeline_epi.json"
 fi
