@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | epi (rung 6's epilogues: EPI 2/3 tests, EPI 2 against 3 (EPI_SWEEP), the timeline) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -165,21 +165,25 @@ if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the 
   timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
   rung6_sanitize
 fi
-if [[ $phase == epi ]]; then  # issue 12: rung 6's epilogues side by side (EPI 2: stores issued by a store warp)
-  tests=${EPI_TESTS:-EPI2 or EPI3}  # a pytest -k expression over the variant ids
+if [[ $phase == compare ]]; then  # issue 12: rung 6's variants side by side, in one process
+  # R6_TESTS: a pytest -k expression over the variant ids; R6_SWEEP: param_sweep's --param grid;
+  # R6_TIMELINE: parameters of the instrumented build over the defaults. The defaults: EPI 2 against 3.
+  tests=${R6_TESTS:-EPI2 or EPI3}
   echo "== GPU tests of rung 6's variants: cluster and ($tests) (pytest_cluster.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "cluster and ($tests)" \
     > "$OUT/pytest_cluster.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cluster.txt" | tail -8
-  sweep=${EPI_SWEEP:---param EPI=2,3}
-  for size in ${EPI_SIZES:-4096 4096:bf16 8192 8192:bf16}; do
+  echo "== clusters of 2 and of 2x2 that fit on the device at once (rung 6's defaults, 4096^3)"
+  python3 -m simtlab.tools.resident_clusters 2>&1 | tail -3
+  sweep=${R6_SWEEP:---param EPI=2,3}
+  for size in ${R6_SIZES:-4096 4096:bf16 8192 8192:bf16}; do
     echo "== rung 6 at $size: $sweep"
     timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" $sweep \
-      --json "$OUT/epi_sweep_${size/:/_}.json"
+      --json "$OUT/sweep_${size/:/_}.json"
   done
-  timeline=${EPI_TIMELINE:-}  # parameters over the defaults
+  timeline=${R6_TIMELINE:-}
   echo "== rung 6 timeline, $timeline"
-  timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 $timeline --json "$OUT/timeline_epi.json"
+  timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 $timeline --json "$OUT/timeline.json"
 fi
 if [[ $phase == timeline ]]; then  # issue 12: where rung 6's cycles go, tile by tile (an instrumented build)
   echo "== rung 6 timeline"
@@ -208,7 +212,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 || $phase == timeline || $phase == rung6 || $phase == epi ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 || $phase == timeline || $phase == rung6 || $phase == compare ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

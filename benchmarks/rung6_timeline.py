@@ -50,6 +50,8 @@ def collect(size: str, overrides: dict[str, int], seed: int = 5) -> dict:
         raise SystemExit(f"{launch.grid[0]} blocks: the timeline holds {TL_BLOCKS}")
     times = {name: time_gpu(runner(inst, p, ws, None, dev)).median_ms for name, inst in (("plain", plain),
                                                                                          ("traced", traced))}
+    # (the grid the runner launched: clusters of 4 are cut to what the device holds at once)
+    launch = gemm_tc.resident_clusters(traced.function(None), launch, plain.params["CM"] * plain.params["CN"])
     buf = traced.module().get_global("simtlab_timeline")
     stamps = cupy.ndarray((TL_BLOCKS, 3, TL_TILES, TL_FIELDS), dtype=cupy.uint64, memptr=buf)
     stamps.fill(0)

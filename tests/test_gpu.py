@@ -482,7 +482,7 @@ def test_tf32_matches_float64_and_cublas_tf32(size, rung_name):
         runner(other, p, ws, None)
 
 
-# rung 6's variants: no cluster, clusters along M (B shared) or N (A shared), register or TMA-store
+# rung 6's variants: no cluster, clusters along M (B shared), N (A shared) or both (2x2), register or TMA-store
 # epilogue, 128x256 or 256x128 tiles; M = 300 and N = 264 leave a cluster with one tile past the
 # end (3 tile rows at BM 128, 3 tile columns at BN 128), the batched shapes walk clusters over
 # matrices; each problem runs three times (a persistent kernel must leave nothing behind for the
@@ -495,7 +495,9 @@ CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dic
                     dict(CM=2, EPI=3, BUFS=4, STAGES=3), dict(CM=1, EPI=3, BUFS=4, STAGES=3),
                     dict(BM=64, BN=64, CM=1, EPI=3, BUFS=4), dict(CM=2, EPI=2, BUFS=4, STAGES=3),
                     dict(CM=2, EPI=1, BUFS=4, STAGES=3), dict(CM=2, EPI=3, KEEP=5), dict(CM=1, EPI=3, KEEP=5),
-                    dict(CM=2, EPI=3, KEEP=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5)]
+                    dict(CM=2, EPI=3, KEEP=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5),
+                    dict(CM=2, CN=2, EPI=3), dict(CM=2, CN=2, EPI=1), dict(CM=2, CN=2, BM=256, BN=128, EPI=3),
+                    dict(CM=2, CN=2, BM=64, BN=128, EPI=2)]
 
 
 @pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))

@@ -109,8 +109,33 @@ def test_cluster_rung_shared_memory_and_its_limit():
     assert tc.cluster_work(wide, tc.TcProblem(300, 264, 64)) == 2 * 2  # 2 tile rows, 3 columns -> 2 pairs
     a, _ = tc.tma_boxes(wide, tc.TcProblem(300, 264, 64))
     assert a.box == (64, 128, 1)  # each block of the pair loads half of A's 256 rows
-    with pytest.raises(ValueError, match="at most 2 blocks"):
-        tc.geometry_wgmma_cluster({**params, "CM": 2, "CN": 2}, p)
+    # 2x2: each block loads half its A rows and half its B columns, each multicast to two blocks
+    quad = {**params, "CM": 2, "CN": 2}
+    assert tc.cluster_work(quad, p) == 8 * 16 and tc.geometry_wgmma_cluster(quad, p).grid == (132, 1, 1)
+    a, b = tc.tma_boxes(quad, p)
+    assert a.box == (64, 64, 1) and b.box[:2] == (64, 64)
+    with pytest.raises(ValueError, match="CM and CN are 1 or 2"):
+        tc.geometry_wgmma_cluster({**params, "CM": 4, "CN": 1}, p)
+
+
+def test_cluster_grid_is_cut_to_the_clusters_the_device_holds(monkeypatch):
+    """A persistent grid of clusters larger than the device holds at once would leave clusters
+    waiting for others to finish all their tiles: the runner cuts it to the driver's count."""
+    from simtlab.launch import Launch, LaunchError
+
+    class Func:
+        ptr = 1
+
+    grid = Launch((132, 1, 1), (384, 1, 1), 200_000)
+    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 32)
+    assert tc.resident_clusters(Func(), grid, 4) == Launch((128, 1, 1), (384, 1, 1), 200_000)
+    assert tc.resident_clusters(Func(), Launch((64, 1, 1), (384, 1, 1), 200_000), 4).grid == (64, 1, 1)
+    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 66)
+    assert tc.resident_clusters(Func(), grid, 2) == grid
+    assert tc.resident_clusters(Func(), grid, 1) == grid  # (no cluster: nothing to ask)
+    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 0)
+    with pytest.raises(LaunchError, match="no cluster of 4 blocks"):
+        tc.resident_clusters(Func(), grid, 4)
 
 
 def test_hopper_rung_is_built_for_sm90a_and_refused_elsewhere():

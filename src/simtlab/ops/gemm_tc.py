@@ -3,11 +3,12 @@ accumulation and output: C (MxN, fp32) = A (MxK) @ B (KxN), all row-major and co
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch, grid2
+from ..launch import Launch, LaunchError, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 from .tma import TmaBox, encode_tensor_map
@@ -192,9 +193,11 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     if smem > limit:  # (said here, before any compile, with what to change)
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
                          "limit of a block (fewer STAGES or BUFS, or EPI 0)")
+    if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
+        raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]
-    if cs > 2:
-        raise ValueError(f"rung 6 with {params}: clusters of at most 2 blocks (CM x CN = {cs})")
+    # (clusters of 4 may not all fit at once where a GPC's SM count is not a multiple of 4: the
+    # runner lowers this to what the driver says can be resident, see resident_clusters)
     clusters = min(sm_count(device) // cs, cluster_work(params, p))
     return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
 
@@ -254,6 +257,8 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     padded = TcProblem(p.M, np_, kp, p.dtype, p.batch)
     launch = inst.geometry(padded, device)
     func = prepare(inst, launch, vec, device)
+    if inst.rung.name == "wgmma_cluster":
+        launch = resident_clusters(func, launch, inst.params["CM"] * inst.params["CN"])
     transpose_b = None
     if p.dtype == "float32":  # wgmma's tf32 form reads B K-major: B^T, N x K
         from .transpose import batched_transposer
@@ -281,6 +286,35 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
             pad.copy_out(ws.C)
 
     return run
+
+
+def resident_clusters(func, launch: Launch, cs: int) -> Launch:
+    """A persistent grid of clusters cut to the clusters the device can hold at once (the
+    driver's cuOccupancyMaxActiveClusters): a cluster launched beyond them would only start when
+    another has finished all its tiles, doubling the time of its share."""
+    if cs == 1:
+        return launch
+    resident = _max_active_clusters(int(func.ptr), launch.block[0], launch.shared)
+    clusters = launch.grid[0] // cs
+    if resident < 1:
+        raise LaunchError(f"rung 6: no cluster of {cs} blocks of {launch.threads} threads and {launch.shared} "
+                          "bytes of shared memory fits on this device")
+    return launch if clusters <= resident else Launch((resident * cs, 1, 1), launch.block, launch.shared)
+
+
+@functools.cache
+def _max_active_clusters(func_ptr: int, threads: int, shared: int) -> int:
+    from cuda.bindings import driver
+
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = 1024, 1, 1  # (a multiple of any cluster size; not a limit)
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes = shared
+    config.numAttrs = 0  # the cluster shape is the kernel's own (__cluster_dims__)
+    err, n = driver.cuOccupancyMaxActiveClusters(driver.CUfunction(func_ptr), config)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"rung 6: the driver could not say how many clusters fit ({err.name})")
+    return int(n)
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------

@@ -6,7 +6,9 @@
 //    blocks - at 128x256 with CM 2 a block pulls 32 instead of 48 KiB per slice from L2. A slot
 //    may only be refilled when the consumers of *both* blocks have released it, so they arrive on
 //    each block's "empty" barrier (remote arrivals through mapa) and a cluster barrier brackets
-//    the kernel;
+//    the kernel. CM 2 CN 2: a 2x2 cluster shares both (24 KiB per slice from L2), each slot
+//    waiting for the three blocks that fill it; clusters of 4 may leave a GPC's last SMs idle,
+//    so the grid is what the driver says fits at once;
 //  * the epilogue goes through shared memory: the consumers write each 64x32 piece of their
 //    accumulators into a swizzled staging buffer (conflict-free: 2 wavefronts a store), two
 //    buffers per warpgroup, and the copy engine stores it (cp.async.bulk.tensor), so no
@@ -74,6 +76,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM > 64 ? 2 : 1, WG_ROWS = BM / CONSUMERS, HALVES = WG_ROWS / 64;
   constexpr int CS = CM * CN;           // blocks per cluster
+  // blocks whose slots a block's copies fill, itself included: its tile row (A) and column (B) of
+  // the cluster - all of a cluster of 2, three of a 2x2 (the diagonal block shares nothing)
+  constexpr int PEERS = CM + CN - 1;
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1-3: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
@@ -96,7 +101,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
-  static_assert(CS <= 2, "clusters of 1 or 2 blocks, along M or N");
+  static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
   static_assert(DT == 2 ? (BN / CM) % 8 == 0 : (BN / 64) % CM == 0, "B's slice splits evenly over the cluster");
   static_assert((BM / CN) % 8 == 0, "A's slice splits evenly over the cluster");
   extern __shared__ unsigned char smem_raw[];
@@ -113,17 +118,25 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // cluster tile u -> (batch z, this block's tile row and column): GROUP_M tile rows walked column
   // by column, as rung 5, in units of cluster tiles (CM x CN tiles). Worked out per tile, from
   // the kernel arguments, rather than kept live through the producer's 40-register budget.
+  // A block's place in its cluster: rank = rm + CM * rn, rm its tile row, rn its tile column
+  // within the cluster tile. Blocks with the same rm share A slices, those with the same rn B.
+  auto place = [](int& rm, int& rn) {
+    const int rank = CS > 1 ? (int)simtlab::cluster_ctarank() : 0;
+    rm = CS == 4 ? rank % 2 : CM > 1 ? rank : 0;  // (clusters of 2: the rank itself, 0 or 1)
+    rn = CS == 4 ? rank / 2 : CN > 1 ? rank : 0;
+  };
   auto tile_coords = [&](int u, int& z, int& tm, int& tn) {
     constexpr int G = GROUP_M / CM > 0 ? GROUP_M / CM : 1;
-    const int rank = CS > 1 ? (int)simtlab::cluster_ctarank() : 0;
+    int rm, rn;
+    place(rm, rn);
     const int pairs_m = ((M + BM - 1) / BM + CM - 1) / CM, pairs_n = ((N + BN - 1) / BN + CN - 1) / CN;
     z = u / (pairs_m * pairs_n);
     u -= z * pairs_m * pairs_n;
     const int per_group = G * pairs_n, first = (u / per_group) * G;
     const int rows = min(G, pairs_m - first);
     // (past the matrix when the tile count is odd: zeros in, nothing stored)
-    tm = (first + (u % per_group) % rows) * CM + (CM > 1 ? rank : 0);
-    tn = (u % per_group) / rows * CN + (CN > 1 ? rank : 0);
+    tm = (first + (u % per_group) % rows) * CM + rm;
+    tn = (u % per_group) / rows * CN + rn;
   };
   auto work = [&]() {
     return ((M + BM - 1) / BM + CM - 1) / CM * (((N + BN - 1) / BN + CN - 1) / CN) * batch;
@@ -135,7 +148,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       simtlab::mbar_init(&full[s], 1);
-      simtlab::mbar_init(&empty[s], CONSUMERS * CS);  // every consumer of the cluster releases every slot
+      simtlab::mbar_init(&empty[s], CONSUMERS * PEERS);  // the consumers of every block sharing a slice with it
     }
     if constexpr (EPI >= 2)
 #pragma unroll
@@ -181,8 +194,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     if (tid == 0) {
       simtlab::tensormap_acquire(map_a);
       simtlab::tensormap_acquire(map_b);
-      const int rank = CS > 1 ? (int)simtlab::cluster_ctarank() : 0;
-      constexpr unsigned short ALL = (1 << CS) - 1;
+      int rm, rn;
+      place(rm, rn);
+      // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)
+      // (clusters of 2: both blocks)
+      const unsigned short a_mask = CS == 4 ? 5 << rm : 3, b_mask = CS == 4 ? 3 << (2 * rn) : 3;
       int it = 0;  // slices issued so far, over all tiles: slot and phase
       SIMTLAB_TL(int tile = 0;)
       for (int u = cluster, n = work(); u < n; u += clusters) {
@@ -194,29 +210,28 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
-          if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast
+          if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
             constexpr int ROWS = BM / CN;
-            simtlab::tma_load_3d_multicast(a + rank * ROWS * 128, map_a, &full[slot], kt * BK, tm * BM + rank * ROWS, z,
-                                           ALL);
+            simtlab::tma_load_3d_multicast(a + rn * ROWS * 128, map_a, &full[slot], kt * BK, tm * BM + rn * ROWS, z,
+                                           a_mask);
           } else {
             simtlab::tma_load_3d(a, map_a, &full[slot], kt * BK, tm * BM, z);
           }
           if constexpr (DT == 2) {  // B^T: this block's BN/CM of the tile's BN rows
             constexpr int ROWS = BN / CM;
-            const int part = CM > 1 ? rank : 0;
-            unsigned char* dst = a + A_BYTES + part * ROWS * 128;
+            unsigned char* dst = a + A_BYTES + rm * ROWS * 128;
             if constexpr (CM > 1)
-              simtlab::tma_load_3d_multicast(dst, map_b, &full[slot], kt * BK, tn * BN + part * ROWS, z, ALL);
+              simtlab::tma_load_3d_multicast(dst, map_b, &full[slot], kt * BK, tn * BN + rm * ROWS, z, b_mask);
             else
               simtlab::tma_load_3d(dst, map_b, &full[slot], kt * BK, tn * BN, z);
           } else {
             constexpr int BLOCKS = BN / 64 / CM;  // this block's 64-column blocks of B
 #pragma unroll
             for (int i = 0; i < BLOCKS; ++i) {
-              const int j = (CM > 1 ? rank : 0) * BLOCKS + i;
+              const int j = rm * BLOCKS + i;
               if constexpr (CM > 1)
                 simtlab::tma_load_3d_multicast(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j,
-                                               kt * BK, z, ALL);
+                                               kt * BK, z, b_mask);
               else
                 simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
             }
@@ -229,13 +244,21 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     simtlab::setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
-    unsigned empty_at[CS];  // each block's "empty" barrier array, as cluster addresses
+    // the "empty" barrier arrays of the blocks this one shares slices with (peers; cluster
+    // addresses): a slot may be refilled once all their consumers have released it
+    unsigned empty_at[PEERS];
+    if constexpr (PEERS == CS) {  // a cluster of 1 or 2: every block
 #pragma unroll
-    for (int r = 0; r < CS; ++r)
-      empty_at[r] = CS > 1 ? simtlab::cluster_map(simtlab::smem_u32addr(empty), r) : simtlab::smem_u32addr(empty);
-    auto release = [&](int slot) {  // this warpgroup is done reading `slot` (in every block's copy)
+      for (int r = 0; r < CS; ++r)
+        empty_at[r] = CS > 1 ? simtlab::cluster_map(simtlab::smem_u32addr(empty), r) : simtlab::smem_u32addr(empty);
+    } else {  // 2x2 (rank = rm + 2 rn): itself, the block beside it in its column (B), in its row (A)
+      const unsigned rank = simtlab::cluster_ctarank();
 #pragma unroll
-      for (int r = 0; r < CS; ++r) {
+      for (int r = 0; r < PEERS; ++r) empty_at[r] = simtlab::cluster_map(simtlab::smem_u32addr(empty), rank ^ r);
+    }
+    auto release = [&](int slot) {  // this warpgroup is done reading `slot` (in every peer's copy)
+#pragma unroll
+      for (int r = 0; r < PEERS; ++r) {
         if constexpr (CS > 1)
           simtlab::mbar_arrive_cluster(empty_at[r] + 8 * slot);
         else
