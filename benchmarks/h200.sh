@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | cluster (tensor-core rung 6: tests, rungs 5-6, its sweep) | final6 (rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep, sanitizer) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -112,7 +112,7 @@ if [[ $phase == closing ]]; then  # layernorm, the tensor-core ladder, every GPU
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; timeout 60 python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
 fi
 # Issue 12's tensor-core rung 6: its variant tests and the tensor-core/TF32 tests, the top of the
-# ladder beside cuBLAS and Triton, and compute-sanitizer on its defaults (shared by cluster and final6).
+# ladder beside cuBLAS and Triton, and compute-sanitizer on its defaults.
 rung6_tests() {
   echo "== GPU tests of rung 6's variants (pytest_cluster.txt)"
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k cluster > "$OUT/pytest_cluster.txt" 2>&1
@@ -134,30 +134,6 @@ rung6_sanitize() {
     tail -3 "$OUT/sanitize.txt"
   done
 }
-if [[ $phase == cluster ]]; then  # rung 6's tests and ladder, and its cluster size x epilogue x stages sweep
-  rung6_tests
-  rung6_ladder
-  for size in ${CLUSTER_SWEEP_SIZES:-4096 8192:bf16}; do
-    echo "== rung 6 at $size: cluster size x epilogue x stages"
-    timeout 100 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param CM=1,2 --param EPI=0,1 \
-      --param STAGES=3,4 --json "$OUT/cluster_sweep_${size/:/_}.json"
-  done
-  [[ -n ${SANITIZE_CLUSTER:-} ]] && rung6_sanitize
-fi
-if [[ $phase == final6 ]]; then  # rung 6's tests, tile shapes at the four headline sizes, ladders, a K sweep
-  rung6_tests
-  for size in 4096 4096:bf16 8192 8192:bf16; do
-    for shape in "BM=128 --param BN=256 --param CM=2 --param CN=1" "BM=256 --param BN=128 --param CM=1 --param CN=2" \
-                 "BM=256 --param BN=128 --param CM=2 --param CN=1" "BM=128 --param BN=256 --param CM=1 --param CN=2"; do
-      echo "== rung 6 at $size: --param $shape"
-      timeout 60 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param $shape
-    done
-  done
-  rung6_ladder
-  echo "== rung 6 against K at 4096x4096 (per-slice and per-tile costs)"
-  timeout 100 simtlab ladder gemm_tc -s 4096x4096x1024 -s 4096x4096x16384 --rung 6
-  rung6_sanitize
-fi
 if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the ladder, the whole ladder, the sanitizer
   rung6_tests
   rung6_ladder
@@ -212,7 +188,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == cluster || $phase == final6 || $phase == timeline || $phase == rung6 || $phase == compare ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
