@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -141,6 +141,18 @@ if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the 
   timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
   rung6_sanitize
 fi
+if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (10 tuned, 11 stream-K): tests, ladder, sanitizer
+  echo "== GPU tests of the fp32 GEMM rungs (pytest_gemm.txt)"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
+    -k "gemm_rung or gemm_top or stream_k or gemm_api" > "$OUT/pytest_gemm.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_gemm.txt" | tail -8
+  echo "== fp32 rungs 10-11 beside cuBLAS and Triton"
+  timeout 200 simtlab ladder gemm -s 4096 -s 8192 -s 2048 -s 1024 -s 4096x4096x1024 -s 8192x1024x8192 \
+    -s 4097x4095x4093 --rung 10 --rung 11 --json-out "$OUT/gemm_top.json"
+  echo "== compute-sanitizer on rung 11 with every tile cut (sanitize.txt)"
+  timeout 120 simtlab sanitize gemm --rung stream_k --size 2000x2100x301 --jobs 8 >> "$OUT/sanitize.txt" 2>&1
+  tail -3 "$OUT/sanitize.txt"
+fi
 if [[ $phase == compare ]]; then  # issue 12: rung 6's variants side by side, in one process
   # R6_TESTS: a pytest -k expression over the variant ids; R6_SWEEP: param_sweep's --param grid;
   # R6_TIMELINE: parameters of the instrumented build over the defaults. The defaults: EPI 2 against 3.
@@ -188,7 +200,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

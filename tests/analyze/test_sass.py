@@ -43,6 +43,29 @@ def test_instruction_widths_and_predicates():
     assert isinstance(instrs[0], Instruction)
 
 
+def test_the_hot_loop_is_the_innermost_loop_with_the_multiply_adds():
+    """A persistent kernel's loop over tiles contains its main loop: the main loop is the one
+    reported (the outer one, with the epilogue in it, would understate the FMA share)."""
+    text = """
+        Function : k
+        /*0000*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0010*/                   FFMA R1, R2, R3, R1 ;
+        /*0020*/                   FFMA R1, R2, R3, R1 ;
+        /*0030*/               @P0 BRA 0x10 ;
+        /*0040*/                   STG.E [R4.64], R1 ;
+        /*0050*/                   STG.E [R4.64], R1 ;
+        /*0060*/               @P1 BRA 0x0 ;
+        /*0070*/                   IADD3 R6, R6, 0x1, RZ ;
+        /*0080*/               @P2 BRA 0x70 ;
+        /*0090*/                   EXIT ;
+    """
+    (instrs,) = parse_sass(text).values()
+    s = summarize("k", instrs)
+    assert s.loop_instructions == 3 and s.loop_fma_share == pytest.approx(2 / 3)
+    no_fma = summarize("k", [i for i in instrs if i.base != "FFMA"])  # then the largest body
+    assert no_fma.loop_instructions == 5
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_every_rung_shows_its_lesson_in_sass(name, arch):

@@ -117,7 +117,7 @@ class SassSummary:
 
     @property
     def loop_fma_share(self) -> float:
-        fmas = sum(self.loop_mix.get(op, 0) for op in ("FFMA", "HMMA", "HGMMA", "DFMA", "HFMA2"))
+        fmas = sum(self.loop_mix.get(op, 0) for op in _MULTIPLY_ADDS)
         return fmas / self.loop_instructions if self.loop_instructions else 0.0
 
     def has(self, pattern: str) -> bool:
@@ -131,9 +131,14 @@ class SassSummary:
                 "loop_mix": self.loop_mix}
 
 
+_MULTIPLY_ADDS = ("FFMA", "HMMA", "HGMMA", "DFMA", "HFMA2")
+
+
 def _main_loop(instrs: list[Instruction]) -> list[Instruction]:
-    """The body of the largest backward branch (the hot loop, in the ladders)."""
-    best: list[Instruction] = []
+    """The hot loop: of the backward branches' bodies that hold multiply-adds and contain no
+    other such loop (a persistent kernel's loop over tiles contains its main loop), the one with
+    the most; without multiply-adds, the largest body."""
+    loops = []  # (first address, branch address, body, multiply-adds)
     for ins in instrs:
         if ins.base != "BRA":
             continue
@@ -142,9 +147,12 @@ def _main_loop(instrs: list[Instruction]) -> list[Instruction]:
             continue
         target = int(m.group(1), 16)
         body = [i for i in instrs if target <= i.address <= ins.address]
-        if len(body) > len(best):
-            best = body
-    return best
+        loops.append((target, ins.address, body, sum(1 for i in body if i.base in _MULTIPLY_ADDS)))
+    hot = [lp for lp in loops if lp[3] and not any(
+        o is not lp and o[3] and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
+    if hot:
+        return max(hot, key=lambda lp: (lp[3], -len(lp[2])))[2]
+    return max((lp[2] for lp in loops), key=len, default=[])
 
 
 def summarize(function: str, instrs: list[Instruction]) -> SassSummary:
