@@ -142,6 +142,12 @@ def choose_params(rung: Rung, problem, device, vec: bool | None, store=None,
     return None
 
 
+def function_handle(func) -> int:
+    """The driver's CUfunction handle of a loaded kernel (a CuPy RawKernel keeps it in its
+    `kernel`), for driver queries such as occupancy."""
+    return int(getattr(func, "kernel", func).ptr)
+
+
 def check_launch(res: KernelResources, launch: Launch, arch: str, device=None) -> None:
     """Raise LaunchError naming the limit a launch would break."""
     lim = arch_limits(arch)

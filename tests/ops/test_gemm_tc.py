@@ -123,8 +123,9 @@ def test_cluster_grid_is_cut_to_the_clusters_the_device_holds(monkeypatch):
     waiting for others to finish all their tiles: the runner cuts it to the driver's count."""
     from simtlab.launch import Launch, LaunchError
 
-    class Func:
-        ptr = 1
+    class Func:  # (as a CuPy RawKernel: the driver's handle in .kernel.ptr)
+        class kernel:
+            ptr = 1
 
     grid = Launch((132, 1, 1), (384, 1, 1), 200_000)
     monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 32)

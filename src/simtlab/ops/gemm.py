@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch, LaunchError, grid2
+from ..launch import Launch, LaunchError, function_handle, grid2
 from ..verify import dot_tolerance
 from .base import Reference, parse_int, sm_count
 
@@ -151,7 +151,7 @@ def make_runner(inst, problem: GemmProblem, ws: Workspace, device, vec, prepare)
 
     launch = inst.geometry(problem, device)
     func = prepare(inst, launch, vec, device)
-    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(func.ptr, launch.threads, launch.shared)
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(function_handle(func), launch.threads, launch.shared)
     if per_sm < 1:
         raise LaunchError(f"{inst.rung.id}: a block of {launch.threads} threads and {launch.shared} bytes of shared "
                           "memory does not fit on an SM")

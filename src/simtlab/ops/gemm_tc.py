@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch, LaunchError, grid2
+from ..launch import Launch, LaunchError, function_handle, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 from .tma import TmaBox, encode_tensor_map
@@ -294,7 +294,7 @@ def resident_clusters(func, launch: Launch, cs: int) -> Launch:
     another has finished all its tiles, doubling the time of its share."""
     if cs == 1:
         return launch
-    resident = _max_active_clusters(int(func.ptr), launch.block[0], launch.shared)
+    resident = _max_active_clusters(function_handle(func), launch.block[0], launch.shared)
     clusters = launch.grid[0] // cs
     if resident < 1:
         raise LaunchError(f"rung 6: no cluster of {cs} blocks of {launch.threads} threads and {launch.shared} "
