@@ -141,16 +141,16 @@ if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the 
   timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
   rung6_sanitize
 fi
-if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (10 tuned, 11 stream-K): tests, ladder, sanitizer
+if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (9 multistage, 10 tuned): tests, ladder, sanitizer
   echo "== GPU tests of the fp32 GEMM rungs (pytest_gemm.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "gemm_rung or gemm_top or stream_k or gemm_api" > "$OUT/pytest_gemm.txt" 2>&1
+    -k "gemm_rung or gemm_top or gemm_api" > "$OUT/pytest_gemm.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_gemm.txt" | tail -8
-  echo "== fp32 rungs 10-11 beside cuBLAS and Triton"
+  echo "== fp32 rungs 9-10 beside cuBLAS and Triton"
   timeout 200 simtlab ladder gemm -s 4096 -s 8192 -s 2048 -s 1024 -s 4096x4096x1024 -s 8192x1024x8192 \
-    -s 4097x4095x4093 --rung 10 --rung 11 --json-out "$OUT/gemm_top.json"
-  echo "== compute-sanitizer on rung 11 with every tile cut (sanitize.txt)"
-  timeout 120 simtlab sanitize gemm --rung stream_k --size 2000x2100x301 --jobs 8 >> "$OUT/sanitize.txt" 2>&1
+    -s 4097x4095x4093 --rung 9 --rung 10 --json-out "$OUT/gemm_top.json"
+  echo "== compute-sanitizer on rung 10 (sanitize.txt)"
+  timeout 120 simtlab sanitize gemm --rung tuned --size 2000x2100x301 --jobs 8 >> "$OUT/sanitize.txt" 2>&1
   tail -3 "$OUT/sanitize.txt"
 fi
 if [[ $phase == compare ]]; then  # issue 12: rung 6's variants side by side, in one process

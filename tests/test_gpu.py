@@ -69,40 +69,6 @@ def test_gemm_top_rungs_large(mnk):
         assert v.ok, (name, v.reason)
 
 
-@pytest.mark.parametrize("size, params, scale", [
-    ("2000x2100x301", None, (1.0, 0.0)),                 # 144 tiles of 128x256: all of them cut along K
-    ("2000x2100x4096", None, (0.5, -1.5)),               # alpha, beta and a deeper K
-    ("4096x4096x512", None, (1.0, 0.0)),                 # 512 tiles: 264 whole, then the cut ones
-    ("4000x3000x67", "SMALL", (1.0, 0.0)),               # 64x64 tiles, several blocks an SM
-    ("2999x1501x67", "PREDICATED", (1.5, 0.5)),          # rows not 16-byte aligned (288 tiles of 128x128)
-    ("300x257x33", None, (1.0, 0.0)),                    # fewer tiles than SMs: whole tiles only
-])
-def test_stream_k_cut_tiles_match_float64_and_repeat_bitwise(size, params, scale):
-    """Rung 11's split tiles (partials through the workspace, epoch flags): right against float64
-    and cuBLAS on three launches in a row (each with a new epoch), bit for bit the same each time -
-    the partial sums are added in a fixed order, never by atomics."""
-    import cupy
-
-    from simtlab.device import device_info
-    from simtlab.ops import gemm
-
-    fam, dev = family("gemm"), device_info()
-    rung, p = fam.rung("stream_k"), gemm.parse_size(size, *scale)
-    ws = fam.op().workspace(p, 31)
-    vec = ws.vec_ok()
-    explicit = getattr(gemm, f"TUNED_{params}") if params else None
-    inst = build(rung, choose_params(rung, p, dev, vec, explicit=explicit), dev.arch)
-    run = runner(inst, p, ws, vec, dev)
-    outputs = []
-    for _ in range(3):
-        ws.poison()
-        run()
-        cupy.cuda.get_current_stream().synchronize()
-        outputs.append(ws.C.copy())
-    assert all(bool((o == outputs[0]).all()) for o in outputs[1:])
-    _matches_float64_then_library(ws, gemm.tolerance(p), gemm._cublas_sgemm)
-
-
 @pytest.mark.parametrize("rung", family("elementwise").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("n", [1, 3, 127, 1000003, 1 << 22])
 def test_elementwise_rung(rung, n):

@@ -166,13 +166,6 @@ GEMM = Family(
              "rung 9 + grouped tile order for L2 reuse, parameters from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
              from_store=True, size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
-        Rung("gemm", 11, "stream_k", "gemm/11_stream_k.cu", "gemm_stream_k", _WARP_TUNABLE + ("GROUP_M",),
-             _frozen({"BM": 128, "BN": 256, "BK": 16, "WM": 32, "WN": 128, "WMITER": 2, "WNITER": 4,
-                      "STAGES": 4, "MINB": 1, "GROUP_M": 8}),
-             "rung 10 on a persistent grid: the ragged last wave's tiles split along K evenly over all blocks, "
-             "cut tiles summed through a workspace",
-             "geometry_stream_k", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
-             size_defaults="tuned_defaults", sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
     ),
     check_size="127x129x65",
 )
@@ -338,7 +331,7 @@ GEMM_TC = Family(
                       "KEEP": 4}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
-             "geometry_wgmma_cluster", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
+             "geometry_wgmma_cluster", min_cc=(9, 0), arch_specific=True, size_defaults="cluster_params",
              tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG")),
     ),

@@ -163,3 +163,14 @@ def test_tf32_problems_and_the_rungs_that_take_them():
         assert (reason is None) == (rung.name in tc.TF32_RUNGS), rung.name
         assert unsupported_reason(rung, tc.parse_size("64:bf16")) is None
     assert "wgmma_ws" in unsupported_reason(family("gemm_tc").rung("wmma"), p)
+
+
+def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
+    """KEEP 5 where K has 64 slices or more (4096 for 16-bit inputs, 2048 for TF32), else 4."""
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4}  # 63 slices
+    assert tc.cluster_params(tc.TcProblem(2048, 2048, 2048, "bfloat16"))["KEEP"] == 4
+    assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5}
+    rung = family("gemm_tc").rung("wgmma_cluster")
+    assert rung.size_defaults == "cluster_params" and rung.params("sm_90")["KEEP"] == 4

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..launch import Launch, LaunchError, function_handle, grid2
+from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, parse_int, sm_count
 
@@ -108,68 +108,6 @@ def geometry_multistage(params, p: GemmProblem, device=None) -> Launch:
 def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     tiles = -(-p.M // params["BM"]) * -(-p.N // params["BN"])
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
-
-
-def geometry_stream_k(params, p: GemmProblem, device=None) -> Launch:
-    """Persistent: a block per resident slot (MINB a SM here; the runner sets it from the driver's
-    occupancy for the compiled kernel), never more blocks than tiles."""
-    return Launch((min(_tiles(p, params), sm_count(device) * params["MINB"]), 1, 1), (warptile_threads(params), 1, 1),
-                  multistage_smem(params))
-
-
-def stream_k_pieces(tiles: int, slices: int, blocks: int) -> list[list[tuple[int, int, int]]]:
-    """Rung 11's schedule, as the kernel works it out: for each block, its pieces (tile, first
-    slice, end slice) in order - whole tiles round robin, then, when the last wave would be
-    ragged (and there are two waves or more), each block's even share of the remaining tiles'
-    slices as one contiguous run."""
-    split = tiles % blocks != 0 and tiles > blocks
-    whole = (tiles // blocks - 1) * blocks if split else tiles
-    total = (tiles - whole) * slices
-    base, extra = divmod(total, blocks)
-    out = []
-    for b in range(blocks):
-        pieces = [(u, 0, slices) for u in range(b, whole, blocks)]
-        it = b * base + min(b, extra)
-        end = it + base + (b < extra)
-        while it < end:
-            t, k0 = divmod(it, slices)
-            k1 = min(slices, k0 + end - it)
-            pieces.append((whole + t, k0, k1))
-            it += k1 - k0
-        out.append(pieces)
-    return out
-
-
-def make_runner(inst, problem: GemmProblem, ws: Workspace, device, vec, prepare):
-    """Rung 11 (stream-K) takes a workspace of partial tiles and a flag per block, and an epoch
-    that changes every launch (so the flags need no clearing); its grid is every block the
-    device holds at once. Other rungs: one launch (None)."""
-    if inst.rung.name != "stream_k":
-        return None
-    import cupy
-    from cupy.cuda import driver
-
-    launch = inst.geometry(problem, device)
-    func = prepare(inst, launch, vec, device)
-    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(function_handle(func), launch.threads, launch.shared)
-    if per_sm < 1:
-        raise LaunchError(f"{inst.rung.id}: a block of {launch.threads} threads and {launch.shared} bytes of shared "
-                          "memory does not fit on an SM")
-    blocks = min(_tiles(problem, inst.params), sm_count(device) * per_sm)
-    if 2 * blocks * -(-problem.K // inst.params["BK"]) >= 2**31:  # the kernel counts the split slices in int
-        raise LaunchError(f"{inst.rung.id}: K = {problem.K} is too deep for the stream-K schedule's 32-bit counts")
-    launch = Launch((blocks, 1, 1), launch.block, launch.shared)
-    per_thread = (inst.params["WMITER"] * 4) * (inst.params["WNITER"] * 4)
-    partials = cupy.empty(blocks * launch.threads * per_thread, dtype=cupy.float32)
-    flags = cupy.zeros(blocks, dtype=cupy.int32)
-    args = ws.args() + (partials, flags)
-    epoch = [0]
-
-    def run():
-        epoch[0] += 1
-        func(launch.grid, launch.block, args + (np.int32(epoch[0]),), shared_mem=launch.shared)
-
-    return run
 
 
 def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:

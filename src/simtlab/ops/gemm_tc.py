@@ -106,6 +106,19 @@ def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
     return {"DT": DT[p.dtype]}
 
 
+# Rung 6 keeps 5 of a tile's 8 epilogue pieces in registers (KEEP 5, setmaxnreg 24/240) when the
+# main loop is long enough to hand them all over behind the multiplies - 64 slices or more -
+# and 4 otherwise. Same process (runs f49d9a, 0cbb61_compare): KEEP 5 +0.1 to +1.6 points at
+# K = 4096-8192, but -1.0 to -1.8 at 2048^3 (32 slices) and batched 64x512^3 (8 slices).
+KEEP_DEEP_SLICES = 64
+
+
+def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
+    """Rung 6: the element type, and how many epilogue pieces wait in registers for the next tile."""
+    slices = -(-p.K // (SWIZZLE_ROW // ELEMENT_BYTES[p.dtype]))
+    return {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4}
+
+
 # --- launch geometry -------------------------------------------------------------------------
 
 def _grid(p: TcProblem, bn: int, bm: int) -> tuple[int, int, int]:

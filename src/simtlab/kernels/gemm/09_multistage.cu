@@ -77,19 +77,22 @@ struct SliceLoader {
   }
 };
 
-// acc += the tile's slices [kt0, kt1) (BK deep each): the cp.async ring, STAGES-1 slices ahead.
-// smem holds STAGES A tiles then STAGES B tiles. The caller separates two calls on one block
-// with a barrier (the first copies of the second call refill stages the first may still read).
+// Computes the BMxBN tile of C at (bm, bn). smem holds STAGES A tiles then STAGES B tiles.
 template <class T, int STAGES, bool VEC>
-__device__ __forceinline__ void accumulate(const SliceLoader<T, VEC>& loader, const warptile::Coord& c,
-                                           float (&acc)[T::TM][T::TN], int kt0, int kt1, float* smem) {
+__device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+                                     float* C, int bm, int bn, float* smem) {
   static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+  const int tid = threadIdx.x;
   float* As = smem;
   float* Bs = smem + STAGES * T::A_TILE;
-  const int slices = kt1 - kt0;
+  const warptile::Coord c = warptile::coord<T>(tid);
+  const SliceLoader<T, VEC> loader(A, B, M, N, K, bm, bn, tid);
+  float acc[T::TM][T::TN] = {{0.0f}};
+  const int slices = (K + T::BK - 1) / T::BK;
+
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < slices) loader.load((kt0 + s) * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
+    if (s < slices) loader.load(s * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     cp_async_commit();  // always commit, so group counting stays uniform
   }
   for (int kt = 0; kt < slices; ++kt) {
@@ -98,23 +101,12 @@ __device__ __forceinline__ void accumulate(const SliceLoader<T, VEC>& loader, co
     const int next = kt + STAGES - 1;
     if (next < slices) {
       const int s = next % STAGES;  // the stage slice kt-1 used: free after the barrier above
-      loader.load((kt0 + next) * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
+      loader.load(next * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     }
     cp_async_commit();
     const int s = kt % STAGES;
     warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
-}
-
-// Computes the BMxBN tile of C at (bm, bn).
-template <class T, int STAGES, bool VEC>
-__device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
-                                     float* C, int bm, int bn, float* smem) {
-  const int tid = threadIdx.x;
-  const warptile::Coord c = warptile::coord<T>(tid);
-  const SliceLoader<T, VEC> loader(A, B, M, N, K, bm, bn, tid);
-  float acc[T::TM][T::TN] = {{0.0f}};
-  accumulate<T, STAGES, VEC>(loader, c, acc, 0, (K + T::BK - 1) / T::BK, smem);
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }
 

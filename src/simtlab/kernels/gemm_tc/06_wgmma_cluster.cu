@@ -7,8 +7,10 @@
 //    may only be refilled when the consumers of *both* blocks have released it, so they arrive on
 //    each block's "empty" barrier (remote arrivals through mapa) and a cluster barrier brackets
 //    the kernel. CM 2 CN 2: a 2x2 cluster shares both (24 KiB per slice from L2), each slot
-//    waiting for the three blocks that fill it; clusters of 4 may leave a GPC's last SMs idle,
-//    so the grid is what the driver says fits at once;
+//    waiting for the three blocks that fill it; it measured no faster a tile (the same main loop
+//    and epilogue cycles) and only 30 clusters of 4 fit on the H200's GPCs at once (120 SMs), so
+//    it is 5-40% slower - L2 traffic is not what rung 6 waits for. A persistent grid of clusters
+//    is cut to what the driver says fits at once;
 //  * the epilogue goes through shared memory: the consumers write each 64x32 piece of their
 //    accumulators into a swizzled staging buffer (conflict-free: 2 wavefronts a store), two
 //    buffers per warpgroup, and the copy engine stores it (cp.async.bulk.tensor), so no
@@ -21,8 +23,9 @@
 //    during the next tile's first slices, so half the store drain overlaps the multiplies
 //    (epilogue ~4,300 -> ~2,050 cycles a tile; a median +0.75 points over EPI 2 in 12
 //    same-process comparisons). KEEP 5 (setmaxnreg 240, the producer warpgroup in 24; epilogue
-//    ~1,700) gave another +0.1 to +0.9 points at 4096^3 and 8192^3 in one process, but 3-4 points
-//    less at 2048^3 and batched 64x512^3 across runs, so 4 stays the default. EPI 0 stores from
+//    ~1,700) gives another +0.1 to +1.6 points where K has 64 slices or more, but 1-2 points
+//    less at 2048^3 and batched 64x512^3 (short main loops): the size defaults take 5 for deep
+//    K, 4 otherwise (ops/gemm_tc.cluster_params). EPI 0 stores from
 //    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
 //    which costs the main loop more than they save;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
