@@ -31,6 +31,9 @@ def test_parse_sanitizer():
     errors, summary, first = parse_sanitizer(MEMCHECK_BAD)
     assert errors == 3 and first.startswith("Invalid __global__ write of size 4")
     assert parse_sanitizer(RACECHECK)[0] == 0
+    api = ("========= Program hit CUDA_ERROR_NOT_FOUND (error 500) due to \"named symbol not found\" on CUDA API "
+           "call to cuGetProcAddress_v2.\n========= ERROR SUMMARY: 1 error\n")
+    assert parse_sanitizer(api)[2].startswith("Program hit CUDA_ERROR_NOT_FOUND")  # (an API call's error)
     assert parse_sanitizer("Traceback ... no summary")[0] is None
 
 

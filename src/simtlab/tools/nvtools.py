@@ -82,7 +82,7 @@ def parse_sanitizer(output: str) -> tuple[int | None, str, str]:
         errors = int(m.group(2) or m.group(3))
     first = next((line.strip("= ").strip() for line in output.splitlines()
                   if line.startswith("=========") and ("Error" in line or "Invalid" in line or "Hazard" in line
-                                                       or "Uninitialized" in line)), "")
+                                                       or "Uninitialized" in line or "Program hit" in line)), "")
     return errors, summary, first
 
 

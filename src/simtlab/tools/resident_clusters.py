@@ -1,6 +1,6 @@
 """How many of tensor-core rung 6's clusters the device holds at once, per cluster shape (the
 driver's count for the compiled kernel, its threads and its shared memory): a persistent grid
-of clusters is cut to it, so a shape whose clusters leave SMs unused runs on fewer SMs.
+of clusters of 4 is cut to it, so a shape whose clusters leave SMs unused runs on fewer SMs.
 
     python -m simtlab.tools.resident_clusters [--size 4096:bf16]
 """
@@ -11,7 +11,7 @@ import argparse
 
 from simtlab.catalog import family
 from simtlab.device import device_info
-from simtlab.launch import build, choose_params, prepare
+from simtlab.launch import build, choose_params, function_handle, prepare
 from simtlab.ops import gemm_tc
 
 SHAPES = ({"CM": 2, "CN": 1}, {"CM": 1, "CN": 2}, {"CM": 2, "CN": 2})
@@ -27,9 +27,10 @@ def main() -> None:
         inst = build(rung, choose_params(rung, p, dev, None, explicit=shape), dev.arch)
         launch = inst.geometry(p, dev)
         cs = shape["CM"] * shape["CN"]
-        cut = gemm_tc.resident_clusters(prepare(inst, launch, None, dev), launch, cs)
-        print(f"clusters of {shape['CM']}x{shape['CN']}: {cut.grid[0] // cs} at once ({cut.grid[0]} of "
-              f"{dev.sms} SMs), {launch.shared} bytes of shared memory a block", flush=True)
+        fits = gemm_tc._max_active_clusters(function_handle(prepare(inst, launch, None, dev)), launch.threads,
+                                            launch.shared)
+        print(f"clusters of {shape['CM']}x{shape['CN']}: {fits} at once ({fits * cs} of {dev.sms} SMs), "
+              f"{launch.shared} bytes of shared memory a block", flush=True)
 
 
 if __name__ == "__main__":
