@@ -10,7 +10,7 @@
 //    waiting for the three blocks that fill it; it measured no faster a tile (the same main loop
 //    and epilogue cycles) and only 30 clusters of 4 fit on the H200's GPCs at once (120 SMs), so
 //    it is 5-40% slower - L2 traffic is not what rung 6 waits for. A persistent grid of clusters
-//    is cut to what the driver says fits at once;
+//    of 4 is cut to what the driver says fits at once;
 //  * the epilogue goes through shared memory: the consumers write each 64x32 piece of their
 //    accumulators into a swizzled staging buffer (conflict-free: 2 wavefronts a store), two
 //    buffers per warpgroup, and the copy engine stores it (cp.async.bulk.tensor), so no
@@ -18,7 +18,7 @@
 //    the stores; a consumer writes a piece, arrives on a named barrier and goes on, waiting
 //    only for a buffer whose store has not read it yet - the epilogue loses its barrier round
 //    trips and the store issue (0.4-2.9 points above EPI 1, where a consumer thread issues each
-//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (4) of a
+//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (4-5) of a
 //    tile's 8 pieces wait in the consumers' spare registers and go out one piece a slice
 //    during the next tile's first slices, so half the store drain overlaps the multiplies
 //    (epilogue ~4,300 -> ~2,050 cycles a tile; a median +0.75 points over EPI 2 in 12
