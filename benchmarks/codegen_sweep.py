@@ -1,0 +1,84 @@
+"""One fp32 GEMM rung compiled several ways (NVRTC options that leave the source alone but change
+ptxas's register assignment and schedule), each verified and timed beside cuBLAS in one process,
+with the static facts of its main loop: registers, instructions, operands marked `.reuse`. Does
+the same source's codegen move the time, and does the reuse count say which way?
+
+    python benchmarks/codegen_sweep.py --size 4096 --size 8192 [--rung tuned] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+# NVRTC options through cuda-core's ProgramOptions; {} is the build the ladder uses
+OPTION_SETS = ({}, {"max_register_count": 232}, {"max_register_count": 208}, {"max_register_count": 200})
+
+
+def static_facts(inst, vec: bool) -> dict:
+    from simtlab.analyze.sass import _main_loop, disassemble, parse_sass
+
+    text = disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(vec)))
+    loop = _main_loop(next(iter(parse_sass(text).values())))
+    return {"registers": inst.resources(vec).registers, "spill": inst.resources(vec).spill_bytes,
+            "loop": len(loop), "reuse": sum(i.operands.count(".reuse") for i in loop if i.base == "FFMA"),
+            "sass": hashlib.sha256(text.encode()).hexdigest()[:8]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", action="append", required=True)
+    ap.add_argument("--rung", default="tuned")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    from simtlab.bench import time_gpu
+    from simtlab.catalog import family
+    from simtlab.compile import compile_file
+    from simtlab.device import device_info
+    from simtlab.launch import RungInstance, build, choose_params, runner
+    from simtlab.ops import gemm
+    from simtlab.verify import compare
+
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung(args.rung)
+    rows = []
+    for size in args.size:
+        p = gemm.parse_size(size)
+        ws = fam.op().workspace(p, 11)
+        vec = ws.vec_ok()
+        params = build(rung, choose_params(rung, p, dev, vec), dev.arch).params
+        flops = 2 * p.M * p.N * p.K
+        ms = time_gpu(gemm._cublas_sgemm(ws)).median_ms
+        rows.append({"size": size, "build": "cuBLAS", "tflops": flops / ms / 1e9, "pct": 100.0})
+        for opts in OPTION_SETS:
+            cubin = compile_file(rung.source, rung.name_expressions(params), arch=rung.build_arch(dev.arch),
+                                 options=opts)
+            inst = RungInstance(rung, params, cubin)
+            run = runner(inst, p, ws, vec, dev)
+            ws.poison()
+            run()
+            ok = compare(ws.output(), ws.expected(), gemm.tolerance(p)).ok
+            t = time_gpu(run).median_ms
+            rows.append({"size": size, "build": json.dumps(opts) if opts else "default", "tflops": flops / t / 1e9,
+                         "pct": 100 * ms / t, "verified": ok, **static_facts(inst, vec)})
+    table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name}", title_justify="left")
+    for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "verified", "regs", "spill", "loop instrs",
+                "FFMA .reuse", "SASS"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["size"], r["build"], f"{r['tflops']:.2f}", f"{r['pct']:.1f}", str(r.get("verified", "")),
+                      str(r.get("registers", "")), str(r.get("spill", "")), str(r.get("loop", "")),
+                      str(r.get("reuse", "")), r.get("sass", ""))
+    Console(width=200).print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
