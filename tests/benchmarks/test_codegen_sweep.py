@@ -1,24 +1,12 @@
 """The codegen sweep's option sets compile rung 10 spill-free, and its static facts read the main loop."""
 
-import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "codegen_sweep.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("codegen_sweep", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_option_sets_compile_rung_10_and_change_its_sass():
+def test_option_sets_compile_rung_10_and_change_its_sass(bench_script):
     from simtlab.catalog import family
     from simtlab.compile import compile_file
     from simtlab.launch import RungInstance
 
-    mod = _module()
+    mod = bench_script("codegen_sweep")
     rung = family("gemm").rung("tuned")
     params = rung.params("sm_90")
     facts = []

@@ -1,19 +1,7 @@
 """The rung-6 timeline: its instrumented build compiles (and the ordinary one carries none of it),
 and the summary reads the recorded stamps right."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
-
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "rung6_timeline.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("rung6_timeline", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_timeline_build_records_clocks_and_the_plain_build_does_not():
@@ -35,8 +23,8 @@ def test_timeline_build_records_clocks_and_the_plain_build_does_not():
     assert "SR_CLOCK" not in plain_sass and "HGMMA" in plain_sass
 
 
-def test_summary_of_synthetic_stamps():
-    mod = _module()
+def test_summary_of_synthetic_stamps(bench_script):
+    mod = bench_script("rung6_timeline")
     blocks, ideal = 4, 1000.0
     stamps = np.zeros((blocks, 3, mod.TL_TILES, mod.TL_FIELDS), dtype=np.int64)
     for b in range(blocks):

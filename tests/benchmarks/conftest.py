@@ -1,0 +1,19 @@
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench_script():
+    """A script of benchmarks/ loaded as a module, by file name without .py."""
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load
