@@ -24,7 +24,8 @@ def static_facts(inst, vec: bool) -> dict:
 
     text = disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(vec)))
     loop = _main_loop(next(iter(parse_sass(text).values())))
-    return {"registers": inst.resources(vec).registers, "spill": inst.resources(vec).spill_bytes,
+    res = inst.resources(vec)
+    return {"registers": res.registers, "spill": res.spill_bytes,
             "loop": len(loop), "reuse": sum(i.operands.count(".reuse") for i in loop if i.base == "FFMA"),
             "sass": hashlib.sha256(text.encode()).hexdigest()[:8]}
 

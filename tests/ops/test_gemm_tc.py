@@ -128,13 +128,13 @@ def test_cluster_grid_is_cut_to_the_clusters_the_device_holds(monkeypatch):
             ptr = 1
 
     grid = Launch((132, 1, 1), (384, 1, 1), 200_000)
-    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 32)
+    monkeypatch.setattr(tc, "max_active_clusters", lambda ptr, threads, shared: 32)
     assert tc.resident_clusters(Func(), grid, 4) == Launch((128, 1, 1), (384, 1, 1), 200_000)
     assert tc.resident_clusters(Func(), Launch((64, 1, 1), (384, 1, 1), 200_000), 4).grid == (64, 1, 1)
-    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 1 / 0)
+    monkeypatch.setattr(tc, "max_active_clusters", lambda ptr, threads, shared: 1 / 0)
     assert tc.resident_clusters(Func(), grid, 2) == grid  # (clusters of 2: no driver query)
     assert tc.resident_clusters(Func(), grid, 1) == grid  # (no cluster: nothing to ask)
-    monkeypatch.setattr(tc, "_max_active_clusters", lambda ptr, threads, shared: 0)
+    monkeypatch.setattr(tc, "max_active_clusters", lambda ptr, threads, shared: 0)
     with pytest.raises(LaunchError, match="no cluster of 4 blocks"):
         tc.resident_clusters(Func(), grid, 4)
 

@@ -115,7 +115,7 @@ KEEP_DEEP_SLICES = 64
 
 def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
     """Rung 6: the element type, and how many epilogue pieces wait in registers for the next tile."""
-    slices = -(-p.K // (SWIZZLE_ROW // ELEMENT_BYTES[p.dtype]))
+    slices = -(-p.K // slice_k(p.dtype))
     return {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4}
 
 
@@ -149,6 +149,11 @@ def geometry_mma(params, p: TcProblem, device=None) -> Launch:
 
 
 SWIZZLE_ROW = 128  # bytes of k in a K slice of rungs 4-5: one 128-byte swizzle row (64 16-bit or 32 fp32 values)
+
+
+def slice_k(dtype: str) -> int:
+    """k values in one K slice of the TMA rungs (BK): a 128-byte swizzle row of the input type."""
+    return SWIZZLE_ROW // ELEMENT_BYTES[dtype]
 
 
 def wgmma_smem(params, barriers_per_stage: int = 1) -> int:
@@ -236,8 +241,7 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     output columns)."""
     if p.K % 8 or p.N % 8:
         raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
-    es = ELEMENT_BYTES[p.dtype]
-    bk = SWIZZLE_ROW // es
+    es, bk = ELEMENT_BYTES[p.dtype], slice_k(p.dtype)
     a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"] // params.get("CN", 1), 1))
     if p.dtype == "float32":
         b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"] // params.get("CM", 1), 1))
@@ -305,12 +309,12 @@ def resident_clusters(func, launch: Launch, cs: int) -> Launch:
     """A persistent grid of clusters of 4 cut to the clusters the device can hold at once (the
     driver's cuOccupancyMaxActiveClusters): a cluster launched beyond them would only start when
     another has finished all its tiles, doubling the time of its share. Clusters of 2 are not
-    asked about: a GPC's even SM count holds them all (66 on the H200), and loading the driver
-    bindings for the query costs compute-sanitizer API errors (entry points newer than the
-    driver) that would hide real ones."""
+    asked about: a GPC's even SM count holds them all (66 on the H200, measured), and the query
+    through the driver bindings made compute-sanitizer's memcheck report API errors (run 604003)
+    that would hide real ones."""
     if cs <= 2:  # (66 clusters of 2 fill the H200's 132 SMs, measured; the driver query is for larger ones)
         return launch
-    resident = _max_active_clusters(function_handle(func), launch.block[0], launch.shared)
+    resident = max_active_clusters(function_handle(func), launch.block[0], launch.shared)
     clusters = launch.grid[0] // cs
     if resident < 1:
         raise LaunchError(f"rung 6: no cluster of {cs} blocks of {launch.threads} threads and {launch.shared} "
@@ -319,7 +323,8 @@ def resident_clusters(func, launch: Launch, cs: int) -> Launch:
 
 
 @functools.cache
-def _max_active_clusters(func_ptr: int, threads: int, shared: int) -> int:
+def max_active_clusters(func_ptr: int, threads: int, shared: int) -> int:
+    """The driver's count of clusters of a compiled cluster kernel (its handle) that fit at once."""
     from cuda.bindings import driver
 
     config = driver.CUlaunchConfig()

@@ -27,7 +27,7 @@ def main() -> None:
         inst = build(rung, choose_params(rung, p, dev, None, explicit=shape), dev.arch)
         launch = inst.geometry(p, dev)
         cs = shape["CM"] * shape["CN"]
-        fits = gemm_tc._max_active_clusters(function_handle(prepare(inst, launch, None, dev)), launch.threads,
+        fits = gemm_tc.max_active_clusters(function_handle(prepare(inst, launch, None, dev)), launch.threads,
                                             launch.shared)
         print(f"clusters of {shape['CM']}x{shape['CN']}: {fits} at once ({fits * cs} of {dev.sms} SMs), "
               f"{launch.shared} bytes of shared memory a block", flush=True)
