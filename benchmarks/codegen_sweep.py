@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import time
 
 from rich.console import Console
 from rich.table import Table
 
 # NVRTC options through cuda-core's ProgramOptions; {} is the build the ladder uses
-OPTION_SETS = ({}, {"max_register_count": 232}, {"max_register_count": 208}, {"max_register_count": 200})
+OPTION_SETS = ({}, {"max_register_count": 232}, {"max_register_count": 208}, {"max_register_count": 200},
+               {"ptxas_options": "-O1"})
 
 
 def static_facts(inst, vec: bool) -> dict:
@@ -43,36 +45,52 @@ def main() -> None:
     from simtlab.device import device_info
     from simtlab.launch import RungInstance, build, choose_params, runner
     from simtlab.ops import gemm
+    from simtlab.tools.clock_log import ClockLog
     from simtlab.verify import compare
 
     fam, dev = family("gemm"), device_info()
     rung = fam.rung(args.rung)
     rows = []
-    for size in args.size:
-        p = gemm.parse_size(size)
-        ws = fam.op().workspace(p, 11)
-        vec = ws.vec_ok()
-        params = build(rung, choose_params(rung, p, dev, vec), dev.arch).params
-        flops = 2 * p.M * p.N * p.K
-        ms = time_gpu(gemm._cublas_sgemm(ws)).median_ms
-        rows.append({"size": size, "build": "cuBLAS", "tflops": flops / ms / 1e9, "pct": 100.0})
-        for opts in OPTION_SETS:
-            cubin = compile_file(rung.source, rung.name_expressions(params), arch=rung.build_arch(dev.arch),
-                                 options=opts)
-            inst = RungInstance(rung, params, cubin)
-            run = runner(inst, p, ws, vec, dev)
-            ws.poison()
-            run()
-            ok = compare(ws.output(), ws.expected(), gemm.tolerance(p)).ok
-            t = time_gpu(run).median_ms
-            rows.append({"size": size, "build": json.dumps(opts) if opts else "default", "tflops": flops / t / 1e9,
-                         "pct": 100 * ms / t, "verified": ok, **static_facts(inst, vec)})
+
+    def timed(run, row):  # long timings, so the clock log has samples inside each
+        t0 = time.time()
+        row["ms"] = time_gpu(run, target_ms=1500).median_ms
+        row["window"] = (t0, time.time())
+        rows.append(row)
+        return row["ms"]
+
+    with ClockLog() as clocks:
+        for size in args.size:
+            p = gemm.parse_size(size)
+            ws = fam.op().workspace(p, 11)
+            vec = ws.vec_ok()
+            params = build(rung, choose_params(rung, p, dev, vec), dev.arch).params
+            flops = 2 * p.M * p.N * p.K
+            first = len(rows)
+            timed(gemm._cublas_sgemm(ws), {"size": size, "build": "cuBLAS"})
+            for opts in OPTION_SETS:
+                cubin = compile_file(rung.source, rung.name_expressions(params), arch=rung.build_arch(dev.arch),
+                                     options=opts)
+                inst = RungInstance(rung, params, cubin)
+                run = runner(inst, p, ws, vec, dev)
+                ws.poison()
+                run()
+                ok = compare(ws.output(), ws.expected(), gemm.tolerance(p)).ok
+                timed(run, {"size": size, "build": json.dumps(opts) if opts else "default", "verified": ok,
+                            **static_facts(inst, vec)})
+            timed(gemm._cublas_sgemm(ws), {"size": size, "build": "cuBLAS again"})  # drift over the sweep
+            ref = (rows[first]["ms"] + rows[-1]["ms"]) / 2
+            for r in rows[first:]:
+                r.update(tflops=flops / r["ms"] / 1e9, pct=100 * ref / r["ms"])
+    for r in rows:
+        r.update(clocks.summary(*r.pop("window")))
     table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name}", title_justify="left")
-    for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "verified", "regs", "spill", "loop instrs",
-                "FFMA .reuse", "SASS"):
+    for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "SM MHz", "W", "verified", "regs", "spill",
+                "loop instrs", "FFMA .reuse", "SASS"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["size"], r["build"], f"{r['tflops']:.2f}", f"{r['pct']:.1f}", str(r.get("verified", "")),
+        table.add_row(r["size"], r["build"], f"{r['tflops']:.2f}", f"{r['pct']:.1f}", str(r["sm_mhz"]),
+                      str(r["watts"]), str(r.get("verified", "")),
                       str(r.get("registers", "")), str(r.get("spill", "")), str(r.get("loop", "")),
                       str(r.get("reuse", "")), r.get("sass", ""))
     Console(width=200).print(table)

@@ -49,6 +49,14 @@ def test_key_covers_arch_options_and_expressions(tmp_cache):
     assert len({base.key, *(o.key for o in others)}) == 4
 
 
+def test_extra_ptxas_options_join_the_resource_report(tmp_cache):
+    """ptxas options given by a caller are added to the -v the resource report reads, not put in its place."""
+    for extra in ("-O1", ["-O1"]):
+        cub = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90", options={"ptxas_options": extra})
+        assert cub.resources("scale<2>").registers > 0
+    assert cub.key != compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90").key
+
+
 def test_header_change_invalidates_cache(tmp_cache, tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()

@@ -201,13 +201,15 @@ def compile_source(
 
     from cuda.core import Program, ProgramOptions
 
+    extra_ptxas = options.pop("ptxas_options", ())  # added to the -v the resource report needs
+    extra_ptxas = [extra_ptxas] if isinstance(extra_ptxas, str) else list(extra_ptxas)
     opts = ProgramOptions(
         name=name,
         arch=arch,
         std="c++17",
         lineinfo=True,
         include_path=[str(d) for d in dirs],
-        ptxas_options=["-v"],
+        ptxas_options=["-v", *extra_ptxas],
         **options,
     )
     log = io.StringIO()
