@@ -52,12 +52,11 @@ def main() -> None:
     rung = fam.rung(args.rung)
     rows = []
 
-    def timed(run, row):  # long timings, so the clock log has samples inside each
+    def timed(run, row):  # long timings: many clock samples inside each
         t0 = time.time()
         row["ms"] = time_gpu(run, target_ms=1500).median_ms
-        row["window"] = (t0, time.time())
+        row.update(clocks.summary(t0, time.time()))
         rows.append(row)
-        return row["ms"]
 
     with ClockLog() as clocks:
         for size in args.size:
@@ -82,15 +81,13 @@ def main() -> None:
             ref = (rows[first]["ms"] + rows[-1]["ms"]) / 2
             for r in rows[first:]:
                 r.update(tflops=flops / r["ms"] / 1e9, pct=100 * ref / r["ms"])
-    for r in rows:
-        r.update(clocks.summary(*r.pop("window")))
     table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name}", title_justify="left")
-    for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "SM MHz", "W", "verified", "regs", "spill",
+    for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "SM MHz", "W", "capped", "verified", "regs", "spill",
                 "loop instrs", "FFMA .reuse", "SASS"):
         table.add_column(col)
     for r in rows:
         table.add_row(r["size"], r["build"], f"{r['tflops']:.2f}", f"{r['pct']:.1f}", str(r["sm_mhz"]),
-                      str(r["watts"]), str(r.get("verified", "")),
+                      str(r["watts"]), str(r["power_capped"]), str(r.get("verified", "")),
                       str(r.get("registers", "")), str(r.get("spill", "")), str(r.get("loop", "")),
                       str(r.get("reuse", "")), r.get("sass", ""))
     Console(width=200).print(table)

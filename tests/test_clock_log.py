@@ -1,36 +1,44 @@
-"""The clock log parses nvidia-smi's samples and summarises the ones inside a window."""
+"""The clock log samples NVML in the background and summarises the samples inside a window."""
 
-from datetime import datetime
+import sys
+import time
+import types
 
-from simtlab.tools.clock_log import ClockLog, parse_samples
-
-TEXT = """2026/12/03 10:15:01.100, 1545, 688.20
-2026/12/03 10:15:01.150, 1530, 699.80
-2026/12/03 10:15:01.200, [N/A], 700.00
-2026/12/03 10:15:01.250, 1980, 120.00
-2026/12/03 10:15:01.3"""
+from simtlab.tools import clock_log
+from simtlab.tools.clock_log import ClockLog, Sample
 
 
-def _t(s: str) -> float:
-    return datetime.strptime(s, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+def _fake_nvml(calls: list):
+    nvml = types.SimpleNamespace(NVML_CLOCK_SM=1)
+    nvml.nvmlInit = lambda: calls.append("init")
+    nvml.nvmlShutdown = lambda: calls.append("shutdown")
+    nvml.nvmlDeviceGetClockInfo = lambda h, which: 1545 if which == 1 else 0
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 690_500  # milliwatts
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x4 | 0x1
+    return nvml
 
 
-def test_parse_drops_unfilled_and_partial_lines():
-    samples = parse_samples(TEXT)
-    assert [s.sm_mhz for s in samples] == [1545, 1530, 1980]
-    assert samples[0].time == _t("2026/12/03 10:15:01.100") and samples[1].watts == 699.8
+def test_samples_in_the_background_while_the_block_runs(monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(calls))
+    monkeypatch.setattr(clock_log, "_nvml_handle", lambda nvml: "gpu0")
+    with ClockLog(period_ms=2) as log:
+        t0 = time.time()
+        time.sleep(0.05)
+        s = log.summary(t0, time.time())  # live: samples are there before the block ends
+    assert s["samples"] >= 3 and s["sm_mhz"] == 1545 and s["watts"] == 690.5 and s["power_capped"] == 1.0
+    assert calls == ["init", "shutdown"] and log.unavailable is None
 
 
 def test_summary_takes_only_the_window():
     log = ClockLog()
-    log.samples = parse_samples(TEXT)
-    s = log.summary(_t("2026/12/03 10:15:01.000"), _t("2026/12/03 10:15:01.200"))
-    assert s == {"sm_mhz": 1537.5, "watts": 694.0, "samples": 2}
-    assert log.summary(0.0, 1.0) == {"sm_mhz": None, "watts": None, "samples": 0}
+    log.samples = [Sample(10.0, 1500, 700.0, True), Sample(10.1, 1600, 650.0, False), Sample(11.0, 1980, 120.0, False)]
+    assert log.summary(9.9, 10.2) == {"sm_mhz": 1550.0, "watts": 675.0, "power_capped": 0.5, "samples": 2}
+    assert log.summary(0.0, 1.0) == {"sm_mhz": None, "watts": None, "power_capped": None, "samples": 0}
 
 
-def test_without_nvidia_smi_the_log_is_empty(monkeypatch):
-    monkeypatch.setattr("shutil.which", lambda name: None)
+def test_without_nvml_the_log_is_empty_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
     with ClockLog() as log:
         pass
-    assert log.samples == [] and log.summary(0.0, 2e9)["samples"] == 0
+    assert log.samples == [] and "pynvml" in log.unavailable and log.summary(0.0, 2e9)["samples"] == 0

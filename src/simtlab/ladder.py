@@ -5,8 +5,10 @@ reason and skipped; the sweep goes on."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import random
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
@@ -15,6 +17,7 @@ from .catalog import Family, Rung
 from .compile import CompileError
 from .launch import LaunchError, build, choose_params, runner, unsupported_reason
 from .store import Store
+from .tools.clock_log import ClockLog
 from .verify import Verdict, compare
 
 __all__ = ["Row", "run_ladder", "LadderOptions"]
@@ -43,6 +46,8 @@ class Row:
     occupancy: float | None = None
     limiter: str | None = None
     error: str | None = None
+    sm_mhz: float | None = None  # median SM clock while it was timed (NVML), and mean board power
+    watts: float | None = None
 
     @property
     def is_reference(self) -> bool:
@@ -61,6 +66,7 @@ class LadderOptions:
     max_reps: int = 200
     verify: bool = True
     overrides: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # rung name -> params
+    clocks: bool = True  # sample the SM clock and power while timing (NVML, where present)
 
 
 def _free_gpu_memory() -> None:
@@ -105,7 +111,8 @@ def _seed(opts: LadderOptions) -> int:
     return opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
 
 
-def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions) -> Timing | None:
+def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions,
+             clocks: ClockLog | None = None) -> Timing | None:
     """Verify (when `tol` is given) then time; fills `row`. Returns None if the result was wrong."""
     if tol is not None and opts.verify:
         verdict = _check(ws, run, tol)
@@ -114,7 +121,11 @@ def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions)
         if not verdict.ok:
             row.status, row.error = "wrong", verdict.reason
             return None  # a wrong answer never gets a speed
+    start = time.time()
     timing = time_gpu(run, target_ms=opts.target_ms, max_reps=opts.max_reps)
+    if clocks is not None:
+        c = clocks.summary(start, time.time())
+        row.sm_mhz, row.watts = c["sm_mhz"], c["watts"]
     row.median_ms, row.spread, row.reps = timing.median_ms, timing.spread, timing.reps
     row.gflops = problem.flops / (timing.median_ms * 1e-3) / 1e9
     row.gbs = problem.bytes / (timing.median_ms * 1e-3) / 1e9
@@ -150,82 +161,85 @@ def run_ladder(
                              pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
                              tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
                              shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
-                             extra={"limiter": row.limiter})
+                             extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts": row.watts})
         if on_row:
             on_row(row)
 
-    for size in sizes:
-        problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
-        ref_ms: float | None = None
-        ref_name: str | None = None
-        cached = reference_cache.get(problem.label) if reference_cache is not None else None
-        if cached:
-            ref_ms, ref_name = cached
-        for ref in ([] if cached else op.references()):
-            if on_step:
-                on_step(f"{problem.label} {ref.name}")
-            row = Row(fam.name, problem.label, ref.name, None, "reference")
-            oom = None
-            try:
-                ws = op.workspace(problem, _seed(opts))
-                tol = op.tolerance(problem, ws) if ref.verifiable else None
-                timing = _measure(row, problem, ws, ref.make(ws), tol, opts)
-                if timing and row.status == "reference" and ref_ms is None:
-                    ref_ms, ref_name = timing.median_ms, ref.name
-                if row.status == "reference" and ref_ms:
-                    row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
-            except Exception as exc:  # a missing library or a failing reference is reported, not fatal
-                row.status, row.error = "error", _short(exc)
-                oom = _short(exc, 200) if _is_oom(exc) else None
-            ws = None
-            _free_gpu_memory()
-            if oom:
-                row.status, row.error = "out-of-memory", _oom_message(problem, oom)
-            emit(row, problem.dtype, ref_name)
-        if reference_cache is not None and ref_ms:
-            reference_cache[problem.label] = (ref_ms, ref_name)
+    stack = contextlib.ExitStack()
+    clocks = stack.enter_context(ClockLog()) if opts.clocks else None
+    with stack:
+        for size in sizes:
+            problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
+            ref_ms: float | None = None
+            ref_name: str | None = None
+            cached = reference_cache.get(problem.label) if reference_cache is not None else None
+            if cached:
+                ref_ms, ref_name = cached
+            for ref in ([] if cached else op.references()):
+                if on_step:
+                    on_step(f"{problem.label} {ref.name}")
+                row = Row(fam.name, problem.label, ref.name, None, "reference")
+                oom = None
+                try:
+                    ws = op.workspace(problem, _seed(opts))
+                    tol = op.tolerance(problem, ws) if ref.verifiable else None
+                    timing = _measure(row, problem, ws, ref.make(ws), tol, opts, clocks)
+                    if timing and row.status == "reference" and ref_ms is None:
+                        ref_ms, ref_name = timing.median_ms, ref.name
+                    if row.status == "reference" and ref_ms:
+                        row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
+                except Exception as exc:  # a missing library or a failing reference is reported, not fatal
+                    row.status, row.error = "error", _short(exc)
+                    oom = _short(exc, 200) if _is_oom(exc) else None
+                ws = None
+                _free_gpu_memory()
+                if oom:
+                    row.status, row.error = "out-of-memory", _oom_message(problem, oom)
+                emit(row, problem.dtype, ref_name)
+            if reference_cache is not None and ref_ms:
+                reference_cache[problem.label] = (ref_ms, ref_name)
 
-        for rung in rungs:
-            if on_step:
-                on_step(f"{problem.label} {rung.id}")
-            row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson)
-            oom = None
-            try:
-                if not rung.supports(device.compute_capability):
-                    row.status = "unsupported"
-                    row.error = f"needs {rung.requirement}, device is {device.arch}"
-                    emit(row, problem.dtype, ref_name)
-                    continue
-                reason = unsupported_reason(rung, problem)
-                if reason:
-                    row.status, row.error = "unsupported", reason
-                    emit(row, problem.dtype, ref_name)
-                    continue
-                ws = op.workspace(problem, _seed(opts))
-                vec = ws.vec_ok() if rung.vec_variant else None
-                params = choose_params(rung, problem, device, vec, store, opts.overrides.get(rung.name))
-                inst = build(rung, params, device.arch)
-                row.params = inst.params
-                launch = inst.geometry(problem, device)
-                res = inst.resources(vec)
-                occ = inst.occupancy(launch, vec)
-                row.registers, row.spill_bytes = res.registers, res.spill_bytes
-                row.shared_bytes = res.shared_static + launch.shared
-                row.occupancy, row.limiter = occ.occupancy, occ.limiter
-                run = runner(inst, problem, ws, vec, device)
-                timing = _measure(row, problem, ws, run, op.tolerance(problem, ws), opts)
-                if timing and ref_ms:
-                    row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
-            except CompileError as exc:
-                row.status, row.error = "compile-error", _short(exc)
-            except LaunchError as exc:
-                row.status, row.error = "launch-error", _short(exc)
-            except Exception as exc:
-                row.status, row.error = "error", _short(exc)
-                oom = _short(exc, 200) if _is_oom(exc) else None
-            ws = None
-            _free_gpu_memory()
-            if oom:
-                row.status, row.error = "out-of-memory", _oom_message(problem, oom)
-            emit(row, problem.dtype, ref_name)
+            for rung in rungs:
+                if on_step:
+                    on_step(f"{problem.label} {rung.id}")
+                row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson)
+                oom = None
+                try:
+                    if not rung.supports(device.compute_capability):
+                        row.status = "unsupported"
+                        row.error = f"needs {rung.requirement}, device is {device.arch}"
+                        emit(row, problem.dtype, ref_name)
+                        continue
+                    reason = unsupported_reason(rung, problem)
+                    if reason:
+                        row.status, row.error = "unsupported", reason
+                        emit(row, problem.dtype, ref_name)
+                        continue
+                    ws = op.workspace(problem, _seed(opts))
+                    vec = ws.vec_ok() if rung.vec_variant else None
+                    params = choose_params(rung, problem, device, vec, store, opts.overrides.get(rung.name))
+                    inst = build(rung, params, device.arch)
+                    row.params = inst.params
+                    launch = inst.geometry(problem, device)
+                    res = inst.resources(vec)
+                    occ = inst.occupancy(launch, vec)
+                    row.registers, row.spill_bytes = res.registers, res.spill_bytes
+                    row.shared_bytes = res.shared_static + launch.shared
+                    row.occupancy, row.limiter = occ.occupancy, occ.limiter
+                    run = runner(inst, problem, ws, vec, device)
+                    timing = _measure(row, problem, ws, run, op.tolerance(problem, ws), opts, clocks)
+                    if timing and ref_ms:
+                        row.pct_of_reference = 100.0 * ref_ms / timing.median_ms
+                except CompileError as exc:
+                    row.status, row.error = "compile-error", _short(exc)
+                except LaunchError as exc:
+                    row.status, row.error = "launch-error", _short(exc)
+                except Exception as exc:
+                    row.status, row.error = "error", _short(exc)
+                    oom = _short(exc, 200) if _is_oom(exc) else None
+                ws = None
+                _free_gpu_memory()
+                if oom:
+                    row.status, row.error = "out-of-memory", _oom_message(problem, oom)
+                emit(row, problem.dtype, ref_name)
     return rows

@@ -19,7 +19,8 @@ def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str 
     headline = "TFLOP/s" if metric == "tflops" else "GB/s"
     t = Table(title=title, title_justify="left", header_style="bold")
     for col, kw in ((("rung", {})), (headline, {"justify": "right"}), (f"% of {reference or 'ref'}", {"justify": "right"}),
-                    ("ms", {"justify": "right"}), ("±%", {"justify": "right"}), ("regs", {"justify": "right"}),
+                    ("ms", {"justify": "right"}), ("±%", {"justify": "right"}), ("MHz", {"justify": "right"}),
+                    ("W", {"justify": "right"}), ("regs", {"justify": "right"}),
                     ("smem B", {"justify": "right"}), ("occ", {"justify": "right"}), ("rel err", {"justify": "right"}),
                     ("status", {}), ("lesson", {"overflow": "fold", "max_width": 60})):
         t.add_column(col, **kw)
@@ -33,6 +34,8 @@ def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str 
             _f(r.pct_of_reference, ".1f"),
             _f(r.median_ms, ".3f"),
             _f(r.spread * 100 if r.spread is not None else None, ".1f"),
+            _f(r.sm_mhz, ".0f"),
+            _f(r.watts, ".0f"),
             _f(r.registers, "d"),
             _f(r.shared_bytes, "d"),
             _f(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),

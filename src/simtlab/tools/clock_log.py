@@ -1,75 +1,92 @@
-"""The SM clock and board power sampled by nvidia-smi while kernels are timed.
+"""The SM clock and board power, sampled through NVML while kernels are timed.
 
-Two kernels at the same speed per clock can differ in time by the clock the card picks under
-its power limit; a table that shows the clock and the power beside each time says which it was.
+Two kernels at the same speed per clock can differ in time by the clock the card picks under its
+power limit; a table that shows the clock and the power beside each time says which it was.
 
     with ClockLog() as log:
         t0 = time.time(); ...time something...; t1 = time.time()
-    log.summary(t0, t1)  # {"sm_mhz": 1545.0, "watts": 690.2, "samples": 18}
+        log.summary(t0, t1)  # {"sm_mhz": 1545.0, "watts": 690.2, "power_capped": 1.0, "samples": 18}
+
+Where NVML is missing (no driver, no nvidia-ml-py) the log stays empty and the summaries say so.
 """
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import subprocess
+import threading
+import time
 from dataclasses import dataclass
-from datetime import datetime
 
-__all__ = ["Sample", "parse_samples", "ClockLog"]
+__all__ = ["Sample", "ClockLog"]
 
-QUERY = "timestamp,clocks.sm,power.draw"
+_SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
 
 @dataclass(frozen=True)
 class Sample:
-    time: float  # seconds since the epoch, the machine's own clock
-    sm_mhz: float
+    time: float  # time.time() when taken
+    sm_mhz: int
     watts: float
+    power_capped: bool  # the driver held the clock down to stay within the power limit
 
 
-def parse_samples(text: str) -> list[Sample]:
-    """nvidia-smi's `--format=csv,noheader,nounits` lines of QUERY; lines it could not fill
-    ("[N/A]", a partial last line) are dropped."""
-    out = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3:
-            continue
-        try:
-            stamp = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            out.append(Sample(stamp, float(parts[1]), float(parts[2])))
-        except ValueError:
-            continue
-    return out
+def _nvml_handle(pynvml):
+    """The NVML device of the current CUDA device (matched by PCI bus id: the two numberings
+    differ under CUDA_VISIBLE_DEVICES)."""
+    import cupy
+
+    return pynvml.nvmlDeviceGetHandleByPciBusId(cupy.cuda.Device().pci_bus_id)
 
 
 class ClockLog:
-    """nvidia-smi sampling every `period_ms` in a child process for the life of the block."""
+    """Samples every `period_ms` in a background thread for the life of the block."""
 
-    def __init__(self, period_ms: int = 50, gpu: int = 0):
-        self.period_ms, self.gpu = period_ms, gpu
+    def __init__(self, period_ms: float = 20.0):
+        self.period_s = period_ms / 1e3
         self.samples: list[Sample] = []
-        self._proc = None
+        self.unavailable: str | None = None  # why nothing is sampled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> ClockLog:
-        exe = shutil.which("nvidia-smi")
-        if exe is not None:  # without it the summaries are empty, the timings still stand
-            self._proc = subprocess.Popen(
-                [exe, f"--id={self.gpu}", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                 f"--loop-ms={self.period_ms}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = _nvml_handle(pynvml)
+        except Exception as exc:  # no NVML or no GPU: the timings stand without clocks
+            self.unavailable = f"{type(exc).__name__}: {exc}"
+            return self
+        self._thread = threading.Thread(target=self._sample, args=(pynvml, handle), daemon=True)
+        self._thread.start()
         return self
 
+    def _sample(self, pynvml, handle) -> None:
+        try:
+            while True:
+                mhz = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+                mw = pynvml.nvmlDeviceGetPowerUsage(handle)
+                reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+                self.samples.append(Sample(time.time(), int(mhz), mw / 1e3, bool(reasons & _SW_POWER_CAP)))
+                if self._stop.wait(self.period_s):
+                    return
+        except Exception as exc:
+            self.unavailable = f"{type(exc).__name__}: {exc}"
+        finally:
+            pynvml.nvmlShutdown()
+
     def __exit__(self, *exc) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            out, _ = self._proc.communicate(timeout=10)
-            self.samples = parse_samples(out)
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
 
     def summary(self, start: float, end: float) -> dict:
-        """Median SM clock and mean power over the samples taken between `start` and `end`."""
-        inside = [s for s in self.samples if start <= s.time <= end]
+        """Median SM clock, mean power and the share of power-capped samples between `start`
+        and `end` (time.time() values)."""
+        inside = [s for s in list(self.samples) if start <= s.time <= end]
         if not inside:
-            return {"sm_mhz": None, "watts": None, "samples": 0}
+            return {"sm_mhz": None, "watts": None, "power_capped": None, "samples": 0}
         return {"sm_mhz": statistics.median(s.sm_mhz for s in inside),
-                "watts": round(statistics.fmean(s.watts for s in inside), 1), "samples": len(inside)}
+                "watts": round(statistics.fmean(s.watts for s in inside), 1),
+                "power_capped": round(sum(s.power_capped for s in inside) / len(inside), 2),
+                "samples": len(inside)}
