@@ -151,9 +151,10 @@ if [[ $phase == codegen || $phase == clocks ]]; then  # issue 11: rung 10 compil
   timeout 200 python3 benchmarks/codegen_sweep.py --size 4096 --size 8192 --json "$OUT/codegen.json"
 fi
 if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the libraries, with the clock and power each ran at
-  echo "== tensor-core rung 6 and fp32 rung 10 beside cuBLAS and Triton (MHz and W columns)"
+  echo "== tensor-core rung 6 and the fp32 ladder beside cuBLAS and Triton (MHz and W columns)"
   timeout 240 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
-  timeout 150 simtlab ladder gemm -s 4096 -s 8192 --rung 10 --json-out "$OUT/clocks_fp32.json"
+  timeout 150 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder
+  timeout 100 simtlab ladder gemm -s 8192 --rung 10 --json-out "$OUT/clocks_fp32_8192.json"
 fi
 if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (9 multistage, 10 tuned): tests, ladder, sanitizer
   echo "== GPU tests of the fp32 GEMM rungs (pytest_gemm.txt)"
