@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -146,15 +146,19 @@ if [[ $phase == sanitize6 ]]; then  # compute-sanitizer on rung 6's defaults, an
   echo "== compute-sanitizer memcheck on importing cuda.bindings' driver API and calling cuInit, nothing else"
   compute-sanitizer --tool memcheck python3 -c "from cuda.bindings import driver; print(driver.cuInit(0))" 2>&1 | tail -6
 fi
-if [[ $phase == codegen || $phase == clocks ]]; then  # issue 11: rung 10 compiled several ways (register assignment), timed beside cuBLAS
+if [[ $phase == codegen || $phase == clocks || $phase == wgmma ]]; then  # issue 11: rung 10 compiled several ways (register assignment), timed beside cuBLAS
   echo "== rung 10 under several NVRTC option sets"
   timeout 200 python3 benchmarks/codegen_sweep.py --size 4096 --size 8192 --json "$OUT/codegen.json"
 fi
 if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the libraries, with the clock and power each ran at
   echo "== tensor-core rung 6 and the fp32 ladder beside cuBLAS and Triton (MHz and W columns)"
-  timeout 240 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
-  timeout 150 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder
-  timeout 100 simtlab ladder gemm -s 8192 --rung 10 --json-out "$OUT/clocks_fp32_8192.json"
+  timeout 180 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
+  timeout 120 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder
+fi
+if [[ $phase == wgmma ]]; then  # issue 12: does a wgmma's time shrink with N in steps of 8 (tiles narrower than 256)?
+  echo "== wgmma m64nNk16 rate by N"
+  timeout 30 python3 benchmarks/wgmma_rate.py --json "$OUT/wgmma_fp16.json"
+  timeout 30 python3 benchmarks/wgmma_rate.py --dtype bf16 --json "$OUT/wgmma_bf16.json"
 fi
 if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (9 multistage, 10 tuned): tests, ladder, sanitizer
   echo "== GPU tests of the fp32 GEMM rungs (pytest_gemm.txt)"
@@ -215,7 +219,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
