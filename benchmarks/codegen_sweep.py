@@ -81,7 +81,8 @@ def main() -> None:
             ref = (rows[first]["ms"] + rows[-1]["ms"]) / 2
             for r in rows[first:]:
                 r.update(tflops=flops / r["ms"] / 1e9, pct=100 * ref / r["ms"])
-    table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name}", title_justify="left")
+    table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name} (power: {clocks.power_source})",
+                  title_justify="left")
     for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "SM MHz", "W", "capped", "verified", "regs", "spill",
                 "loop instrs", "FFMA .reuse", "SASS"):
         table.add_column(col)

@@ -146,7 +146,7 @@ if [[ $phase == sanitize6 ]]; then  # compute-sanitizer on rung 6's defaults, an
   echo "== compute-sanitizer memcheck on importing cuda.bindings' driver API and calling cuInit, nothing else"
   compute-sanitizer --tool memcheck python3 -c "from cuda.bindings import driver; print(driver.cuInit(0))" 2>&1 | tail -6
 fi
-if [[ $phase == codegen || $phase == clocks || $phase == wgmma ]]; then  # issue 11: rung 10 compiled several ways (register assignment), timed beside cuBLAS
+if [[ $phase == codegen ]]; then  # issue 11: rung 10 compiled several ways (register assignment), timed beside cuBLAS
   echo "== rung 10 under several NVRTC option sets"
   timeout 200 python3 benchmarks/codegen_sweep.py --size 4096 --size 8192 --json "$OUT/codegen.json"
 fi

@@ -27,7 +27,20 @@ def test_samples_in_the_background_while_the_block_runs(monkeypatch):
         time.sleep(0.05)
         s = log.summary(t0, time.time())  # live: samples are there before the block ends
     assert s["samples"] >= 3 and s["sm_mhz"] == 1545 and s["watts"] == 690.5 and s["power_capped"] == 1.0
-    assert calls == ["init", "shutdown"] and log.unavailable is None
+    assert calls == ["init", "shutdown"] and log.unavailable is None and log.power_source == "1 s average"
+
+
+def test_instant_power_is_read_where_nvml_has_it(monkeypatch):
+    calls = []
+    nvml = _fake_nvml(calls)
+    nvml.NVML_FI_DEV_POWER_INSTANT = 186
+    value = types.SimpleNamespace(nvmlReturn=0, valueType=1, value=types.SimpleNamespace(uiVal=612_000))
+    nvml.nvmlDeviceGetFieldValues = lambda h, fields: [value] if fields == [186] else []
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(clock_log, "_nvml_handle", lambda nvml: "gpu0")
+    with ClockLog(period_ms=2) as log:
+        time.sleep(0.02)
+    assert log.power_source == "instant" and {s.watts for s in log.samples} == {612.0}
 
 
 def test_summary_takes_only_the_window():

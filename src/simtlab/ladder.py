@@ -46,8 +46,9 @@ class Row:
     occupancy: float | None = None
     limiter: str | None = None
     error: str | None = None
-    sm_mhz: float | None = None  # median SM clock while it was timed (NVML), and mean board power
-    watts: float | None = None
+    sm_mhz: float | None = None  # median SM clock while it was timed (NVML)
+    watts: float | None = None  # mean board power then, where NVML reads it instantaneously (its 1 s
+    # average lags a timing shorter than that: it would report the idle before)
 
     @property
     def is_reference(self) -> bool:
@@ -125,7 +126,8 @@ def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions,
     timing = time_gpu(run, target_ms=opts.target_ms, max_reps=opts.max_reps)
     if clocks is not None:
         c = clocks.summary(start, time.time())
-        row.sm_mhz, row.watts = c["sm_mhz"], c["watts"]
+        row.sm_mhz = c["sm_mhz"]
+        row.watts = c["watts"] if clocks.power_source == "instant" else None
     row.median_ms, row.spread, row.reps = timing.median_ms, timing.spread, timing.reps
     row.gflops = problem.flops / (timing.median_ms * 1e-3) / 1e9
     row.gbs = problem.bytes / (timing.median_ms * 1e-3) / 1e9
@@ -161,7 +163,7 @@ def run_ladder(
                              pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
                              tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
                              shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
-                             extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts": row.watts})
+                             extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts_instant": row.watts})
         if on_row:
             on_row(row)
 

@@ -130,3 +130,25 @@ def test_a_rung_removed_from_the_catalog_keeps_its_stored_rows(store):
                      gflops=2.0, gbs=2.0)
     page = build_report(store)
     assert "11_retired" in page and "no longer in the catalog" in page
+
+
+def test_clock_columns_only_where_a_row_has_them():
+    from rich.console import Console
+
+    from simtlab.ladder import Row
+    from simtlab.report.html import ladder_cells
+    from simtlab.report.table import ladder_table
+
+    old = [Row("gemm", "64", "cuBLAS", None, "reference", median_ms=1.0, gflops=1.0),
+           Row("gemm", "64", "gemm/10_tuned", 10, "ok", median_ms=1.0, gflops=1.0)]
+    head, _ = ladder_cells(old, "tflops")
+    assert "MHz" not in head and "W" not in head  # runs before clocks were sampled
+    timed = [Row("gemm", "64", "cuBLAS", None, "reference", median_ms=1.0, gflops=1.0, sm_mhz=1980.0),
+             Row("gemm", "64", "gemm/10_tuned", 10, "wrong", sm_mhz=1755.0)]
+    head, body = ladder_cells(timed, "tflops")
+    assert "MHz" in head and "W" not in head  # power only where NVML read it instantaneously
+    assert body[0][0][head.index("MHz")] == "1980" and body[1][0][head.index("status")] == "wrong"
+    console = Console(width=200, record=True)
+    console.print(ladder_table(timed, "tflops", "cuBLAS"))
+    text = console.export_text()
+    assert "MHz" in text and "1755" in text

@@ -68,8 +68,15 @@ def _rows(store, run_id: int, fam: str) -> list[Row]:
                         pct_of_reference=r["pct_of_reference"], rel_error=r["rel_error"], tolerance=r["tolerance"],
                         registers=r["registers"], shared_bytes=r["shared_bytes"], spill_bytes=r["spill_bytes"],
                         occupancy=r["occupancy"], limiter=extra.get("limiter"), error=r["error"],
-                        sm_mhz=extra.get("sm_mhz"), watts=extra.get("watts")))
+                        sm_mhz=extra.get("sm_mhz"), watts=extra.get("watts_instant")))
     return rows
+
+
+def clock_columns(rows) -> list[tuple[str, str, str]]:
+    """The (header, Row field, format) of the clock and power columns that any row has a value for:
+    runs made before they were sampled, or where NVML was missing, leave them out."""
+    cols = (("MHz", "sm_mhz", ".0f"), ("W", "watts", ".0f"))
+    return [c for c in cols if any(getattr(r, c[1], None) is not None for r in rows)]
 
 
 def ladder_cells(rows: list[Row], metric: str) -> tuple[list[str], list[tuple[list[str], bool, bool]]]:
@@ -77,33 +84,33 @@ def ladder_cells(rows: list[Row], metric: str) -> tuple[list[str], list[tuple[li
     HTML report and the generated docs."""
     unit = "TFLOP/s" if metric == "tflops" else "GB/s"
     ref = next((r.name for r in rows if r.is_reference and r.median_ms), "reference")
-    head = ["rung", unit, f"% of {ref}", "ms", "±%", "MHz", "W", "regs", "smem B", "occ %", "rel err", "status", "lesson / error"]
+    clocks = clock_columns(rows)
+    head = ["rung", unit, f"% of {ref}", "ms", "±%", *(c[0] for c in clocks), "regs", "smem B", "occ %", "rel err",
+            "status", "lesson / error"]
     out = []
     for r in rows:
         value = (r.gflops / 1e3 if metric == "tflops" else r.gbs) if r.median_ms else None
         good = r.status in ("ok", "reference")
         out.append(([r.name.split("/")[-1], _fmt(value, ".2f" if metric == "tflops" else ".0f"),
                      _fmt(r.pct_of_reference, ".1f"), _fmt(r.median_ms, ".3f"),
-                     _fmt(r.spread * 100 if r.spread is not None else None, ".1f"), _fmt(r.sm_mhz, ".0f"),
-                     _fmt(r.watts, ".0f"), _fmt(r.registers, "d"),
+                     _fmt(r.spread * 100 if r.spread is not None else None, ".1f"),
+                     *(_fmt(getattr(r, field), spec) for _, field, spec in clocks), _fmt(r.registers, "d"),
                      _fmt(r.shared_bytes, "d"), _fmt(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),
                      _fmt(r.rel_error, ".1e"), r.status, r.lesson if good else (r.error or "")],
                     r.is_reference, good))
     return head, out
 
 
-_LEFT = {0, 11, 12}  # rung, status, lesson columns
-_STATUS = 11
+_LEFT = {"rung", "status", "lesson / error"}
 
 
 def _table(rows: list[Row], metric: str) -> str:
     head, body = ladder_cells(rows, metric)
-    out = ["<table><tr>" + "".join(f'<th class="{"l" if i in _LEFT else ""}">{_esc(h)}</th>'
-                                   for i, h in enumerate(head)) + "</tr>"]
+    out = ["<table><tr>" + "".join(f'<th class="{"l" if h in _LEFT else ""}">{_esc(h)}</th>' for h in head) + "</tr>"]
     for cells, is_ref, good in body:
         out.append(f'<tr class="{"ref" if is_ref else ""}">' + "".join(
-            f'<td class="{("l" if i in _LEFT else "") + ("" if good or i != _STATUS else " bad")}">{_esc(v)}</td>'
-            for i, v in enumerate(cells)) + "</tr>")
+            f'<td class="{("l" if h in _LEFT else "") + ("" if good or h != "status" else " bad")}">{_esc(v)}</td>'
+            for h, v in zip(head, cells)) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
 

@@ -16,13 +16,16 @@ def _f(x, fmt: str) -> str:
 
 def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str = "") -> Table:
     """One table per problem: references first, then rungs in order."""
+    from .html import clock_columns
+
     headline = "TFLOP/s" if metric == "tflops" else "GB/s"
+    clocks = clock_columns(rows)
     t = Table(title=title, title_justify="left", header_style="bold")
-    for col, kw in ((("rung", {})), (headline, {"justify": "right"}), (f"% of {reference or 'ref'}", {"justify": "right"}),
-                    ("ms", {"justify": "right"}), ("±%", {"justify": "right"}), ("MHz", {"justify": "right"}),
-                    ("W", {"justify": "right"}), ("regs", {"justify": "right"}),
-                    ("smem B", {"justify": "right"}), ("occ", {"justify": "right"}), ("rel err", {"justify": "right"}),
-                    ("status", {}), ("lesson", {"overflow": "fold", "max_width": 60})):
+    right = {"justify": "right"}
+    for col, kw in (("rung", {}), (headline, right), (f"% of {reference or 'ref'}", right), ("ms", right),
+                    ("±%", right), *((c[0], right) for c in clocks), ("regs", right), ("smem B", right),
+                    ("occ", right), ("rel err", right), ("status", {}),
+                    ("lesson", {"overflow": "fold", "max_width": 60})):
         t.add_column(col, **kw)
     for r in rows:
         value = (r.gflops / 1e3 if metric == "tflops" else r.gbs) if r.median_ms else None
@@ -34,8 +37,7 @@ def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str 
             _f(r.pct_of_reference, ".1f"),
             _f(r.median_ms, ".3f"),
             _f(r.spread * 100 if r.spread is not None else None, ".1f"),
-            _f(r.sm_mhz, ".0f"),
-            _f(r.watts, ".0f"),
+            *(_f(getattr(r, field), spec) for _, field, spec in clocks),
             _f(r.registers, "d"),
             _f(r.shared_bytes, "d"),
             _f(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),

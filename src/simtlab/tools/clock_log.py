@@ -30,6 +30,27 @@ class Sample:
     power_capped: bool  # the driver held the clock down to stay within the power limit
 
 
+_VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _power_reader(pynvml, handle):
+    """("instant", read) where NVML has the instantaneous power field, else ("1 s average", read):
+    the average lags a kernel timed for less than a second (it reads the idle before it)."""
+    try:
+        field = pynvml.NVML_FI_DEV_POWER_INSTANT
+
+        def instant() -> float:
+            v = pynvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+            if v.nvmlReturn != 0:
+                raise RuntimeError(f"NVML field {field}: return {v.nvmlReturn}")
+            return getattr(v.value, _VALUE_FIELDS[v.valueType]) / 1e3
+
+        instant()
+        return "instant", instant
+    except Exception:
+        return "1 s average", lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3
+
+
 def _nvml_handle(pynvml):
     """The NVML device of the current CUDA device (matched by PCI bus id: the two numberings
     differ under CUDA_VISIBLE_DEVICES)."""
@@ -45,6 +66,7 @@ class ClockLog:
         self.period_s = period_ms / 1e3
         self.samples: list[Sample] = []
         self.unavailable: str | None = None  # why nothing is sampled
+        self.power_source: str | None = None  # "instant" or "1 s average"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -57,17 +79,18 @@ class ClockLog:
         except Exception as exc:  # no NVML or no GPU: the timings stand without clocks
             self.unavailable = f"{type(exc).__name__}: {exc}"
             return self
-        self._thread = threading.Thread(target=self._sample, args=(pynvml, handle), daemon=True)
+        self.power_source, power = _power_reader(pynvml, handle)
+        self._thread = threading.Thread(target=self._sample, args=(pynvml, handle, power), daemon=True)
         self._thread.start()
         return self
 
-    def _sample(self, pynvml, handle) -> None:
+    def _sample(self, pynvml, handle, power) -> None:
         try:
             while True:
                 mhz = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-                mw = pynvml.nvmlDeviceGetPowerUsage(handle)
+                watts = power()
                 reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
-                self.samples.append(Sample(time.time(), int(mhz), mw / 1e3, bool(reasons & _SW_POWER_CAP)))
+                self.samples.append(Sample(time.time(), int(mhz), watts, bool(reasons & _SW_POWER_CAP)))
                 if self._stop.wait(self.period_s):
                     return
         except Exception as exc:
