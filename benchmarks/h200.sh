@@ -151,6 +151,10 @@ if [[ $phase == codegen ]]; then  # issue 11: rung 10 compiled several ways (reg
   timeout 200 python3 benchmarks/codegen_sweep.py --size 4096 --size 8192 --json "$OUT/codegen.json"
 fi
 if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the libraries, with the clock and power each ran at
+  echo "== GPU tests of the clock log and the ladder (pytest_clocks.txt)"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
+    -k "clock or small_ladder or timing or out_of_memory" > "$OUT/pytest_clocks.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_clocks.txt" | tail -5
   echo "== tensor-core rung 6 and the fp32 ladder beside cuBLAS and Triton (MHz and W columns)"
   timeout 180 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
   timeout 120 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder

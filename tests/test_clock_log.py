@@ -44,9 +44,10 @@ def test_instant_power_is_read_where_nvml_has_it(monkeypatch):
 
 
 def test_summary_takes_only_the_window():
-    log = ClockLog()
+    log = ClockLog(period_ms=20)
     log.samples = [Sample(10.0, 1500, 700.0, True), Sample(10.1, 1600, 650.0, False), Sample(11.0, 1980, 120.0, False)]
     assert log.summary(9.9, 10.2) == {"sm_mhz": 1550.0, "watts": 675.0, "power_capped": 0.5, "samples": 2}
+    assert log.summary(10.105, 10.11)["sm_mhz"] == 1600  # shorter than a period: the sample beside it
     assert log.summary(0.0, 1.0) == {"sm_mhz": None, "watts": None, "power_capped": None, "samples": 0}
 
 

@@ -181,6 +181,26 @@ def test_small_ladder_end_to_end(tmp_path):
     assert all(r.median_ms > 0 and r.rel_error is not None and r.pct_of_reference for r in rungs)
 
 
+def test_clock_log_samples_the_gpu_while_it_works(tmp_path):
+    import time
+
+    import cupy
+
+    from simtlab.bench import time_gpu
+    from simtlab.ladder import LadderOptions, run_ladder
+    from simtlab.tools.clock_log import ClockLog
+
+    x = cupy.ones(1 << 26, cupy.float32)
+    with ClockLog() as log:
+        t0 = time.time()
+        time_gpu(lambda: x.__imul__(1.0), target_ms=200)
+        s = log.summary(t0, time.time())
+    assert log.unavailable is None and log.power_source in ("instant", "1 s average"), log.unavailable
+    assert s["samples"] >= 3 and 200 <= s["sm_mhz"] <= 3000 and 30 <= s["watts"] <= 1500, s
+    rows = run_ladder(family("gemm"), ["255x257x129"], [family("gemm").rung("tuned")], opts=LadderOptions(target_ms=5))
+    assert all(r.sm_mhz for r in rows if r.median_ms), [(r.name, r.sm_mhz) for r in rows]
+
+
 def test_timing_is_positive_and_ordered():
     import cupy
 

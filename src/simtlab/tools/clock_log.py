@@ -105,8 +105,10 @@ class ClockLog:
 
     def summary(self, start: float, end: float) -> dict:
         """Median SM clock, mean power and the share of power-capped samples between `start`
-        and `end` (time.time() values)."""
-        inside = [s for s in list(self.samples) if start <= s.time <= end]
+        and `end` (time.time() values), widened by one sampling period each side so that a
+        timing shorter than the period still gets the samples next to it."""
+        lo, hi = start - self.period_s, end + self.period_s
+        inside = [s for s in list(self.samples) if lo <= s.time <= hi]
         if not inside:
             return {"sm_mhz": None, "watts": None, "power_capped": None, "samples": 0}
         return {"sm_mhz": statistics.median(s.sm_mhz for s in inside),
