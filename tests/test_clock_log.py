@@ -5,7 +5,7 @@ import time
 import types
 
 from simtlab.tools import clock_log
-from simtlab.tools.clock_log import ClockLog, Sample
+from simtlab.tools.clock_log import ClockLog, Sample, sustained
 
 
 def _fake_nvml(calls: list):
@@ -56,3 +56,8 @@ def test_without_nvml_the_log_is_empty_and_says_why(monkeypatch):
     with ClockLog() as log:
         pass
     assert log.samples == [] and "pynvml" in log.unavailable and log.summary(0.0, 2e9)["samples"] == 0
+
+
+def test_power_counts_only_for_timings_that_kept_the_gpu_busy():
+    assert sustained(148, 2.7) and sustained(3, 141.0)
+    assert not sustained(200, 0.19) and not sustained(None, 1.0) and not sustained(5, None)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..catalog import FAMILIES, family
 from ..ladder import Row
+from ..tools.clock_log import sustained
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -68,7 +69,8 @@ def _rows(store, run_id: int, fam: str) -> list[Row]:
                         pct_of_reference=r["pct_of_reference"], rel_error=r["rel_error"], tolerance=r["tolerance"],
                         registers=r["registers"], shared_bytes=r["shared_bytes"], spill_bytes=r["spill_bytes"],
                         occupancy=r["occupancy"], limiter=extra.get("limiter"), error=r["error"],
-                        sm_mhz=extra.get("sm_mhz"), watts=extra.get("watts_instant")))
+                        sm_mhz=extra.get("sm_mhz"),
+                        watts=extra.get("watts_instant") if sustained(r["reps"], r["median_ms"]) else None))
     return rows
 
 

@@ -17,7 +17,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["Sample", "ClockLog"]
+__all__ = ["Sample", "ClockLog", "sustained"]
+
+SUSTAINED_MS = 200.0  # GPU time a timing must add up to for its mean power to mean anything
+
+
+def sustained(reps: int | None, median_ms: float | None) -> bool:
+    """Whether a timing kept the GPU busy long enough for the power sampled over it to be the
+    kernel's: 200 repetitions of a 0.2 ms kernel are 40 ms of work in a window mostly spent idle
+    (between repetitions, verifying, compiling), whose mean power says little. (The clock does
+    not drop in gaps that short, so it stands either way.)"""
+    return bool(reps and median_ms and reps * median_ms >= SUSTAINED_MS)
 
 _SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
