@@ -161,7 +161,7 @@ if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the librar
 fi
 if [[ $phase == loadat ]]; then  # issue 11: rung 10 with the next slice's copies issued among the FMAs
   echo "== GPU tests of rung 10's LOAD_AT variants (pytest_loadat.txt)"
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "load_at" \
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "load_at or out_of_memory or small_ladder" \
     > "$OUT/pytest_loadat.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_loadat.txt" | tail -5
   for size in 4096 8192 2048; do

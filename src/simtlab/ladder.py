@@ -108,6 +108,14 @@ def _oom_message(problem, detail: str) -> str:
             f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB free after releasing this row): {detail}")
 
 
+def _release(row: Row, problem, oom: str | None) -> None:
+    """After a row: give the pool's blocks back, then name an out-of-memory failure with what
+    the device has free once they are."""
+    _free_gpu_memory()
+    if oom:
+        row.status, row.error = "out-of-memory", _oom_message(problem, oom)
+
+
 def _seed(opts: LadderOptions) -> int:
     return opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
 
@@ -194,10 +202,8 @@ def run_ladder(
                 except Exception as exc:  # a missing library or a failing reference is reported, not fatal
                     row.status, row.error = "error", _short(exc)
                     oom = _short(exc, 200) if _is_oom(exc) else None
-                ws = None
-                _free_gpu_memory()
-                if oom:
-                    row.status, row.error = "out-of-memory", _oom_message(problem, oom)
+                ws = None  # (dropped before the pool is emptied)
+                _release(row, problem, oom)
                 emit(row, problem.dtype, ref_name)
             if reference_cache is not None and ref_ms:
                 reference_cache[problem.label] = (ref_ms, ref_name)
@@ -240,9 +246,7 @@ def run_ladder(
                 except Exception as exc:
                     row.status, row.error = "error", _short(exc)
                     oom = _short(exc, 200) if _is_oom(exc) else None
-                ws = None
-                _free_gpu_memory()
-                if oom:
-                    row.status, row.error = "out-of-memory", _oom_message(problem, oom)
+                ws = None  # (dropped before the pool is emptied)
+                _release(row, problem, oom)
                 emit(row, problem.dtype, ref_name)
     return rows
