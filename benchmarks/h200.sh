@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | loadat (rung 10's LOAD_AT: tests and a sweep) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -159,17 +159,6 @@ if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the librar
   timeout 180 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
   timeout 120 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder
 fi
-if [[ $phase == loadat ]]; then  # issue 11: rung 10 with the next slice's copies issued among the FMAs
-  echo "== GPU tests of rung 10's LOAD_AT variants (pytest_loadat.txt)"
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py -k "load_at or out_of_memory or small_ladder" \
-    > "$OUT/pytest_loadat.txt" 2>&1
-  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_loadat.txt" | tail -5
-  for size in 4096 8192 2048; do
-    echo "== rung 10, LOAD_AT swept at $size"
-    timeout 150 python3 benchmarks/param_sweep.py gemm tuned --size $size --param LOAD_AT=0,1,2,4,8,12,15 \
-      --json "$OUT/loadat_$size.json"
-  done
-fi
 if [[ $phase == wgmma ]]; then  # issue 12: does a wgmma's time shrink with N in steps of 8 (tiles narrower than 256)?
   echo "== wgmma m64nNk16 rate by N"
   timeout 30 python3 benchmarks/wgmma_rate.py --json "$OUT/wgmma_fp16.json"
@@ -234,7 +223,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == loadat ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

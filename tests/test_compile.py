@@ -128,21 +128,6 @@ def test_tuned_size_defaults_do_not_spill(arch, mnk):
     assert inst.resources(vec).spill_bytes == 0, (inst.expression(vec), arch)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("load_at", [1, 8, 15])
-def test_tuned_load_at_variants_compile_spill_free_with_their_own_schedule(arch, load_at):
-    """LOAD_AT moves the next slice's copies in among the FMAs: same work, another SASS."""
-    from simtlab.analyze.sass import disassemble
-    from simtlab.catalog import family
-
-    rung = family("gemm").rung("tuned")
-    base, moved = build(rung, None, arch), build(rung, {"LOAD_AT": load_at}, arch)
-    for vec in (True, False):
-        assert moved.resources(vec).spill_bytes == 0, (moved.expression(vec), arch)
-    body = [disassemble(i.cubin.path, i.cubin.mangled(i.expression(True))).split("\n", 3)[-1] for i in (base, moved)]
-    assert body[0] != body[1]
-
-
 def test_rung_refuses_an_architecture_it_does_not_support():
     from simtlab.analyze.static import static_report
     from simtlab.catalog import family

@@ -52,13 +52,12 @@ __device__ __forceinline__ void fragments(const float* As, const float* Bs, cons
     *reinterpret_cast<float4*>(&b[4 * j]) = *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
 }
 
-// acc += A x B over depths K0..K1-1 of a slice held in shared memory (rung 10 splits a slice in
-// two to issue the next slice's copies between the halves).
-template <class T, int K0, int K1>
-__device__ __forceinline__ void mma_steps(const float* As, const float* Bs, const Coord& c,
+// acc += A_slice x B_slice for one BK-deep slice held in shared memory.
+template <class T>
+__device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
                                           float (&acc)[T::TM][T::TN]) {
 #pragma unroll
-  for (int k = K0; k < K1; ++k) {
+  for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
     fragments<T>(As, Bs, c, k, a, b);
 #pragma unroll
@@ -66,13 +65,6 @@ __device__ __forceinline__ void mma_steps(const float* As, const float* Bs, cons
 #pragma unroll
       for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
   }
-}
-
-// acc += A_slice x B_slice for one BK-deep slice held in shared memory.
-template <class T>
-__device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
-                                          float (&acc)[T::TM][T::TN]) {
-  mma_steps<T, 0, T::BK>(As, Bs, c, acc);
 }
 
 // The same slice with Kahan-compensated accumulation (the KAHAN option): per output a running

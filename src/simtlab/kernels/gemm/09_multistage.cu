@@ -78,13 +78,10 @@ struct SliceLoader {
 };
 
 // Computes the BMxBN tile of C at (bm, bn). smem holds STAGES A tiles then STAGES B tiles.
-// LOAD_AT: the depth of the slice after which the next slice's copies are issued (0: before
-// any math, as rung 9 does; rung 10 can move them in among the FMAs).
-template <class T, int STAGES, bool VEC, int LOAD_AT = 0>
+template <class T, int STAGES, bool VEC>
 __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
                                      float* C, int bm, int bn, float* smem) {
   static_assert(STAGES >= 2, "a pipeline needs at least two stages");
-  static_assert(LOAD_AT >= 0 && LOAD_AT < T::BK, "LOAD_AT: a depth inside the slice");
   const int tid = threadIdx.x;
   float* As = smem;
   float* Bs = smem + STAGES * T::A_TILE;
@@ -101,15 +98,14 @@ __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const flo
   for (int kt = 0; kt < slices; ++kt) {
     cp_async_wait<STAGES - 2>();  // slice kt has landed (for this thread) ...
     __syncthreads();              // ... for all threads; and everyone is done with slice kt-1
-    const int s = kt % STAGES;
-    warptile::mma_steps<T, 0, LOAD_AT>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
     const int next = kt + STAGES - 1;
     if (next < slices) {
-      const int ns = next % STAGES;  // the stage slice kt-1 used: free after the barrier above
-      loader.load(next * T::BK, As + ns * T::A_TILE, Bs + ns * T::B_TILE);
+      const int s = next % STAGES;  // the stage slice kt-1 used: free after the barrier above
+      loader.load(next * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     }
     cp_async_commit();
-    warptile::mma_steps<T, LOAD_AT, T::BK>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
+    const int s = kt % STAGES;
+    warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }

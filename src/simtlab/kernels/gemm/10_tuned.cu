@@ -5,13 +5,9 @@
 //  * Parameters (tile shape, stages, occupancy bound) come from the tuner's
 //    store for this device and size when it holds a verified result, else from
 //    the per-architecture defaults in the catalog (measured on the H200).
-//  * LOAD_AT (default 0) issues the next slice's copies after that many depths
-//    of this slice's FMAs instead of before them: the same work in another
-//    order, which ptxas schedules and assigns registers for differently.
 #include "gemm/09_multistage.cu"
 
-template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, int LOAD_AT,
-          bool VEC>
+template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
            float* __restrict__ C) {
@@ -23,6 +19,6 @@ gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const 
   const int first_m = group * GROUP_M;
   const int rows = min(tiles_m - first_m, GROUP_M);  // the last group can be short
   const int tm = first_m + in_group % rows, tn = in_group / rows;
-  simtlab::multistage::tile<T, STAGES, VEC, LOAD_AT>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
+  simtlab::multistage::tile<T, STAGES, VEC>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
                                             reinterpret_cast<float*>(smem4));
 }
