@@ -258,7 +258,7 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
         target = normalise_arch(arch or (spec.arch if spec else None))
         problem = fam.op().parse_size(size or fam.default_sizes[-1])
         ceilings = datasheet_ceilings(spec, problem.dtype) if spec else None
-        result = plan(fam, target, ceilings, size)
+        result = plan(fam, target, ceilings, size, sms=spec.sms if spec else None)
     except (NoGpuError, ValueError) as exc:
         _fail(f"{exc} (pass --gpu h200 or --arch sm_90)")
     if as_json:
@@ -273,16 +273,20 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     elif ceilings:
         head += f"; {result['bound']}, roof {result['roof_gflops'] / 1e3:.2f} TFLOP/s (datasheet)"
     t = Table(title=head, title_justify="left", header_style="bold")
-    for col in ("rung", "threads", "regs", "smem B", "spill B", "occ", "limited by", "FLOP / requested B", "lesson"):
+    cols = ["rung", "threads", "regs", "smem B", "spill B", "occ", "limited by", "FLOP / requested B"]
+    cols += ["rounds (idle)"] if spec else []  # wave quantization needs the GPU's SM count
+    for col in cols + ["lesson"]:
         t.add_column(col, justify="left" if col in ("rung", "limited by", "lesson") else "right",
                      overflow="fold", max_width=50 if col == "lesson" else None)
     for e in result["rungs"]:
         if e.get("error"):
-            t.add_row(e["rung"].split("/")[-1], f"[red]{e['error'][:60]}[/]", *[""] * 7)
+            t.add_row(e["rung"].split("/")[-1], f"[red]{e['error'][:60]}[/]", *[""] * (len(cols) - 1))
             continue
+        w = e.get("waves")
+        rounds = [f"{w['rounds']:.2f} ({w['idle_share']:.0%})" if w else ""] if spec else []
         t.add_row(e["rung"].split("/")[-1], str(e["threads"]), str(e["registers"]),
                   str(e["shared_static"] + e["shared_dynamic"]), str(e["spill_bytes"]), f"{e['occupancy'] * 100:.0f}%",
-                  e["limiter"], f"{e['flop_per_requested_byte']:.2f}", e["lesson"])
+                  e["limiter"], f"{e['flop_per_requested_byte']:.2f}", *rounds, e["lesson"])
     console.print(t)
 
 

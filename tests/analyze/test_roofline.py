@@ -83,6 +83,12 @@ def test_plan_cli_without_gpu():
     assert by_rung["03_smem_tiling"]["flop_per_requested_byte"] == pytest.approx(8.0, rel=0.01)
     assert by_rung["10_tuned"]["flop_per_requested_byte"] > by_rung["09_multistage"]["flop_per_requested_byte"]
     assert all(r["spill_bytes"] == 0 for r in plan["rungs"])
+    # 512 tiles of 128x256, one block per SM on 132 SMs: 3.88 rounds, the last 16 SMs short
+    assert by_rung["10_tuned"]["waves"]["units"] == 512 and by_rung["10_tuned"]["waves"]["slots"] == 132
+    assert by_rung["10_tuned"]["waves"]["idle_share"] == pytest.approx(16 / 528)
+    res = CliRunner().invoke(app, ["plan", "gemm", "--gpu", "a100", "--size", "4096", "--json"])
+    a100 = {r["rung"].split("/")[-1]: r for r in json.loads(res.output)["rungs"]}
+    assert a100["10_tuned"]["waves"]["slots"] == 108  # the named GPU's SMs
     res = CliRunner().invoke(app, ["plan", "elementwise", "--gpu", "a100", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["bound"] == "memory-bound"
     res = CliRunner().invoke(app, ["plan", "gemm", "--gpu", "b999"])

@@ -9,9 +9,11 @@ from __future__ import annotations
 from ..catalog import Family
 from .roofline import Ceilings
 from .static import static_report
+from .waves import waves
 
 
-def plan(fam: Family, arch: str, ceilings: Ceilings | None, size: str | None = None) -> dict:
+def plan(fam: Family, arch: str, ceilings: Ceilings | None, size: str | None = None, sms: int | None = None) -> dict:
+    """`sms`: the GPU's SM count, for each rung's rounds of work (wave quantization)."""
     op = fam.op()
     problem = op.parse_size(size or fam.default_sizes[-1])
     intensity = problem.flops / problem.bytes
@@ -23,7 +25,11 @@ def plan(fam: Family, arch: str, ceilings: Ceilings | None, size: str | None = N
             continue
         name = e["rung"].split("/")[-1].split("_", 1)[1]
         requested = op.requested_bytes(name, e["params"], problem)
-        rows.append({**e, "requested_bytes": requested, "flop_per_requested_byte": problem.flops / requested})
+        row = {**e, "requested_bytes": requested, "flop_per_requested_byte": problem.flops / requested}
+        if sms:
+            w = waves(op, name, e["params"], problem, e["grid_blocks"], e["blocks_per_sm"], sms)
+            row["waves"] = w.as_dict() if w else None
+        rows.append(row)
     out = {"family": fam.name, "arch": arch, "problem": problem.label, "flops": problem.flops,
            "min_bytes": problem.bytes, "intensity": intensity, "rungs": rows}
     if ceilings is not None:

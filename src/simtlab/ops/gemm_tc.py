@@ -220,6 +220,17 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
 
 
+def work_units(rung_name: str, params, p: TcProblem, sms: int) -> tuple[int, int] | None:
+    """(units, slots) of the persistent rungs for wave quantization (analyze/waves): rung 5's
+    tiles over one block per SM, rung 6's cluster tiles over the clusters that fit; None for the
+    one-shot grids."""
+    if rung_name == "wgmma_ws":
+        return wgmma_tiles(params, p), sms
+    if rung_name == "wgmma_cluster":
+        return cluster_work(params, p), sms // (params["CM"] * params["CN"])
+    return None
+
+
 def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
     """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
     B column panel once."""
