@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -159,6 +159,13 @@ if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the librar
   timeout 180 simtlab ladder gemm_tc -s 4096:fp16 -s 4096:bf16 -s 8192:bf16 --rung 6 --json-out "$OUT/clocks_tc.json"
   timeout 120 simtlab ladder gemm -s 4096 --json-out "$OUT/clocks_fp32.json"  # the whole fp32 ladder
 fi
+if [[ $phase == waves ]]; then  # issues 11-12: does the last round's gap cost what the plan says? Sizes with whole rounds
+  # (2816x6144: 528 tiles of 128x256 = 4 x 132; 8448x8192: 16 x 132) beside 4096² and 8192² (3.88 and 15.5 rounds)
+  echo "== rung 6 and rung 10 at sizes of whole rounds of tiles and at the square sizes"
+  timeout 200 simtlab ladder gemm_tc --rung 6 -s 4096:bf16 -s 2816x6144x4096:bf16 -s 8192:bf16 -s 8448x8192x8192:bf16 \
+    --json-out "$OUT/waves_tc.json"
+  timeout 120 simtlab ladder gemm --rung 10 -s 4096 -s 2816x6144x4096 --json-out "$OUT/waves_fp32.json"
+fi
 if [[ $phase == wgmma ]]; then  # issue 12: does a wgmma's time shrink with N in steps of 8 (tiles narrower than 256)?
   echo "== wgmma m64nNk16 rate by N"
   timeout 30 python3 benchmarks/wgmma_rate.py --json "$OUT/wgmma_fp16.json"
@@ -223,7 +230,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then
