@@ -32,6 +32,7 @@ def test_explain_compares_with_previous_rung_and_store(tmp_path):
     assert page["static"]["shared_bytes"] > page["static_previous"]["shared_bytes"]  # the padding
     assert abs(page["speedup_over_previous"]["4096x4096x4096"] - 4.4 / 4.2) < 1e-9
     assert page["static"]["spill_bytes"] == 0 and "LDS.128" in page["static"]["sass_memory"]
+    assert page["static"]["rounds"] == "3.88 on 132 SMs, 3% idle"  # 1024 tiles of 128x128, two blocks an SM
     assert page["limiter"]
     first = explain(fam, fam.rung(1), "sm_90", None, None, "4096")
     assert first["previous"] is None and first["limiter"].startswith("memory")

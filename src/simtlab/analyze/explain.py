@@ -12,6 +12,8 @@ from __future__ import annotations
 from ..catalog import Family, Rung
 from ..compile import KERNELS_DIR
 from ..launch import build
+from ..ops.base import DEFAULT_SMS
+from .waves import waves
 
 
 def header_comment(rung: Rung) -> str:
@@ -38,6 +40,10 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
         "occupancy": occ.occupancy, "limiter": occ.limiter,
         "flop_per_requested_byte": problem.flops / op.requested_bytes(rung.name, inst.params, problem),
     }
+    w = waves(op, rung.name, inst.params, problem, launch.grid[0] * launch.grid[1] * launch.grid[2],
+              occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
+    if w is not None:
+        facts["rounds"] = f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, {w.idle_share:.0%} idle"
     try:
         s = kernel_sass(inst.cubin, inst.expression(vec))
         facts.update(sass_memory=s.memory, barriers=s.barriers, loop_instructions=s.loop_instructions,
