@@ -61,3 +61,16 @@ def test_without_nvml_the_log_is_empty_and_says_why(monkeypatch):
 def test_power_counts_only_for_timings_that_kept_the_gpu_busy():
     assert sustained(148, 2.7) and sustained(3, 141.0)
     assert not sustained(200, 0.19) and not sustained(None, 1.0) and not sustained(5, None)
+
+
+def test_nvml_without_a_cuda_device_is_shut_down_again(monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(calls))
+
+    def no_device(nvml):
+        raise RuntimeError("no CUDA device")
+
+    monkeypatch.setattr(clock_log, "_nvml_handle", no_device)
+    with ClockLog() as log:
+        pass
+    assert calls == ["init", "shutdown"] and "no CUDA device" in log.unavailable and log.samples == []

@@ -25,9 +25,10 @@ SUSTAINED_MS = 200.0  # GPU time a timing must add up to for its mean power to m
 def sustained(reps: int | None, median_ms: float | None) -> bool:
     """Whether a timing kept the GPU busy long enough for the power sampled over it to be the
     kernel's: 200 repetitions of a 0.2 ms kernel are 40 ms of work in a window mostly spent idle
-    (between repetitions, verifying, compiling), whose mean power says little. (The clock does
-    not drop in gaps that short, so it stands either way.)"""
+    (between repetitions, verifying, compiling), whose mean power says little. The clock is
+    shown either way."""
     return bool(reps and median_ms and reps * median_ms >= SUSTAINED_MS)
+
 
 _SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
@@ -85,9 +86,14 @@ class ClockLog:
             import pynvml
 
             pynvml.nvmlInit()
-            handle = _nvml_handle(pynvml)
-        except Exception as exc:  # no NVML or no GPU: the timings stand without clocks
+        except Exception as exc:  # no NVML: the timings stand without clocks
             self.unavailable = f"{type(exc).__name__}: {exc}"
+            return self
+        try:
+            handle = _nvml_handle(pynvml)
+        except Exception as exc:  # no CUDA device to match
+            self.unavailable = f"{type(exc).__name__}: {exc}"
+            pynvml.nvmlShutdown()
             return self
         self.power_source, power = _power_reader(pynvml, handle)
         self._thread = threading.Thread(target=self._sample, args=(pynvml, handle, power), daemon=True)
