@@ -64,7 +64,6 @@ def main() -> None:
             ws = fam.op().workspace(p, 11)
             vec = ws.vec_ok()
             params = build(rung, choose_params(rung, p, dev, vec), dev.arch).params
-            flops = 2 * p.M * p.N * p.K
             first = len(rows)
             timed(gemm._cublas_sgemm(ws), {"size": size, "build": "cuBLAS"})
             for opts in OPTION_SETS:
@@ -80,7 +79,7 @@ def main() -> None:
             timed(gemm._cublas_sgemm(ws), {"size": size, "build": "cuBLAS again"})  # drift over the sweep
             ref = (rows[first]["ms"] + rows[-1]["ms"]) / 2
             for r in rows[first:]:
-                r.update(tflops=flops / r["ms"] / 1e9, pct=100 * ref / r["ms"])
+                r.update(tflops=p.flops / r["ms"] / 1e9, pct=100 * ref / r["ms"])
     table = Table(title=f"gemm/{rung.name} compiled several ways on {dev.name} (power: {clocks.power_source})",
                   title_justify="left")
     for col in ("size", "build", "TFLOP/s", "% of cuBLAS", "SM MHz", "W", "capped", "verified", "regs", "spill",

@@ -17,7 +17,7 @@ from .catalog import Family, Rung
 from .compile import CompileError
 from .launch import LaunchError, build, choose_params, runner, unsupported_reason
 from .store import Store
-from .tools.clock_log import ClockLog, sustained
+from .tools.clock_log import ClockLog
 from .verify import Verdict, compare
 
 __all__ = ["Row", "run_ladder", "LadderOptions"]
@@ -48,7 +48,8 @@ class Row:
     error: str | None = None
     sm_mhz: float | None = None  # median SM clock while it was timed (NVML)
     watts: float | None = None  # mean board power then, where NVML reads it instantaneously (its 1 s
-    # average lags a timing shorter than that) and the timing kept the GPU busy (clock_log.sustained)
+    # average lags a timing shorter than that); tables show it only for timings that kept the GPU
+    # busy (clock_log.sustained)
 
     @property
     def is_reference(self) -> bool:
@@ -135,7 +136,7 @@ def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions,
     if clocks is not None:
         c = clocks.summary(start, time.time())
         row.sm_mhz = c["sm_mhz"]
-        if clocks.power_source == "instant" and sustained(timing.reps, timing.median_ms):
+        if clocks.power_source == "instant":
             row.watts = c["watts"]
     row.median_ms, row.spread, row.reps = timing.median_ms, timing.spread, timing.reps
     row.gflops = problem.flops / (timing.median_ms * 1e-3) / 1e9

@@ -152,3 +152,9 @@ def test_clock_columns_only_where_a_row_has_them():
     console.print(ladder_table(timed, "tflops", "cuBLAS"))
     text = console.export_text()
     assert "MHz" in text and "1755" in text
+    burst = Row("gemm", "64", "gemm/10_tuned", 10, "ok", median_ms=0.19, gflops=1.0, reps=200, sm_mhz=1980.0, watts=118.0)
+    busy = Row("gemm", "64", "cuBLAS", None, "reference", median_ms=2.7, gflops=1.0, reps=148, sm_mhz=1980.0, watts=568.0)
+    head, body = ladder_cells([burst], "tflops")
+    assert "W" not in head  # 38 ms of work in a mostly idle window: its mean power is not the kernel's
+    head, body = ladder_cells([busy, burst], "tflops")
+    assert [cells[head.index("W")] for cells, _, _ in body] == ["568", ""]

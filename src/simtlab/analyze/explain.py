@@ -40,8 +40,7 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
         "occupancy": occ.occupancy, "limiter": occ.limiter,
         "flop_per_requested_byte": problem.flops / op.requested_bytes(rung.name, inst.params, problem),
     }
-    w = waves(op, rung.name, inst.params, problem, launch.grid[0] * launch.grid[1] * launch.grid[2],
-              occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
+    w = waves(op, rung.name, inst.params, problem, launch.blocks, occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
     if w is not None:
         facts["rounds"] = f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, {w.idle_share:.0%} idle"
     try:

@@ -36,7 +36,7 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
                 "expression": inst.expression(vec),
                 "variant": {True: "128-bit", False: "predicated scalar", None: "single"}[vec],
                 "threads": launch.threads,
-                "grid_blocks": launch.grid[0] * launch.grid[1] * launch.grid[2],
+                "grid_blocks": launch.blocks,
                 "shared_dynamic": launch.shared,
                 **res.as_dict(),
                 "max_threads_per_block": max_threads_per_block(arch, res.registers, res.max_threads_declared),

@@ -323,7 +323,7 @@ def resident_clusters(func, launch: Launch, cs: int) -> Launch:
     asked about: a GPC's even SM count holds them all (66 on the H200, measured), and the query
     through the driver bindings made compute-sanitizer's memcheck report API errors (run 604003)
     that would hide real ones."""
-    if cs <= 2:  # (66 clusters of 2 fill the H200's 132 SMs, measured; the driver query is for larger ones)
+    if cs <= 2:
         return launch
     resident = max_active_clusters(function_handle(func), launch.block[0], launch.shared)
     clusters = launch.grid[0] // cs

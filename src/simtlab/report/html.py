@@ -11,6 +11,7 @@ import io
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..catalog import FAMILIES, family
 from ..ladder import Row
@@ -69,16 +70,20 @@ def _rows(store, run_id: int, fam: str) -> list[Row]:
                         pct_of_reference=r["pct_of_reference"], rel_error=r["rel_error"], tolerance=r["tolerance"],
                         registers=r["registers"], shared_bytes=r["shared_bytes"], spill_bytes=r["spill_bytes"],
                         occupancy=r["occupancy"], limiter=extra.get("limiter"), error=r["error"],
-                        sm_mhz=extra.get("sm_mhz"),
-                        watts=extra.get("watts_instant") if sustained(r["reps"], r["median_ms"]) else None))
+                        sm_mhz=extra.get("sm_mhz"), watts=extra.get("watts_instant")))
     return rows
 
 
-def clock_columns(rows) -> list[tuple[str, str, str]]:
-    """The (header, Row field, format) of the clock and power columns that any row has a value for:
-    runs made before they were sampled, or where NVML was missing, leave them out."""
-    cols = (("MHz", "sm_mhz", ".0f"), ("W", "watts", ".0f"))
-    return [c for c in cols if any(getattr(r, c[1], None) is not None for r in rows)]
+def _shown_watts(r) -> float | None:
+    """A row's power, where its timing kept the GPU busy long enough to be the kernel's."""
+    return r.watts if sustained(r.reps, r.median_ms) else None
+
+
+def clock_columns(rows) -> list[tuple[str, Callable, str]]:
+    """The (header, value of a row, format) of the clock and power columns that any row has a value
+    for: runs made before they were sampled, or where NVML was missing, leave them out."""
+    cols = (("MHz", lambda r: r.sm_mhz, ".0f"), ("W", _shown_watts, ".0f"))
+    return [c for c in cols if any(c[1](r) is not None for r in rows)]
 
 
 def ladder_cells(rows: list[Row], metric: str) -> tuple[list[str], list[tuple[list[str], bool, bool]]]:
@@ -96,7 +101,7 @@ def ladder_cells(rows: list[Row], metric: str) -> tuple[list[str], list[tuple[li
         out.append(([r.name.split("/")[-1], _fmt(value, ".2f" if metric == "tflops" else ".0f"),
                      _fmt(r.pct_of_reference, ".1f"), _fmt(r.median_ms, ".3f"),
                      _fmt(r.spread * 100 if r.spread is not None else None, ".1f"),
-                     *(_fmt(getattr(r, field), spec) for _, field, spec in clocks), _fmt(r.registers, "d"),
+                     *(_fmt(value(r), spec) for _, value, spec in clocks), _fmt(r.registers, "d"),
                      _fmt(r.shared_bytes, "d"), _fmt(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),
                      _fmt(r.rel_error, ".1e"), r.status, r.lesson if good else (r.error or "")],
                     r.is_reference, good))

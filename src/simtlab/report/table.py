@@ -37,7 +37,7 @@ def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str 
             _f(r.pct_of_reference, ".1f"),
             _f(r.median_ms, ".3f"),
             _f(r.spread * 100 if r.spread is not None else None, ".1f"),
-            *(_f(getattr(r, field), spec) for _, field, spec in clocks),
+            *(_f(value(r), spec) for _, value, spec in clocks),
             _f(r.registers, "d"),
             _f(r.shared_bytes, "d"),
             _f(r.occupancy * 100 if r.occupancy is not None else None, ".0f"),
