@@ -31,13 +31,11 @@
 //  * SK 1 (stream-K for the last round): 512 tiles of 128x256 are 3.88 rounds of 132 SMs, so in
 //    the last round 16 SMs idle - 3% of the kernel, cuBLAS's too (its tile count is the same).
 //    The tiles of that round are instead cut along K into equal runs of slices, one per cluster
-//    (a tile split between two or three clusters, a run's pieces done last first so that all
-//    clusters stay at about the same k and share A and B in L2); each piece's partial sums
-//    leave through the same staging buffers, the tile's first piece storing them and each later
-//    piece adding its own in place with a TMA reduce (cp.reduce.async.bulk.tensor .add, in L2)
-//    once a counter says the pieces before it are in - a fixed order, so the result is the
-//    same every run. The host splits only where the model (ops/gemm_tc.stream_k_from) says it
-//    pays;
+//    (a tile split between two or three clusters); each piece's partial sums leave through the
+//    same staging buffers, the tile's last piece storing them and each earlier piece adding its
+//    own in place with a TMA reduce (cp.reduce.async.bulk.tensor .add, in L2) once a counter
+//    says the pieces after it are in - a fixed order, so the result is the same every run. The
+//    host splits only where the model (ops/gemm_tc.stream_k_from) says it pays;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -85,48 +83,36 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 // walk it alike): f(tile, kb, ke) - tile u's k slices kb..ke-1 - for its share of the cluster
 // tiles below `from`, one in `clusters`, whole; then (SK: stream-K) its share of the slices of the
 // `split` tiles from `from` on: all clusters get an equal run of (tile, slice) pairs
-// split*KT*cluster/clusters onwards, so one tile may be split between two or three clusters. A
-// run's pieces are done last first - the start of the later tile, then the end of the earlier -
-// so that at any moment every cluster is at about the same k (k = t, or t + KT - run length):
-// tiles that share A rows or B columns read them from L2 together, as whole tiles do. (Run in
-// order, 66 clusters at 66 different k lost that sharing: 3 points slower at 4096^3 than no
-// split at all.) Written for the producer warpgroup's 24 registers: only the step counter lives
-// through f, each step works out its piece anew from the cluster index (read with volatile asm,
-// so it is not kept in a register either; the host keeps split * KT * clusters below 2^31).
+// split*KT*cluster/clusters onwards, so one tile may be split between two or three clusters.
+// Written for the producer warpgroup's 24 registers: two loops rather than one walk with both
+// positions, and the cluster index read anew where it is used (the host keeps split * KT *
+// clusters below 2^31).
 template <bool SPLIT, int CS, class F>
 __device__ __forceinline__ void for_each_piece(int from, int split, int KT, F&& f) {
-  // One loop and one call of f (a whole tile's code: with two, the compiler may stop inlining
-  // it and put the accumulators in local memory); step i works out its piece from scratch.
-#pragma unroll 1
-  for (unsigned i = 0;; ++i) {
-    const unsigned c = simtlab::cluster_index<CS>(), n = gridDim.x / CS, kt = KT;
-    const unsigned whole = (unsigned)from > c ? ((unsigned)from - c + n - 1) / n : 0;  // tiles done whole
-    int u, kb, ke;
-    if (i < whole) {
-      u = (int)(c + i * n), kb = 0, ke = KT;
-    } else {
-      const unsigned s0 = (unsigned)split * kt * c / n, s1 = (unsigned)split * kt * (c + 1) / n;
-      const unsigned back = i - whole;  // pieces of the run done already, from its end
-      if (!SPLIT || s1 <= s0 || back > (s1 - 1) / kt - s0 / kt) break;
-      const unsigned t = (s1 - 1) / kt - back, t0 = t * kt;
-      u = from + (int)t, kb = (int)(max(s0, t0) - t0), ke = (int)(min(s1, t0 + kt) - t0);
+  const int clusters = gridDim.x / CS;
+  for (int u = simtlab::cluster_index<CS>(); u < from; u += clusters) f(u, 0, KT);
+  if constexpr (SPLIT) {  // (unsigned: a third of the registers and instructions of signed division)
+    // only s lives through f: the run's end is worked out again each step
+    auto end = [&]() { return (unsigned)split * KT * (simtlab::cluster_index<CS>() + 1) / (unsigned)clusters; };
+    for (unsigned s = (unsigned)split * KT * simtlab::cluster_index<CS>() / (unsigned)clusters; s < end();) {
+      const unsigned t = s / KT, kb = s - t * KT, ke = min((unsigned)KT, end() - t * KT);
+      f(from + (int)t, (int)kb, (int)ke);
+      s = t * KT + ke;
     }
-    f(u, kb, ke);
   }
 }
 
-// Stream-K: how many pieces of split tile `tile` come before `cluster`'s (in earlier clusters'
-// runs, which end at total*(i+1)/clusters for i < cluster, skipping empty ones). Their partial
-// sums reach C in k order - the first piece stores, then each later one adds once all before it
-// are in - so the result does not depend on timing. Each waits only for pieces its earlier
-// neighbours do first, so no cluster waits for one that is itself waiting.
-__device__ __forceinline__ int pieces_before(int cluster, int clusters, int total, int from, int KT, int tile) {
-  const unsigned n = clusters, all = total, start = (unsigned)(tile - from) * KT;
+// Stream-K: how many pieces of split tile `tile` come after `cluster`'s (in later clusters' runs,
+// which start at total*i/clusters for i > cluster, skipping empty ones): the order in which their
+// partial sums reach C is fixed - the last piece stores, then each earlier one adds - so the
+// result does not depend on timing.
+__device__ __forceinline__ int pieces_after(int cluster, int clusters, int total, int from, int KT, int tile) {
+  const unsigned n = clusters, all = total, end = (unsigned)(tile - from + 1) * KT;
   int q = 0;
-  for (int i = cluster - 1; i >= 0; --i) {
-    const unsigned b0 = all * i / n, b1 = all * (i + 1) / n;
-    if (b1 <= start) break;
-    q += b1 > b0;
+  for (unsigned i = cluster + 1; i < n; ++i) {
+    const unsigned start = all * i / n;
+    if (start >= end) break;
+    q += all * (i + 1) / n > start;
   }
   return q;
 }
@@ -249,14 +235,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       for_each_piece<STREAM_K, CS>(split_from(), sk_tiles, KT, [&](int u, int kb, int ke) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
-        // Stream-K: a piece of a split tile waits until the pieces before it have reached C, then
-        // adds its partial sums there (the first piece stores them)
+        // Stream-K: a piece of a split tile waits until the pieces after it have reached C, then
+        // adds its partial sums there (the last piece stores them)
         const bool split = STREAM_K && (kb > 0 || ke < KT);
         // (this block's counter for tile u: worked out where used, not kept through the stores)
         auto flag = [&]() { return sk_flags + (u - split_from()) * CS + (CS > 1 ? (int)simtlab::cluster_ctarank() : 0); };
-        const int before = split ? pieces_before(simtlab::cluster_index<CS>(), clusters, sk_tiles * KT, split_from(), KT, u) : 0;
-        const bool add = before > 0;
-        if (add && lane == 0) simtlab::flag_wait(flag(), before);
+        const int after = split ? pieces_after(simtlab::cluster_index<CS>(), clusters, sk_tiles * KT, split_from(), KT, u) : 0;
+        const bool add = after > 0;
+        if (add && lane == 0) simtlab::flag_wait(flag(), after);
         __syncwarp();
         for (int p = 0; p < PIECES; ++p, ++g)
           for (int c = 0; c < CONSUMERS; ++c) {
@@ -281,10 +267,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           }
         first = false;
         if (split && lane == 0) {
-          if (ke < KT) {  // one more piece in: the pieces after this one count them
+          if (kb > 0) {  // one more piece in: the pieces before this one count them
             simtlab::bulk_wait<0>();
             simtlab::flag_add_one(flag());
-          } else {  // the tile's last piece: no one reads the flag after it (zero for the next launch)
+          } else {  // the tile's first piece: no one reads the flag after it
             *reinterpret_cast<volatile unsigned*>(flag()) = 0;
           }
         }
@@ -298,15 +284,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       int it = 0;  // slices issued so far, over all tiles: slot and phase
       SIMTLAB_TL(int tile = 0;)
       for_each_piece<STREAM_K, CS>(split_from(), sk_tiles, KT, [&](int u, int kb, int ke) {
+        int z, tm, tn;
+        tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         for (int kt = kb; kt < ke; ++kt, ++it) {
           const int slot = it % STAGES;
           SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
-          // the tile's place, this block's place in the cluster and the blocks an A slice goes to
-          // (this tile row: rm + CM * j) and a B slice (this column) (clusters of 2: both), worked
-          // out again each slice rather than kept (24 registers)
-          int z, tm, tn, rm, rn;
-          tile_coords(u, z, tm, tn);
+          // this block's place in the cluster, read again each slice (24 registers), and the blocks an
+          // A slice goes to (this tile row: rm + CM * j) and a B slice (this column) (clusters of 2: both)
+          int rm, rn;
           place(rm, rn);
           const unsigned short a_mask = CS == 4 ? 5 << rm : 3, b_mask = CS == 4 ? 3 << (2 * rn) : 3;
           unsigned char* a = smem + slot * STAGE_BYTES;
