@@ -326,14 +326,13 @@ GEMM_TC = Family(
              "geometry_wgmma_ws", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
              tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG")),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
-             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "SK"),
+             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP"),
              _frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8, "CM": 2, "CN": 1, "EPI": 3, "BUFS": 2,
-                      "KEEP": 4, "SK": 1}),
+                      "KEEP": 4}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
-             "through swizzled shared memory and TMA stores; the last round's tiles split along K over all SMs "
-             "(stream-K) where that pays",
+             "through swizzled shared memory and TMA stores",
              "geometry_wgmma_cluster", min_cc=(9, 0), arch_specific=True, size_defaults="cluster_params",
-             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "SK"),
+             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG")),
     ),
     check_size="127x129x65",

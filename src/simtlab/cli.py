@@ -283,8 +283,7 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
             t.add_row(e["rung"].split("/")[-1], f"[red]{e['error'][:60]}[/]", *[""] * (len(cols) - 1))
             continue
         w = e.get("waves")
-        rounds = [(f"{w['rounds']:.2f} (split)" if w.get("split") else f"{w['rounds']:.2f} ({w['idle_share']:.0%})")
-                   if w else ""] if spec else []
+        rounds = [f"{w['rounds']:.2f} ({w['idle_share']:.0%})" if w else ""] if spec else []
         t.add_row(e["rung"].split("/")[-1], str(e["threads"]), str(e["registers"]),
                   str(e["shared_static"] + e["shared_dynamic"]), str(e["spill_bytes"]), f"{e['occupancy'] * 100:.0f}%",
                   e["limiter"], f"{e['flop_per_requested_byte']:.2f}", *rounds, e["lesson"])

@@ -174,26 +174,3 @@ def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
     assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5}
     rung = family("gemm_tc").rung("wgmma_cluster")
     assert rung.size_defaults == "cluster_params" and rung.params("sm_90")["KEEP"] == 4
-
-
-def test_stream_k_splits_the_last_round_where_the_model_says_it_pays():
-    params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
-    assert params["SK"] == 1
-    # 4096^3: 256 cluster tiles on 66 clusters, 3 whole rounds; the 58 left are cut into 66 runs of
-    # 56-57 slices instead of 64 - worth it beside the two slices a split costs
-    p = tc.TcProblem(4096, 4096, 4096, "bfloat16")
-    assert tc.stream_k_from(params, p, 66) == 3 * 66
-    # 8192^3: 15 rounds and 34 tiles of 128 slices -> 66 slices a cluster
-    assert tc.stream_k_from(params, tc.TcProblem(8192, 8192, 8192, "bfloat16"), 66) == 15 * 66
-    # whole rounds, or too little left to split for its cost: nothing split
-    assert tc.stream_k_from(params, tc.TcProblem(2816, 6144, 4096, "bfloat16"), 66) == 264
-    assert tc.stream_k_from(params, tc.TcProblem(2048, 2048, 2048, "bfloat16"), 66) == 64  # 64 tiles, 32 slices: 31 + 2
-    batched = tc.TcProblem(512, 512, 512, "bfloat16", 64)  # 256 tiles of 8 slices: 7 + 2 > 8
-    assert tc.stream_k_from(params, batched, 66) == tc.cluster_work(params, batched)
-    # SK 2 splits whatever is left over (the GPU tests' way to reach the fix-up on small shapes), SK 0 never;
-    # EPI 0-1 have no store warp to do the fix-up
-    small = tc.TcProblem(300, 264, 520, "float16")
-    assert tc.stream_k_from({**params, "SK": 2}, small, 66) == 0
-    assert tc.stream_k_from({**params, "SK": 2}, batched, 66) == 3 * 66
-    assert tc.stream_k_from({**params, "SK": 0}, p, 66) == 256
-    assert tc.stream_k_from({**params, "SK": 2, "EPI": 1}, p, 66) == 256

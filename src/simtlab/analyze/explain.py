@@ -42,8 +42,7 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     }
     w = waves(op, rung.name, inst.params, problem, launch.blocks, occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
     if w is not None:
-        facts["rounds"] = (f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, the last split along K (stream-K)" if w.split
-                           else f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, {w.idle_share:.0%} idle")
+        facts["rounds"] = f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, {w.idle_share:.0%} idle"
     try:
         s = kernel_sass(inst.cubin, inst.expression(vec))
         facts.update(sass_memory=s.memory, barriers=s.barriers, loop_instructions=s.loop_instructions,

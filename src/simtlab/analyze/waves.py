@@ -2,8 +2,7 @@
 
 512 output tiles on 132 SMs that each hold one block run in 4 rounds, the last with 116 tiles:
 16 SMs idle for a quarter of the kernel, 3% of its time, however fast each tile is. A persistent
-kernel has the same rounds with its own units (tiles, or a cluster's tiles) over its blocks -
-unless it splits the last round's units along K over every slot (stream-K), which leaves no gap.
+kernel has the same rounds with its own units (tiles, or a cluster's tiles) over its blocks.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ __all__ = ["Waves", "waves"]
 class Waves:
     units: int  # blocks of a one-shot grid, or the tiles (cluster tiles) a persistent grid walks
     slots: int  # units that run at once: SMs x blocks per SM, or a persistent grid's blocks (clusters)
-    split: bool = False  # the last round's units are cut along K and shared by every slot (stream-K)
 
     @property
     def rounds(self) -> float:
@@ -26,9 +24,8 @@ class Waves:
 
     @property
     def idle_share(self) -> float:
-        """Share of slot-time left idle if every unit takes the same time: the last round's gap
-        (none when the last round is split; what the split costs is the kernel's own)."""
-        return 0.0 if self.split else 1.0 - self.units / (math.ceil(self.rounds) * self.slots)
+        """Share of slot-time left idle if every unit takes the same time: the last round's gap."""
+        return 1.0 - self.units / (math.ceil(self.rounds) * self.slots)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "rounds": self.rounds, "idle_share": self.idle_share}

@@ -201,30 +201,6 @@ def cluster_work(params, p: TcProblem) -> int:
     return -(-tiles_m // params["CM"]) * -(-tiles_n // params["CN"]) * p.batch
 
 
-# Stream-K (rung 6, SK 1): a split tile's pieces each run an epilogue, and the earlier ones wait
-# for the later ones' sums to land - about two slices of work a cluster, the model's price for
-# splitting (the epilogue of a 128x256 tile is ~2,000 cycles, a slice ~2,050 at the tensor rate).
-STREAM_K_COST_SLICES = 2
-
-
-def stream_k_from(params, p: TcProblem, clusters: int) -> int:
-    """Rung 6's first cluster tile split along K (stream-K), or the tile count when none is: the
-    tiles of the last, partial round - when the SK parameter asks (1: where the model says it
-    pays; 2: always, for tests) and the store warp can do the fix-up (EPI 2, 3). The model: whole
-    tiles take `rounds + 1` tiles' slices on the busiest cluster, split ones `rounds` tiles plus
-    an equal share of the rest, plus STREAM_K_COST_SLICES."""
-    n = cluster_work(params, p)
-    if not params.get("SK") or params["EPI"] < 2 or clusters < 1:
-        return n
-    rounds, rest = divmod(n, clusters)
-    slices = -(-p.K // slice_k(p.dtype))
-    if rest == 0 or rest * slices * clusters >= 2 ** 31:  # (the kernel's run arithmetic is 32-bit)
-        return n
-    if params["SK"] == 1 and -(-rest * slices // clusters) + STREAM_K_COST_SLICES >= slices:
-        return n
-    return rounds * clusters
-
-
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
     there is less work), each block a producer warpgroup plus one or two consumers."""
@@ -245,14 +221,13 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
 
 
 def work_units(rung_name: str, params, p: TcProblem, sms: int) -> tuple[int, int] | None:
-    """(units, slots, split) of the persistent rungs for wave quantization (analyze/waves): rung 5's
-    tiles over one block per SM, rung 6's cluster tiles over the clusters that fit, split when its
-    last round is cut along K (stream-K); None for the one-shot grids."""
+    """(units, slots) of the persistent rungs for wave quantization (analyze/waves): rung 5's
+    tiles over one block per SM, rung 6's cluster tiles over the clusters that fit; None for the
+    one-shot grids."""
     if rung_name == "wgmma_ws":
-        return wgmma_tiles(params, p), sms, False
+        return wgmma_tiles(params, p), sms
     if rung_name == "wgmma_cluster":
-        clusters = sms // (params["CM"] * params["CN"])
-        return cluster_work(params, p), clusters, stream_k_from(params, p, clusters) < cluster_work(params, p)
+        return cluster_work(params, p), sms // (params["CM"] * params["CN"])
     return None
 
 
@@ -328,11 +303,6 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves
         sizes += (np.int32(p.batch),)
     args = sizes + tuple(maps[16 * i:16 * (i + 1)] for i in range(len(maps) // 16)) + (C,)
-    if inst.rung.name == "wgmma_cluster":  # stream-K: the first split tile, a counter per block of the split ones
-        cs = inst.params["CM"] * inst.params["CN"]
-        split_from = stream_k_from(inst.params, padded, launch.grid[0] // cs)
-        split = cluster_work(inst.params, padded) - split_from
-        args += (np.int32(split_from), np.int32(split), cupy.zeros(max(1, split * cs), dtype=cupy.uint32))
 
     def run():
         if pad is not None:

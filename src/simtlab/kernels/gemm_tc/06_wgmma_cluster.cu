@@ -28,14 +28,6 @@
 //    K, 4 otherwise (ops/gemm_tc.cluster_params). EPI 0 stores from
 //    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
 //    which costs the main loop more than they save;
-//  * SK 1 (stream-K for the last round): 512 tiles of 128x256 are 3.88 rounds of 132 SMs, so in
-//    the last round 16 SMs idle - 3% of the kernel, cuBLAS's too (its tile count is the same).
-//    The tiles of that round are instead cut along K into equal runs of slices, one per cluster
-//    (a tile split between two or three clusters); each piece's partial sums leave through the
-//    same staging buffers, the tile's last piece storing them and each earlier piece adding its
-//    own in place with a TMA reduce (cp.reduce.async.bulk.tensor .add, in L2) once a counter
-//    says the pieces after it are in - a fixed order, so the result is the same every run. The
-//    host splits only where the model (ops/gemm_tc.stream_k_from) says it pays;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -79,49 +71,10 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-// A cluster's work, in the order it does it (the producer, the store warp and the consumers each
-// walk it alike): f(tile, kb, ke) - tile u's k slices kb..ke-1 - for its share of the cluster
-// tiles below `from`, one in `clusters`, whole; then (SK: stream-K) its share of the slices of the
-// `split` tiles from `from` on: all clusters get an equal run of (tile, slice) pairs
-// split*KT*cluster/clusters onwards, so one tile may be split between two or three clusters.
-// Written for the producer warpgroup's 24 registers: two loops rather than one walk with both
-// positions, and the cluster index read anew where it is used (the host keeps split * KT *
-// clusters below 2^31).
-template <bool SPLIT, int CS, class F>
-__device__ __forceinline__ void for_each_piece(int from, int split, int KT, F&& f) {
-  const int clusters = gridDim.x / CS;
-  for (int u = simtlab::cluster_index<CS>(); u < from; u += clusters) f(u, 0, KT);
-  if constexpr (SPLIT) {  // (unsigned: a third of the registers and instructions of signed division)
-    // only s lives through f: the run's end is worked out again each step
-    auto end = [&]() { return (unsigned)split * KT * (simtlab::cluster_index<CS>() + 1) / (unsigned)clusters; };
-    for (unsigned s = (unsigned)split * KT * simtlab::cluster_index<CS>() / (unsigned)clusters; s < end();) {
-      const unsigned t = s / KT, kb = s - t * KT, ke = min((unsigned)KT, end() - t * KT);
-      f(from + (int)t, (int)kb, (int)ke);
-      s = t * KT + ke;
-    }
-  }
-}
-
-// Stream-K: how many pieces of split tile `tile` come after `cluster`'s (in later clusters' runs,
-// which start at total*i/clusters for i > cluster, skipping empty ones): the order in which their
-// partial sums reach C is fixed - the last piece stores, then each earlier one adds - so the
-// result does not depend on timing.
-__device__ __forceinline__ int pieces_after(int cluster, int clusters, int total, int from, int KT, int tile) {
-  const unsigned n = clusters, all = total, end = (unsigned)(tile - from + 1) * KT;
-  int q = 0;
-  for (unsigned i = cluster + 1; i < n; ++i) {
-    const unsigned start = all * i / n;
-    if (start >= end) break;
-    q += all * (i + 1) / n > start;
-  }
-  return q;
-}
-
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int SK>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
-                      const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C,
-                      int sk_from, int sk_tiles, unsigned* __restrict__ sk_flags) {
+                      const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM > 64 ? 2 : 1, WG_ROWS = BM / CONSUMERS, HALVES = WG_ROWS / 64;
@@ -149,10 +102,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // needs the 240 (and its instrumented build spills a few stamps).
   constexpr int PRODUCER_REGS = KEEP > 4 ? 24 : 40, CONSUMER_REGS = KEEP > 4 ? 240 : 232;
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
-  // SK (EPI 2, 3: the store warp does the fix-up): the sk_tiles cluster tiles from sk_from on are
-  // split along K over all clusters (see for_each_piece); sk_flags: one counter per block of them, zero
-  // between launches (the tile's first piece, the last to use it, sets it back)
-  constexpr bool STREAM_K = SK && EPI >= 2;
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
@@ -183,24 +132,20 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     constexpr int G = GROUP_M / CM > 0 ? GROUP_M / CM : 1;
     int rm, rn;
     place(rm, rn);
-    // (unsigned: signed division costs the producer warpgroup registers it does not have)
-    const unsigned pairs_m = ((M + BM - 1) / BM + CM - 1) / CM, pairs_n = ((N + BN - 1) / BN + CN - 1) / CN;
-    const unsigned per_matrix = pairs_m * pairs_n, zu = (unsigned)u / per_matrix, v = (unsigned)u - zu * per_matrix;
-    const unsigned per_group = G * pairs_n, first = v / per_group * G, in_group = v % per_group;
-    const unsigned rows = min((unsigned)G, pairs_m - first);
+    const int pairs_m = ((M + BM - 1) / BM + CM - 1) / CM, pairs_n = ((N + BN - 1) / BN + CN - 1) / CN;
+    z = u / (pairs_m * pairs_n);
+    u -= z * pairs_m * pairs_n;
+    const int per_group = G * pairs_n, first = (u / per_group) * G;
+    const int rows = min(G, pairs_m - first);
     // (past the matrix when the tile count is odd: zeros in, nothing stored)
-    z = (int)zu;
-    tm = (int)(first + in_group % rows) * CM + rm;
-    tn = (int)(in_group / rows) * CN + rn;
+    tm = (first + (u % per_group) % rows) * CM + rm;
+    tn = (u % per_group) / rows * CN + rn;
   };
   auto work = [&]() {
     return ((M + BM - 1) / BM + CM - 1) / CM * (((N + BN - 1) / BN + CN - 1) / CN) * batch;
   };
-  const int clusters = gridDim.x / CS;
+  const int cluster = blockIdx.x / CS, clusters = gridDim.x / CS;
   const int KT = (K + BK - 1) / BK;
-  // where the tiles done whole end (worked out inside each role: a value live across setmaxnreg
-  // costs the consumers a register they do not have)
-  auto split_from = [&]() { return STREAM_K ? sk_from : work(); };
 
   if (tid == 0) {
 #pragma unroll
@@ -226,75 +171,46 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       // issued after its own has been issued and it has been read (one store still in flight).
       const int lane = tid % 32;
       if (lane == 0) simtlab::tensormap_acquire(map_c);
-      // Stores go out in order: piece g of consumer 0, 1, ... Where a tile's pieces fill the buffers
-      // a whole number of times, piece p of every tile goes to buffer p % BUFS, so no count of
-      // pieces lives through the tile walk (the producer warpgroup's 24 registers)
-      constexpr bool CYCLIC = PIECES % BUFS == 0;
-      int g = 0;  // pieces per consumer so far (!CYCLIC)
-      bool first = true;  // no store issued yet
-      for_each_piece<STREAM_K, CS>(split_from(), sk_tiles, KT, [&](int u, int kb, int ke) {
+      int g = 0, prev_c = -1, prev_g = 0;  // g: pieces per consumer so far
+      for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
-        // Stream-K: a piece of a split tile waits until the pieces after it have reached C, then
-        // adds its partial sums there (the last piece stores them)
-        const bool split = STREAM_K && (kb > 0 || ke < KT);
-        // (this block's counter for tile u: worked out where used, not kept through the stores)
-        auto flag = [&]() { return sk_flags + (u - split_from()) * CS + (CS > 1 ? (int)simtlab::cluster_ctarank() : 0); };
-        const int after = split ? pieces_after(simtlab::cluster_index<CS>(), clusters, sk_tiles * KT, split_from(), KT, u) : 0;
-        const bool add = after > 0;
-        if (add && lane == 0) simtlab::flag_wait(flag(), after);
-        __syncwarp();
         for (int p = 0; p < PIECES; ++p, ++g)
           for (int c = 0; c < CONSUMERS; ++c) {
-            const int b = (CYCLIC ? p : g) % BUFS;
-            simtlab::named_sync(bar_written(c, b), 160);
+            simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
               const int h = p / (BN / 32), q = p % (BN / 32);
-              if (add)
-                simtlab::tma_reduce_add_3d(map_c, buffer(c, b), tn * BN + 32 * q,
-                                           tm * BM + c * WG_ROWS + h * 64, z);
-              else
-                simtlab::tma_store_3d(map_c, buffer(c, b), tn * BN + 32 * q,
-                                      tm * BM + c * WG_ROWS + h * 64, z);
+              simtlab::tma_store_3d(map_c, buffer(c, g % BUFS), tn * BN + 32 * q,
+                                    tm * BM + c * WG_ROWS + h * 64, z);
               simtlab::bulk_commit();
-              if (!first || p > 0 || c > 0) {  // the previous store has read its buffer: hand it back
-                const int prev_c = c > 0 ? c - 1 : CONSUMERS - 1, prev_b = c > 0 ? b : (b + BUFS - 1) % BUFS;
+              if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
                 simtlab::bulk_wait_read<1>();
-                simtlab::mbar_arrive(&freed[prev_c * BUFS + prev_b]);
+                simtlab::mbar_arrive(&freed[prev_c * BUFS + prev_g % BUFS]);
               }
             }
             __syncwarp();  // (the next bar.sync is warp-aligned)
+            prev_c = c, prev_g = g;
           }
-        first = false;
-        if (split && lane == 0) {
-          if (kb > 0) {  // one more piece in: the pieces before this one count them
-            simtlab::bulk_wait<0>();
-            simtlab::flag_add_one(flag());
-          } else {  // the tile's first piece: no one reads the flag after it
-            *reinterpret_cast<volatile unsigned*>(flag()) = 0;
-          }
-        }
-        __syncwarp();
-      });
+      }
       if (lane == 0) simtlab::bulk_wait<0>();
     }
     if (tid == 0) {
       simtlab::tensormap_acquire(map_a);
       simtlab::tensormap_acquire(map_b);
+      int rm, rn;
+      place(rm, rn);
+      // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)
+      // (clusters of 2: both blocks)
+      const unsigned short a_mask = CS == 4 ? 5 << rm : 3, b_mask = CS == 4 ? 3 << (2 * rn) : 3;
       int it = 0;  // slices issued so far, over all tiles: slot and phase
       SIMTLAB_TL(int tile = 0;)
-      for_each_piece<STREAM_K, CS>(split_from(), sk_tiles, KT, [&](int u, int kb, int ke) {
+      for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-        for (int kt = kb; kt < ke; ++kt, ++it) {
+        for (int kt = 0; kt < KT; ++kt, ++it) {
           const int slot = it % STAGES;
           SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
-          // this block's place in the cluster, read again each slice (24 registers), and the blocks an
-          // A slice goes to (this tile row: rm + CM * j) and a B slice (this column) (clusters of 2: both)
-          int rm, rn;
-          place(rm, rn);
-          const unsigned short a_mask = CS == 4 ? 5 << rm : 3, b_mask = CS == 4 ? 3 << (2 * rn) : 3;
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
@@ -325,7 +241,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           }
         }
         SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0, {0, 0, 0, 0}, 0, 0);)
-      });
+      }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
     simtlab::setmaxnreg_inc<CONSUMER_REGS>();
@@ -393,11 +309,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     for (int h = 0; h < HALVES; ++h)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
-    for_each_piece<STREAM_K, CS>(split_from(), sk_tiles, KT, [&](int u, int kb, int ke) {
+    for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-      for (int kt = kb; kt < ke; ++kt, ++it) {
+      for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
         SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], (it / STAGES) & 1))
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
@@ -413,25 +329,25 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         for (int kk = 0; kk < STEPS; ++kk)
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > kb || kk > 0);
+            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if (kt > kb && leader) release((it - 1) % STAGES);
+        if (kt > 0 && leader) release((it - 1) % STAGES);
         if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
 #pragma unroll
           for (int i = 0; i < KEEP; ++i)
-            if (kept && kt - kb == i + 1) hand_over(&keep[16 * i]);
+            if (kept && kt == i + 1) hand_over(&keep[16 * i]);
         }
       }
       simtlab::wgmma_wait<0>();
-      if (ke > kb && leader) release((it - 1) % STAGES);
+      if (KT > 0 && leader) release((it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
       if constexpr (EPI >= 2) {
         // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces
         // in order; EPI 3 keeps the last KEEP in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
-          if (kept && i + 1 >= ke - kb) hand_over(&keep[16 * i]);
+          if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
 #pragma unroll
         for (int p = 0; p < PIECES; ++p) {
           const float* v = &acc[p / (BN / 32)][16 * (p % (BN / 32))];
@@ -472,7 +388,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
-    });
+    }
     if constexpr (EPI == 3) {  // the last tile's kept pieces
 #pragma unroll
       for (int i = 0; i < KEEP; ++i)

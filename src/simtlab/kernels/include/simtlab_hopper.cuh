@@ -127,37 +127,7 @@ __device__ __forceinline__ void tma_store_3d(const void* map, const void* src, i
                "r"(smem_u32addr(src)), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
-// The same box added element by element to what the tensor holds (the add happens in L2).
-__device__ __forceinline__ void tma_reduce_add_3d(const void* map, const void* src, int c0, int c1, int c2) {
-  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::
-                   "l"(map), "r"(smem_u32addr(src)), "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-
-// --- flags between blocks of one grid -----------------------------------------------------------
-// This block's cluster in a grid of clusters of CS blocks along x, read anew each call (volatile:
-// not kept in a register between uses where registers are short).
-template <int CS>
-__device__ __forceinline__ int cluster_index() {
-  unsigned b;
-  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(b));
-  return (int)(b / CS);
-}
-// Wait until *flag >= value (acquire, GPU scope); the copy engine's later reads and writes (the
-// async proxy) are ordered after what the flag published.
-__device__ __forceinline__ void flag_wait(const unsigned* flag, unsigned value) {
-  unsigned seen;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
-  } while (seen < value);
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-// Count one more, once this thread's completed copy-engine writes (bulk_wait<0>) are visible.
-__device__ __forceinline__ void flag_add_one(unsigned* flag) {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(flag) : "memory");
-}
 
 // Wait until at most N committed stores still read their shared source (it may be reused) ...
 template <int N>
