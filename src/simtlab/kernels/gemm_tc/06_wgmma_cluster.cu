@@ -28,9 +28,6 @@
 //    K, 4 otherwise (ops/gemm_tc.cluster_params). EPI 0 stores from
 //    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
 //    which costs the main loop more than they save;
-//  * WARM 1: thread 0 fetches the tensor maps and prefetches the first tile's first slices into
-//    L2 (cp.async.bulk.prefetch.tensor) before the barriers are set up and the cluster barrier,
-//    so the pipeline's first fill starts from L2;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -74,33 +71,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-// WARM: this block's share of the first STAGES slices of cluster tile `u` (its first) into L2,
-// after fetching the tensor maps. The tile's place as the kernel's tile walk works it out.
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN>
-__device__ __noinline__ void warm_l2(int M, int N, int K, int batch, const void* map_a, const void* map_b, int u,
-                                     int rm, int rn) {
-  constexpr int BK = 128 / (DT == 2 ? 4 : 2), G = GROUP_M / CM > 0 ? GROUP_M / CM : 1;
-  simtlab::tensormap_acquire(map_a);
-  simtlab::tensormap_acquire(map_b);
-  const int pairs_m = ((M + BM - 1) / BM + CM - 1) / CM, pairs_n = ((N + BN - 1) / BN + CN - 1) / CN;
-  if (u >= pairs_m * pairs_n * batch) return;
-  const int z = u / (pairs_m * pairs_n);
-  u -= z * pairs_m * pairs_n;
-  const int per_group = G * pairs_n, first = (u / per_group) * G, rows = min(G, pairs_m - first);
-  const int tm = (first + (u % per_group) % rows) * CM + rm, tn = (u % per_group) / rows * CN + rn;
-  for (int kt = 0; kt < STAGES && kt * BK < K; ++kt) {
-    simtlab::tma_prefetch_3d(map_a, kt * BK, tm * BM + (CN > 1 ? rn * (BM / CN) : 0), z);
-    if constexpr (DT == 2) {
-      simtlab::tma_prefetch_3d(map_b, kt * BK, tn * BN + (CM > 1 ? rm * (BN / CM) : 0), z);
-    } else {
-#pragma unroll
-      for (int i = 0; i < BN / 64 / CM; ++i)
-        simtlab::tma_prefetch_3d(map_b, tn * BN + 64 * (rm * (BN / 64 / CM) + i), kt * BK, z);
-    }
-  }
-}
-
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int WARM>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -176,15 +147,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   const int cluster = blockIdx.x / CS, clusters = gridDim.x / CS;
   const int KT = (K + BK - 1) / BK;
 
-  if (WARM && tid == 0) {
-    // WARM: before anything waits, the tensor maps' descriptors are fetched and the first tile's
-    // first STAGES slices (this block's share) pulled into L2, so the first loads after the
-    // barrier set-up and the cluster barrier find them there. (A separate, not inlined function:
-    // sharing its arithmetic with the tile walk would keep values live into the consumers.)
-    int rm, rn;
-    place(rm, rn);
-    warm_l2<DT, BM, BN, STAGES, GROUP_M, CM, CN>(M, N, K, batch, map_a, map_b, cluster, rm, rn);
-  }
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
@@ -233,10 +195,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       if (lane == 0) simtlab::bulk_wait<0>();
     }
     if (tid == 0) {
-      if (!WARM) {
-        simtlab::tensormap_acquire(map_a);
-        simtlab::tensormap_acquire(map_b);
-      }
+      simtlab::tensormap_acquire(map_a);
+      simtlab::tensormap_acquire(map_b);
       int rm, rn;
       place(rm, rn);
       // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)

@@ -82,13 +82,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, u64* bar
 }
 
 // --- clusters (gemm_tc rung 6) ------------------------------------------------------------------
-// Pull a box of the tensor into L2 (no shared memory, no barrier): a later load of it hits there.
-__device__ __forceinline__ void tma_prefetch_3d(const void* map, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(map), "r"(c0), "r"(c1),
-               "r"(c2)
-               : "memory");
-}
-
 // This block's rank in its cluster.
 __device__ __forceinline__ unsigned cluster_ctarank() {
   unsigned r;
