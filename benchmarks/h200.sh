@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -166,6 +166,15 @@ if [[ $phase == waves ]]; then  # issues 11-12: does the last round's gap cost w
     --json-out "$OUT/waves_tc.json"
   timeout 120 simtlab ladder gemm --rung 10 -s 4096 -s 2816x6144x4096 --json-out "$OUT/waves_fp32.json"
 fi
+if [[ $phase == out16 ]]; then  # issue 12: rung 6 writing C in fp16 / bf16 (mixed precision)
+  echo "== GPU tests of 16-bit output (pytest_out16.txt)"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
+    -k "sixteen or (cluster_rung_variants and (CM2-EPI3 or CM1-EPI0))" > "$OUT/pytest_out16.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_out16.txt" | tail -8
+  echo "== rung 6 writing bf16 / fp16 C beside cuBLAS and Triton writing the same, and writing fp32"
+  timeout 200 simtlab ladder gemm_tc --rung 6 -s 4096:bf16:bf16 -s 4096:bf16 -s 8192:fp16:fp16 -s 8192:fp16 \
+    -s 8192x1024x8192:bf16:bf16 -s 64x512x512x512:bf16:bf16 --json-out "$OUT/out16.json"
+fi
 if [[ $phase == wgmma ]]; then  # issue 12: does a wgmma's time shrink with N in steps of 8 (tiles narrower than 256)?
   echo "== wgmma m64nNk16 rate by N"
   timeout 30 python3 benchmarks/wgmma_rate.py --json "$OUT/wgmma_fp16.json"
@@ -230,7 +239,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

@@ -542,6 +542,55 @@ def test_cluster_rung_variants_match_float64_and_cublas(size, variant):
     _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
 
 
+# rung 6 writing a 16-bit C (mixed precision): its defaults and the epilogues and cluster shapes
+OUT_VARIANTS = [dict(), dict(EPI=1), dict(EPI=2), dict(KEEP=5), dict(CM=2, CN=2), dict(CM=1, CN=2, BM=256, BN=128),
+                dict(BM=64, BN=64, CM=1, EPI=3, BUFS=4)]
+
+
+@pytest.mark.parametrize("variant", OUT_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)) or "default")
+@pytest.mark.parametrize("size", ["300x264x520:fp16:fp16", "1000x1013x37:bf16:bf16", "1x1x1:bf16:bf16",
+                                  "3x129x65x66:fp16:fp16", "2048x2048x4096:bf16:bf16"])
+def test_sixteen_bit_output_matches_float64_and_cublas(size, variant):
+    """fp16/bf16 inputs, fp32 sums, C rounded to fp16/bf16 in rung 6's epilogue: within the accumulation
+    bound plus half an ulp of the output type of the float64 product (C poisoned with NaN first, three
+    launches), and within twice that of cuBLAS writing the same type."""
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.ops import gemm_tc
+
+    fam, dev = family("gemm_tc"), device_info()
+    rung, p = fam.rung("wgmma_cluster"), gemm_tc.parse_size(size)
+    ws = fam.op().workspace(p, 31)
+    inst = build(rung, choose_params(rung, p, dev, None, explicit=variant), dev.arch)
+    assert inst.params["OUT"] == gemm_tc.OUT[p.out]
+    run = runner(inst, p, ws, None, dev)
+    for _ in range(3):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    tol = gemm_tc.tolerance(p)
+    ours = ws.output().copy()
+    verdict = compare(ours, ws.expected(), tol)
+    assert verdict.ok, verdict.reason
+    ws.poison()
+    gemm_tc._cublas(ws)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert compare(ours, ws.output(), 2 * tol).ok
+
+
+def test_sixteen_bit_output_is_refused_by_name_elsewhere():
+    """Rungs 1-5 write fp32 only: a 16-bit C is refused with the reason, never written wrongly."""
+    from simtlab.launch import LaunchError
+    from simtlab.ops import gemm_tc
+    from simtlab.device import device_info
+
+    fam, p = family("gemm_tc"), gemm_tc.parse_size("128:bf16:bf16")
+    ws = fam.op().workspace(p, 5)
+    with pytest.raises(LaunchError, match="written by rung wgmma_cluster only"):
+        runner(build(fam.rung("wgmma_ws"), None, device_info().arch), p, ws, None)
+
+
 @pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("size", ["3x65x66x67:fp16", "4x128x128x64:bf16", "2x1x1x1:fp16"])
 def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):

@@ -167,10 +167,37 @@ def test_tf32_problems_and_the_rungs_that_take_them():
 
 def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
     """KEEP 5 where K has 64 slices or more (4096 for 16-bit inputs, 2048 for TF32), else 4."""
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5}
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4}  # 63 slices
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0}  # 63 slices
     assert tc.cluster_params(tc.TcProblem(2048, 2048, 2048, "bfloat16"))["KEEP"] == 4
     assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0}
     rung = family("gemm_tc").rung("wgmma_cluster")
     assert rung.size_defaults == "cluster_params" and rung.params("sm_90")["KEEP"] == 4
+
+
+def test_sixteen_bit_output_is_a_second_suffix_for_rung_6_only():
+    from simtlab.catalog import family
+
+    p = tc.parse_size("4096:bf16:bf16")
+    assert (p.dtype, p.out) == ("bfloat16", "bfloat16") and p.label == "4096x4096x4096:bf16:bf16"
+    assert tc.parse_size(p.label) == p and tc.parse_size("4096:bf16:fp32") == tc.parse_size("4096:bf16")
+    assert tc.parse_size("2x64x64x64:fp16:fp16").batch == 2
+    assert p.bytes == 2 * (2 * 4096 * 4096) + 2 * 4096 * 4096  # C at two bytes an element
+    # the tolerance adds half an ulp of the output type to the accumulation bound
+    assert tc.tolerance(p) == pytest.approx(tc.tolerance(tc.parse_size("4096:bf16")) + 2.0 ** -8)
+    assert tc.tolerance(tc.parse_size("64:fp16:fp16")) == pytest.approx(tc.tolerance(tc.parse_size("64")) + 2.0 ** -11)
+    for bad, why in (("64:tf32:bf16", "float32 or the inputs' own type"), ("64:fp16:bf16", "float32 or the inputs"),
+                     ("64:bf16:fp64", "output type is fp32, fp16 or bf16")):
+        with pytest.raises(ValueError, match=why):
+            tc.parse_size(bad)
+    fam = family("gemm_tc")
+    assert "written by rung wgmma_cluster only" in tc.unsupported(fam.rung("wgmma_ws"), p)
+    assert tc.unsupported(fam.rung("wgmma_cluster"), p) is None
+    assert tc.cluster_params(p)["OUT"] == 2 and tc.cluster_params(tc.parse_size("64:fp16:fp16"))["OUT"] == 1
+    assert tc.cluster_params(tc.parse_size("64:bf16"))["OUT"] == 0
+    params = fam.rung("wgmma_cluster").params("sm_90", {"DT": 1, "OUT": 2})
+    with pytest.raises(ValueError, match="needs EPI 1-3"):
+        tc.geometry_wgmma_cluster({**params, "EPI": 0}, p)
+    box = tc.store_box(tc.TcProblem(300, 136, 72, "bfloat16", 5, "bfloat16"))
+    assert box.strides == (2 * 136, 2 * 136 * 300) and box.box == (32, 64, 1)  # 64-byte rows of 32 columns

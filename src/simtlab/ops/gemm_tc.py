@@ -1,5 +1,6 @@
 """Tensor-core GEMM with fp16 or bf16 inputs (or fp32 inputs multiplied as TF32) and fp32
-accumulation and output: C (MxN, fp32) = A (MxK) @ B (KxN), all row-major and contiguous."""
+accumulation: C (MxN) = A (MxK) @ B (KxN), all row-major and contiguous. C is fp32, or (rung 6,
+mixed precision) fp16 or bf16, rounded to nearest from the fp32 sums: '4096:bf16:bf16'."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from ..launch import Launch, LaunchError, function_handle, grid2
 from ..verify import dot_tolerance
 from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
-from .tma import TmaBox, encode_tensor_map
+from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -19,8 +20,12 @@ SHORT = {v: k for k, v in DTYPES.items()}
 DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 TF32_RUNGS = ("wgmma_ws", "wgmma_cluster")  # the rungs with a TF32 form (wgmma's tf32 shape, B transposed first)
+OUT_RUNGS = ("wgmma_cluster",)  # the rungs that can write C in fp16 / bf16 (rounded in their epilogue)
+OUTS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # C's type, a second size suffix
+OUT_SHORT = {v: k for k, v in OUTS.items()}
+OUT = {"float32": 0, "float16": 1, "bfloat16": 2}  # rung 6's OUT template argument
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
-_CUDA_R_32F, _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 0, 68, 77, -1
+_CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 68, 77, -1
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class TcProblem:
     K: int
     dtype: str = "float16"
     batch: int = 1  # batched strided GEMM: `batch` independent products, matrices back to back
+    out: str = "float32"  # C's type: fp32, or fp16 / bf16 rounded from the fp32 sums
 
     def __post_init__(self):
         for name in ("M", "N", "K", "batch"):
@@ -37,6 +43,11 @@ class TcProblem:
                 raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
         if self.dtype not in DT:
             raise ValueError(f"tensor-core GEMM inputs are float16, bfloat16 or float32 (as TF32), not {self.dtype}")
+        if self.out not in OUT:
+            raise ValueError(f"tensor-core GEMM output is float32, float16 or bfloat16, not {self.out}")
+        if self.out not in ("float32", self.dtype):
+            raise ValueError(f"C is float32 or the inputs' own type ({self.dtype} here), not {self.out}: the mixed "
+                             "precision cuBLAS offers too (and TF32 products are written in fp32)")
         if self.batch > 65535:
             raise ValueError(f"batch {self.batch} exceeds the grid's z limit (65535); split it into several calls")
 
@@ -47,7 +58,8 @@ class TcProblem:
     @property
     def label(self) -> str:
         batch = f"{self.batch}x" if self.batch > 1 else ""
-        return f"{batch}{self.M}x{self.N}x{self.K}:{self.short}"
+        out = f":{OUT_SHORT[self.out]}" if self.out != "float32" else ""
+        return f"{batch}{self.M}x{self.N}x{self.K}:{self.short}{out}"
 
     @property
     def flops(self) -> int:
@@ -55,31 +67,38 @@ class TcProblem:
 
     @property
     def bytes(self) -> int:
-        return (ELEMENT_BYTES[self.dtype] * (self.M * self.K + self.K * self.N) + 4 * self.M * self.N) * self.batch
+        return (ELEMENT_BYTES[self.dtype] * (self.M * self.K + self.K * self.N)
+                + ELEMENT_BYTES[self.out] * self.M * self.N) * self.batch
 
 
 def parse_size(text: str, **_) -> TcProblem:
     """'4096' (a cube, fp16), 'MxNxK', or 'BATCHxMxNxK' (batched strided), with ':fp16', ':bf16' or
-    ':tf32' (fp32 inputs on the tensor cores)."""
-    size, _, kind = str(text).lower().partition(":")
+    ':tf32' (fp32 inputs on the tensor cores), then optionally C's type, ':fp32' (the default),
+    ':fp16' or ':bf16' ('4096:bf16:bf16': bf16 in, fp32 sums, bf16 out)."""
+    size, _, kinds = str(text).lower().partition(":")
+    kind, _, out = kinds.partition(":")
     if kind and kind not in DTYPES:
         raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16, bf16 or tf32, not {kind!r}")
+    if out and out not in OUTS:
+        raise ValueError(f"tensor-core GEMM {text!r}: the output type is fp32, fp16 or bf16, not {out!r}")
     dtype = DTYPES[kind or "fp16"]
+    kw = {"out": OUTS[out]} if out else {}
     parts = size.replace("*", "x").split("x")
     if len(parts) == 1:
         n = parse_int(parts[0], "GEMM size")
-        return TcProblem(n, n, n, dtype)
+        return TcProblem(n, n, n, dtype, **kw)
     if len(parts) == 4:
         b, m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
-        return TcProblem(m, n, k, dtype, b)
+        return TcProblem(m, n, k, dtype, b, **kw)
     if len(parts) != 3:
         raise ValueError(f"GEMM size {text!r}: use N (a cube), MxNxK or BATCHxMxNxK, optionally with :fp16, :bf16 "
                          "or :tf32")
     m, n, k = (parse_int(q, f"GEMM size {text!r}") for q in parts)
-    return TcProblem(m, n, k, dtype)
+    return TcProblem(m, n, k, dtype, **kw)
 
 
 TF32_INPUT_ERROR = 2.0 ** -9  # TF32 keeps 10 of fp32's 23 mantissa bits; the tensor cores truncate
+OUTPUT_ROUNDING = {"float32": 0.0, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}  # half an ulp: 10 / 7 mantissa bits
 
 
 def tolerance(p: TcProblem, ws=None) -> float:
@@ -88,8 +107,9 @@ def tolerance(p: TcProblem, ws=None) -> float:
     bound (the reference is the float64 product of the same half-precision inputs).
     TF32: the reference is the float64 product of the fp32 inputs, and each input loses its last 13
     mantissa bits (up to 2^-10 relative each, 2^-9 for a product): 2^-9 normwise on top of the
-    accumulation bound. cuBLAS's TF32 mode lands in the same band (tests/test_gpu.py)."""
-    acc = 4 * dot_tolerance("float32", p.K)
+    accumulation bound. cuBLAS's TF32 mode lands in the same band (tests/test_gpu.py).
+    A 16-bit C adds its own rounding of each sum, at most half an ulp: 2^-11 (fp16), 2^-8 (bf16)."""
+    acc = 4 * dot_tolerance("float32", p.K) + OUTPUT_ROUNDING[p.out]
     return acc + TF32_INPUT_ERROR if p.dtype == "float32" else acc
 
 
@@ -98,6 +118,9 @@ def unsupported(rung, p: TcProblem) -> str | None:
     if p.dtype == "float32" and rung.name not in TF32_RUNGS:
         return (f"TF32 inputs run on rungs {' and '.join(TF32_RUNGS)} only (wgmma's tf32 form; B transposed to "
                 "K-major first)")
+    if p.out != "float32" and rung.name not in OUT_RUNGS:
+        return (f"a {p.out} C is written by rung {' and '.join(OUT_RUNGS)} only (rounded in its epilogue); "
+                "the other rungs write fp32")
     return None
 
 
@@ -116,7 +139,7 @@ KEEP_DEEP_SLICES = 64
 def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
     """Rung 6: the element type, and how many epilogue pieces wait in registers for the next tile."""
     slices = -(-p.K // slice_k(p.dtype))
-    return {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4}
+    return {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4, "OUT": OUT[p.out]}
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -211,6 +234,9 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     if smem > limit:  # (said here, before any compile, with what to change)
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
                          "limit of a block (fewer STAGES or BUFS, or EPI 0)")
+    if params.get("OUT", 0) and params["EPI"] == 0:
+        raise ValueError(f"rung 6 with {params}: a 16-bit C (OUT {params['OUT']}) leaves through the staging "
+                         "buffers, so it needs EPI 1-3")
     if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
         raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]
@@ -262,9 +288,10 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
 
 
 def store_box(p: TcProblem) -> TmaBox:
-    """Rung 6's TMA stores (EPI 1-3): C (M x N fp32, N contiguous) in 32 x 64 boxes (a 128-byte
-    swizzle row of columns, a warpgroup's 64 rows)."""
-    return TmaBox((p.N, p.M, p.batch), (4 * p.N, 4 * p.N * p.M), (32, 64, 1))
+    """Rung 6's TMA stores (EPI 1-3): C (M x N, N contiguous) in 32 x 64 boxes: 32 columns (a
+    128-byte swizzle row in fp32, a 64-byte one in fp16 / bf16) by a warpgroup's 64 rows."""
+    es = ELEMENT_BYTES[p.out]
+    return TmaBox((p.N, p.M, p.batch), (es * p.N, es * p.N * p.M), (32, 64, 1))
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -282,7 +309,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     pad = None if p.K % 8 == 0 and p.N % 8 == 0 else PaddedOperands(ws.A, ws.B, ws.C, 8)
     A, B, C = (ws.A, ws.B, ws.C) if pad is None else (pad.A, pad.B, pad.C)
     kp, np_ = A.shape[-1], B.shape[-1]
-    padded = TcProblem(p.M, np_, kp, p.dtype, p.batch)
+    padded = TcProblem(p.M, np_, kp, p.dtype, p.batch, p.out)
     launch = inst.geometry(padded, device)
     func = prepare(inst, launch, vec, device)
     if inst.rung.name == "wgmma_cluster":
@@ -297,7 +324,11 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
             encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
     if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1-3)
-        maps.append(encode_tensor_map(store_box(padded), C.data.ptr, "float32"))
+        if inst.params.get("OUT", 0) != OUT[p.out]:
+            raise LaunchError(f"rung 6 built with OUT {inst.params.get('OUT', 0)} cannot write a {p.out} C "
+                              f"(OUT {OUT[p.out]})")
+        swizzle = TMA_SWIZZLE_128B if p.out == "float32" else TMA_SWIZZLE_64B  # (the staging layout's)
+        maps.append(encode_tensor_map(store_box(padded), C.data.ptr, p.out, swizzle))
     maps = cupy.asarray(np.concatenate(maps))
     sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
     if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves
@@ -360,10 +391,12 @@ class Workspace:
         lead = (p.batch,) if p.batch > 1 else ()  # batched: matrices back to back (strides M*K, K*N, M*N)
         self.A = _narrow(rng.random(lead + (p.M, p.K), dtype=cupy.float32) * 2 - 1, p.dtype)
         self.B = _narrow(rng.random(lead + (p.K, p.N), dtype=cupy.float32) * 2 - 1, p.dtype)
-        self.C = cupy.empty(lead + (p.M, p.N), dtype=cupy.float32)
+        # (a bf16 C, like bf16 inputs, is held as its uint16 bit pattern)
+        self.C = cupy.empty(lead + (p.M, p.N), dtype={"float32": cupy.float32, "float16": cupy.float16,
+                                                       "bfloat16": cupy.uint16}[p.out])
 
     def poison(self) -> None:
-        self.C.fill(np.nan)
+        self.C.fill(BF16_NAN if self.p.out == "bfloat16" else np.nan)
 
     def args(self) -> tuple:
         p = self.p
@@ -378,7 +411,11 @@ class Workspace:
         return _widen(self.A) @ _widen(self.B)
 
     def output(self):
-        return self.C
+        """C as numbers (a bf16 C widened from its bit pattern)."""
+        return bf16_bits_to_float32(self.C) if self.p.out == "bfloat16" else self.C
+
+
+BF16_NAN = 0x7FC0  # a bf16 quiet NaN's bit pattern: the poison of a bf16 C
 
 
 def _narrow(x, dtype: str):
@@ -408,8 +445,8 @@ def workspace(p: TcProblem, seed: int) -> Workspace:
 
 
 def _cublas(ws: Workspace):
-    """cublasGemmEx: half-precision inputs, fp32 compute and output (what the rungs do); fp32
-    inputs with CUBLAS_COMPUTE_32F_FAST_TF32 (cuBLAS's TF32 mode)."""
+    """cublasGemmEx: half-precision inputs, fp32 compute, C in the problem's output type (what the
+    rungs do); fp32 inputs with CUBLAS_COMPUTE_32F_FAST_TF32 (cuBLAS's TF32 mode)."""
     import cupy
     from cupy_backends.cuda.libs import cublas
 
@@ -417,19 +454,19 @@ def _cublas(ws: Workspace):
     cublas.setPointerMode(handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
     p = ws.p
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
-    dt = _CUDA_DATA_TYPE[p.dtype]
+    dt, ct = _CUDA_DATA_TYPE[p.dtype], _CUDA_DATA_TYPE[p.out]
     op_n = getattr(cublas, "CUBLAS_OP_N", 0)
     compute = _CUBLAS_COMPUTE_32F_FAST_TF32 if p.dtype == "float32" else _CUBLAS_COMPUTE_32F
 
     def run():  # row-major C = A B as column-major C^T = B^T A^T
         cublas.gemmEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
-                      ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, _CUDA_R_32F, p.N,
+                      ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, ct, p.N,
                       compute, _CUBLAS_GEMM_DEFAULT)
 
     def run_batched():  # the same per matrix, strides between them (cublasGemmStridedBatchedEx)
         cublas.gemmStridedBatchedEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
                                     p.K * p.N, ws.A.data.ptr, dt, p.K, p.M * p.K, zero.ctypes.data, ws.C.data.ptr,
-                                    _CUDA_R_32F, p.N, p.M * p.N, p.batch, compute, _CUBLAS_GEMM_DEFAULT)
+                                    ct, p.N, p.M * p.N, p.batch, compute, _CUBLAS_GEMM_DEFAULT)
 
     return run_batched if p.batch > 1 else run
 
@@ -437,11 +474,12 @@ def _cublas(ws: Workspace):
 def _triton(ws: Workspace):
     from ..references.triton_gemm import triton_tc_gemm_runner
 
-    return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype)
+    return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype, ws.p.out)
 
 
 def references() -> list[Reference]:
-    # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable)
+    # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable - C's type
+    # follows the problem, whose label names a 16-bit one: '...:bf16:bf16')
     refs = [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]
     try:
         import torch  # noqa: F401

@@ -11,7 +11,7 @@ import numpy as np
 # cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
 TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = \
     6, 7, 9, 0, 3, 3, 0
-TMA_SWIZZLE_NONE = 0
+TMA_SWIZZLE_NONE, TMA_SWIZZLE_64B = 0, 2
 _TMA_TYPE = {"float16": TMA_FLOAT16, "bfloat16": TMA_BFLOAT16, "float32": TMA_FLOAT32}
 
 

@@ -87,10 +87,13 @@ def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
     return _launch(_sgemm, torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C), alpha, beta, True)
 
 
-def triton_tc_gemm_runner(A, B, C, dtype: str):
-    """C (fp32) = A @ B for fp16 inputs, bf16 held as uint16 bits (viewed as torch.bfloat16, no
-    copy), or fp32 inputs multiplied as TF32; A, B, C may carry a leading batch dimension."""
+def triton_tc_gemm_runner(A, B, C, dtype: str, out: str = "float32"):
+    """C = A @ B for fp16 inputs, bf16 held as uint16 bits (viewed as torch.bfloat16, no copy), or
+    fp32 inputs multiplied as TF32; C in fp32, or fp16 / bf16 (`out`, bf16 again as uint16 bits;
+    the fp32 accumulators rounded as they are stored); A, B, C may carry a leading batch dimension."""
     a, b, c = torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C)
     if dtype == "bfloat16":
         a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
+    if out == "bfloat16":
+        c = c.view(torch.bfloat16)
     return _launch(_tf32_gemm if dtype == "float32" else _tc_gemm, a, b, c, 1.0, 0.0, False)

@@ -28,6 +28,9 @@
 //    K, 4 otherwise (ops/gemm_tc.cluster_params). EPI 0 stores from
 //    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
 //    which costs the main loop more than they save;
+//  * OUT 1, 2: C in fp16 or bf16 (mixed precision: 16-bit inputs, fp32 accumulation, 16-bit
+//    output) - each piece rounded to nearest (cvt.rn.f16x2/bf16x2) as it is written to staging,
+//    half the bytes stored; the host encodes C's tensor map for the output type;
 //  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
@@ -71,7 +74,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -85,6 +88,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
   constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1-3: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
+  // (OUT 1, 2: C in fp16 or bf16 - the same pieces at half the bytes, 64-byte rows in the 64-byte
+  // swizzle, in the same 8 KiB buffers)
+  static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
+  static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
   static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
@@ -286,9 +293,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int r = warp * 16 + lane / 4 + 8 * e;
-          const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
-          *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
-              make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
+          if constexpr (OUT == 0) {
+            const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
+            *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
+                make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
+          } else {  // 16-bit C: 16-byte chunk jj of a 64-byte row, 64-byte swizzle (chunk ^ (row / 2) % 4)
+            *reinterpret_cast<unsigned*>(buf + r * 64 + (jj ^ ((r >> 1) & 3)) * 16 + (lane % 4) * 4) =
+                simtlab::pack_half2<OUT>(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
+          }
         }
       simtlab::fence_async_smem();  // (before the copy engine, another proxy, reads it)
     };

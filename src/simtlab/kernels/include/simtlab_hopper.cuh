@@ -127,6 +127,18 @@ __device__ __forceinline__ void tma_store_3d(const void* map, const void* src, i
                "r"(smem_u32addr(src)), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+// Two fp32 values rounded to nearest into one 32-bit pair of 16-bit floats, `lo` in the low
+// half (the lower address): OUT 1 fp16, 2 bf16.
+template <int OUT>
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+  static_assert(OUT == 1 || OUT == 2, "OUT: 1 fp16, 2 bf16");
+  unsigned d;
+  if constexpr (OUT == 1)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 
 // Wait until at most N committed stores still read their shared source (it may be reused) ...
