@@ -478,14 +478,15 @@ def _triton(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable - C's type
-    # follows the problem, whose label names a 16-bit one: '...:bf16:bf16')
-    refs = [Reference("cuBLAS (GemmEx, fp32 out)", _cublas)]
+    # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable. C's type
+    # follows the problem, whose label names a 16-bit one, '...:bf16:bf16'; runs before 16-bit C
+    # existed named these "..., fp32 out")
+    refs = [Reference("cuBLAS (GemmEx, fp32 sums)", _cublas)]
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
 
-        refs.append(Reference("Triton (tl.dot, fp32 out)", _triton))
+        refs.append(Reference("Triton (tl.dot, fp32 sums)", _triton))
     except Exception:
         pass  # optional, as for the fp32 GEMM: the matmul a Python user would write
     return refs

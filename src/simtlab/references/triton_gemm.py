@@ -1,7 +1,8 @@
 """Triton matmuls, the second reference a Python user would reach for: one kernel, autotuned twice
 over tile shapes per size - fp32 in IEEE precision (no TF32) for the fp32 GEMM ladder, and fp16 or
-bf16 (or fp32 as TF32) on the tensor cores with fp32 output (batched) for the tensor-core ladder. Needs Triton and
-PyTorch (both on the H200 image), imported only when used."""
+bf16 (or fp32 as TF32) on the tensor cores with fp32 sums and an fp32, fp16 or bf16 C (batched)
+for the tensor-core ladder. Needs Triton and PyTorch (both on the H200 image), imported only when
+used."""
 
 from __future__ import annotations
 
