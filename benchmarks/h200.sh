@@ -167,9 +167,9 @@ if [[ $phase == waves ]]; then  # issues 11-12: does the last round's gap cost w
   timeout 120 simtlab ladder gemm --rung 10 -s 4096 -s 2816x6144x4096 --json-out "$OUT/waves_fp32.json"
 fi
 if [[ $phase == out16 ]]; then  # issue 12: rung 6 writing C in fp16 / bf16 (mixed precision)
-  echo "== GPU tests of 16-bit output (pytest_out16.txt)"
+  echo "== GPU tests of 16-bit output and simtlab.gemm_tc (pytest_out16.txt)"
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
-    -k "sixteen or (cluster_rung_variants and (CM2-EPI3 or CM1-EPI0))" > "$OUT/pytest_out16.txt" 2>&1
+    -k "sixteen or gemm_tc_api or (cluster_rung_variants and (CM2-EPI3 or CM1-EPI0))" > "$OUT/pytest_out16.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_out16.txt" | tail -8
   echo "== rung 6 writing bf16 / fp16 C beside cuBLAS and Triton writing the same, and writing fp32"
   timeout 200 simtlab ladder gemm_tc --rung 6 -s 4096:bf16:bf16 -s 4096:bf16 -s 8192:fp16:fp16 -s 8192:fp16 \

@@ -119,6 +119,67 @@ def test_gemm_api_on_misaligned_and_torch_inputs():
     assert torch.allclose(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(256, 512, 1024), (67, 65, 131), (3, 129, 72, 200)], ids=lambda s: "x".join(map(str, s)))
+def test_gemm_tc_api_on_cupy_and_torch_inputs(shape):
+    """simtlab.gemm_tc: fp16 CuPy arrays and fp16 / bf16 PyTorch tensors (bf16 zero-copy as its bits),
+    2-D and batched, odd K and N (padded copies), C in fp32 or the inputs' type, rung 6 and rung 3,
+    each against the float64 product within the family's tolerance."""
+    import cupy
+
+    import simtlab
+    from simtlab.ops import gemm_tc
+
+    *lead, M, N, K = shape
+    rng = cupy.random.default_rng(7)
+    A = (rng.random((*lead, M, K), dtype=cupy.float32) * 2 - 1).astype(cupy.float16)
+    B = (rng.random((*lead, K, N), dtype=cupy.float32) * 2 - 1).astype(cupy.float16)
+    ref = A.astype(cupy.float64) @ B.astype(cupy.float64)
+    for out, rung in (("float32", "best"), ("float16", "best"), ("float32", "mma_multistage")):
+        C = simtlab.gemm_tc(A, B, out_dtype=out, rung=rung)
+        assert C.dtype == cupy.dtype(out) and C.shape == ref.shape
+        p = gemm_tc.TcProblem(M, N, K, "float16", lead[0] if lead else 1, out)
+        verdict = compare(C, ref, gemm_tc.tolerance(p))
+        assert verdict.ok, (out, rung, verdict.reason)
+    C = cupy.full(ref.shape, cupy.nan, dtype=cupy.float32)  # in place
+    assert simtlab.gemm_tc(A, B, C) is C and compare(C, ref, gemm_tc.tolerance(gemm_tc.TcProblem(M, N, K))).ok
+    torch = pytest.importorskip("torch")
+    a = torch.from_dlpack(A).to(torch.bfloat16)
+    b = torch.from_dlpack(B).to(torch.bfloat16)
+    ref = a.double() @ b.double()
+    for out in ("float32", "bfloat16"):
+        c = simtlab.gemm_tc(a, b, out_dtype=out)
+        assert isinstance(c, torch.Tensor) and c.dtype == getattr(torch, out) and tuple(c.shape) == tuple(ref.shape)
+        p = gemm_tc.TcProblem(M, N, K, "bfloat16", lead[0] if lead else 1, out)
+        err = float(torch.linalg.vector_norm((c.double() - ref).flatten()) / torch.linalg.vector_norm(ref.flatten()))
+        assert err <= gemm_tc.tolerance(p), (out, err)
+
+
+def test_gemm_tc_api_errors():
+    import cupy
+
+    import simtlab
+
+    a = cupy.ones((4, 8), cupy.float16)
+    b = cupy.ones((8, 16), cupy.float16)
+    with pytest.raises(TypeError, match="takes float16 or bfloat16"):
+        simtlab.gemm_tc(a.astype(cupy.float32), b)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        simtlab.gemm_tc(a, a)
+    with pytest.raises(ValueError, match="out_dtype is 'float32' or the inputs' own type"):
+        simtlab.gemm_tc(a, b, out_dtype="bfloat16")
+    with pytest.raises(ValueError, match="C is float16"):
+        simtlab.gemm_tc(a, b, cupy.ones((4, 16), cupy.float16))
+    with pytest.raises(ValueError, match="both 2-D"):
+        simtlab.gemm_tc(a[None], b)
+    with pytest.raises(TypeError, match="GPU array"):
+        simtlab.gemm_tc(np.ones((4, 8), np.float16), b)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        simtlab.gemm_tc(cupy.ones((0, 8), cupy.float16), b)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="A is bfloat16 and B is float16"):
+        simtlab.gemm_tc(torch.ones(4, 8, device="cuda", dtype=torch.bfloat16), b)
+
+
 def test_gemm_api_errors():
     import cupy
 

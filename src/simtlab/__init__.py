@@ -14,4 +14,11 @@ def gemm(*args, **kwargs):
     return _gemm(*args, **kwargs)
 
 
-__all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm"]
+def gemm_tc(*args, **kwargs):
+    """See `simtlab.api.gemm_tc`: fp16 / bf16 GEMM on the tensor cores (imported lazily)."""
+    from .api import gemm_tc as _gemm_tc
+
+    return _gemm_tc(*args, **kwargs)
+
+
+__all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm", "gemm_tc"]

@@ -11,7 +11,7 @@ from .launch import build, choose_params, prepare
 from .ops.base import require_cupy_array
 from .ops.gemm import GemmProblem
 
-__all__ = ["gemm"]
+__all__ = ["gemm", "gemm_tc"]
 
 
 @lru_cache(maxsize=64)
@@ -108,3 +108,109 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
 
         return torch.from_dlpack(c)
     return c
+
+
+# --- tensor cores ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _tc_instance(rung_name: str, params: tuple, arch: str):
+    return build(family("gemm_tc").rung(rung_name), dict(params), arch)
+
+
+class _TcOperands:
+    """The caller's arrays in the shape of the tensor-core family's workspace (what its runner reads)."""
+
+    def __init__(self, p, A, B, C):
+        self.p, self.A, self.B, self.C = p, A, B, C
+
+    def args(self) -> tuple:
+        return (np.int32(self.p.M), np.int32(self.p.N), np.int32(self.p.K), self.A, self.B, self.C)
+
+    def vec_ok(self) -> bool:
+        return self.p.K % 8 == 0 and self.p.N % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (self.A, self.B, self.C))
+
+
+def _tc_operand(x, name: str):
+    """(CuPy view of a 16-bit operand's raw values, 'float16' | 'bfloat16'): CuPy float16 arrays,
+    PyTorch float16 / bfloat16 tensors (bf16 viewed as int16 bits: CuPy has no bfloat16)."""
+    import cupy
+
+    from .ops.base import require_cupy_array
+
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        if x.dtype == torch.bfloat16:
+            return require_cupy_array(x.view(torch.int16), name), "bfloat16"
+    arr = require_cupy_array(x, name)
+    if arr.dtype != cupy.float16:
+        raise TypeError(f"{name} has dtype {arr.dtype}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
+                        "bfloat16: pass PyTorch bfloat16 tensors)")
+    return arr, "float16"
+
+
+def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
+    """C = A @ B on the tensor cores: fp16 or bf16 inputs, fp32 sums, C in fp32 or the inputs' type.
+
+    A (MxK) and B (KxN), or batches of them (BATCHxMxK, BATCHxKxN), C-contiguous on the GPU: CuPy
+    float16 arrays or PyTorch float16 / bfloat16 tensors (zero-copy), both of one type. C is
+    allocated when None (a PyTorch tensor if A is one), else written in place; `out_dtype` is
+    "float32" or the inputs' own type ("float16", "bfloat16": the sums rounded to nearest).
+    `rung="best"` takes rung 6 (Hopper clusters, sm_90) where it runs, else rung 3 (mma.sync,
+    sm_80+); any rung name or stage works too. K or N not multiples of 8 run on padded copies.
+    """
+    import cupy
+
+    from .device import device_info, require_gpu
+    from .launch import runner
+    from .ops.base import require_cupy_array
+    from .ops.gemm_tc import TcProblem
+
+    require_gpu()
+    a, dtype = _tc_operand(A, "A")
+    b, dtype_b = _tc_operand(B, "B")
+    if dtype_b != dtype:
+        raise TypeError(f"A is {dtype} and B is {dtype_b}: both operands take one type")
+    if a.ndim not in (2, 3) or b.ndim != a.ndim:
+        raise ValueError(f"A and B are both 2-D (MxK, KxN) or both 3-D batches; got shapes {a.shape} and {b.shape}")
+    batch = a.shape[0] if a.ndim == 3 else 1
+    if a.ndim == 3 and b.shape[0] != batch:
+        raise ValueError(f"A has {batch} matrices and B {b.shape[0]}")
+    (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
+    if K != K2:
+        raise ValueError(f"inner dimensions differ: A is {a.shape}, B is {b.shape}")
+    if out_dtype not in ("float32", dtype):
+        raise ValueError(f"out_dtype is 'float32' or the inputs' own type ({dtype!r}), not {out_dtype!r}")
+    problem = TcProblem(M, N, K, dtype, batch, out_dtype)  # (names a size < 1)
+    shape = a.shape[:-2] + (M, N)
+    torch_out = C is None and type(A).__module__.startswith("torch")
+    if C is None:
+        if torch_out:
+            import torch
+
+            C = torch.empty(shape, dtype=getattr(torch, out_dtype), device=A.device)
+        else:
+            C = cupy.empty(shape, dtype=cupy.float32 if out_dtype == "float32" else cupy.float16)
+    if type(C).__module__.startswith("torch") and str(C.dtype) == "torch.bfloat16":
+        import torch
+
+        c, c_type = require_cupy_array(C.view(torch.int16), "C"), "bfloat16"
+    else:
+        c = require_cupy_array(C, "C")
+        c_type = c.dtype.name
+    if c_type != out_dtype or tuple(c.shape) != tuple(shape):
+        raise ValueError(f"C is {c_type} {tuple(c.shape)}; this product is {out_dtype} {tuple(shape)}")
+    if len({x.device.id for x in (a, b, c)}) != 1:
+        raise ValueError("A, B and C must be on one GPU")
+    dev = device_info()
+    fam = family("gemm_tc")
+    if rung == "best":
+        rung = "wgmma_cluster" if fam.rung("wgmma_cluster").supports(dev.compute_capability) else "mma_multistage"
+    r = fam.rung(rung)
+    if not r.supports(dev.compute_capability):
+        raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {dev.arch}")
+    params = choose_params(r, problem, dev, None)
+    inst = _tc_instance(r.name, tuple(sorted((params or {}).items())), dev.arch)
+    ops = _TcOperands(problem, a, b, c)
+    runner(inst, problem, ops, ops.vec_ok() if r.vec_variant else None, dev)()
+    return C
