@@ -161,20 +161,18 @@ def test_gemm_tc_api_errors():
 
     a = cupy.ones((4, 8), cupy.float16)
     b = cupy.ones((8, 16), cupy.float16)
-    with pytest.raises(TypeError, match="takes float16 or bfloat16"):
-        simtlab.gemm_tc(a.astype(cupy.float32), b)
-    with pytest.raises(ValueError, match="inner dimensions"):
-        simtlab.gemm_tc(a, a)
-    with pytest.raises(ValueError, match="out_dtype is 'float32' or the inputs' own type"):
-        simtlab.gemm_tc(a, b, out_dtype="bfloat16")
-    with pytest.raises(ValueError, match="C is float16"):
-        simtlab.gemm_tc(a, b, cupy.ones((4, 16), cupy.float16))
-    with pytest.raises(ValueError, match="both 2-D"):
-        simtlab.gemm_tc(a[None], b)
-    with pytest.raises(TypeError, match="GPU array"):
-        simtlab.gemm_tc(np.ones((4, 8), np.float16), b)
-    with pytest.raises(ValueError, match="must be >= 1"):
-        simtlab.gemm_tc(cupy.ones((0, 8), cupy.float16), b)
+    cases = [  # (the error, what it must say, the call)
+        (TypeError, "takes float16 or bfloat16", lambda: simtlab.gemm_tc(a.astype(cupy.float32), b)),
+        (ValueError, "inner dimensions", lambda: simtlab.gemm_tc(a, a)),
+        (ValueError, "out_dtype is 'float32' or the inputs' own type", lambda: simtlab.gemm_tc(a, b, out_dtype="bfloat16")),
+        (ValueError, "C is float16", lambda: simtlab.gemm_tc(a, b, cupy.ones((4, 16), cupy.float16))),
+        (ValueError, "both 2-D", lambda: simtlab.gemm_tc(a[None], b)),
+        (TypeError, "GPU array", lambda: simtlab.gemm_tc(np.ones((4, 8), np.float16), b)),
+        (ValueError, "must be >= 1", lambda: simtlab.gemm_tc(cupy.ones((0, 8), cupy.float16), b)),
+    ]
+    for error, says, call in cases:
+        with pytest.raises(error, match=says):
+            call()
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="A is bfloat16 and B is float16"):
         simtlab.gemm_tc(torch.ones(4, 8, device="cuda", dtype=torch.bfloat16), b)
