@@ -15,8 +15,8 @@ __all__ = ["gemm", "gemm_tc"]
 
 
 @lru_cache(maxsize=64)
-def _instance(rung_name: str, params: tuple | None, arch: str):
-    return build(family("gemm").rung(rung_name), dict(params) if params else None, arch)
+def _instance(rung_name: str, params: tuple | None, arch: str, fam: str = "gemm"):
+    return build(family(fam).rung(rung_name), dict(params) if params else None, arch)
 
 
 @lru_cache(maxsize=256)
@@ -112,41 +112,16 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
 
 # --- tensor cores ------------------------------------------------------------------------------
 
-@lru_cache(maxsize=64)
-def _tc_instance(rung_name: str, params: tuple, arch: str):
-    return build(family("gemm_tc").rung(rung_name), dict(params), arch)
-
-
-class _TcOperands:
-    """The caller's arrays in the shape of the tensor-core family's workspace (what its runner reads)."""
-
-    def __init__(self, p, A, B, C):
-        self.p, self.A, self.B, self.C = p, A, B, C
-
-    def args(self) -> tuple:
-        return (np.int32(self.p.M), np.int32(self.p.N), np.int32(self.p.K), self.A, self.B, self.C)
-
-    def vec_ok(self) -> bool:
-        return self.p.K % 8 == 0 and self.p.N % 8 == 0 and all(x.data.ptr % 16 == 0 for x in (self.A, self.B, self.C))
-
-
-def _tc_operand(x, name: str):
-    """(CuPy view of a 16-bit operand's raw values, 'float16' | 'bfloat16'): CuPy float16 arrays,
-    PyTorch float16 / bfloat16 tensors (bf16 viewed as int16 bits: CuPy has no bfloat16)."""
-    import cupy
-
-    from .ops.base import require_cupy_array
-
+def _view(x, name: str):
+    """(CuPy view, element type name) of a GPU array: PyTorch bfloat16 tensors as their int16 bits
+    (CuPy has no bfloat16; the kernels only see a pointer)."""
     if type(x).__module__.startswith("torch"):
         import torch
 
         if x.dtype == torch.bfloat16:
             return require_cupy_array(x.view(torch.int16), name), "bfloat16"
     arr = require_cupy_array(x, name)
-    if arr.dtype != cupy.float16:
-        raise TypeError(f"{name} has dtype {arr.dtype}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
-                        "bfloat16: pass PyTorch bfloat16 tensors)")
-    return arr, "float16"
+    return arr, arr.dtype.name
 
 
 def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
@@ -163,12 +138,14 @@ def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
 
     from .device import device_info, require_gpu
     from .launch import runner
-    from .ops.base import require_cupy_array
-    from .ops.gemm_tc import TcProblem
+    from .ops.gemm_tc import TcProblem, Workspace
 
     require_gpu()
-    a, dtype = _tc_operand(A, "A")
-    b, dtype_b = _tc_operand(B, "B")
+    (a, dtype), (b, dtype_b) = _view(A, "A"), _view(B, "B")
+    for name, t in (("A", dtype), ("B", dtype_b)):
+        if t not in ("float16", "bfloat16"):
+            raise TypeError(f"{name} has dtype {t}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
+                            "bfloat16: pass PyTorch bfloat16 tensors)")
     if dtype_b != dtype:
         raise TypeError(f"A is {dtype} and B is {dtype_b}: both operands take one type")
     if a.ndim not in (2, 3) or b.ndim != a.ndim:
@@ -183,21 +160,14 @@ def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
         raise ValueError(f"out_dtype is 'float32' or the inputs' own type ({dtype!r}), not {out_dtype!r}")
     problem = TcProblem(M, N, K, dtype, batch, out_dtype)  # (names a size < 1)
     shape = a.shape[:-2] + (M, N)
-    torch_out = C is None and type(A).__module__.startswith("torch")
     if C is None:
-        if torch_out:
+        if type(A).__module__.startswith("torch"):
             import torch
 
             C = torch.empty(shape, dtype=getattr(torch, out_dtype), device=A.device)
         else:
             C = cupy.empty(shape, dtype=cupy.float32 if out_dtype == "float32" else cupy.float16)
-    if type(C).__module__.startswith("torch") and str(C.dtype) == "torch.bfloat16":
-        import torch
-
-        c, c_type = require_cupy_array(C.view(torch.int16), "C"), "bfloat16"
-    else:
-        c = require_cupy_array(C, "C")
-        c_type = c.dtype.name
+    c, c_type = _view(C, "C")
     if c_type != out_dtype or tuple(c.shape) != tuple(shape):
         raise ValueError(f"C is {c_type} {tuple(c.shape)}; this product is {out_dtype} {tuple(shape)}")
     if len({x.device.id for x in (a, b, c)}) != 1:
@@ -210,7 +180,7 @@ def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
     if not r.supports(dev.compute_capability):
         raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {dev.arch}")
     params = choose_params(r, problem, dev, None)
-    inst = _tc_instance(r.name, tuple(sorted((params or {}).items())), dev.arch)
-    ops = _TcOperands(problem, a, b, c)
-    runner(inst, problem, ops, ops.vec_ok() if r.vec_variant else None, dev)()
+    inst = _instance(r.name, tuple(sorted(params.items())) if params else None, dev.arch, "gemm_tc")
+    ws = Workspace.of(problem, a, b, c)
+    runner(inst, problem, ws, ws.vec_ok() if r.vec_variant else None, dev)()
     return C

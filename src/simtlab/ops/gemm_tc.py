@@ -395,6 +395,14 @@ class Workspace:
         self.C = cupy.empty(lead + (p.M, p.N), dtype={"float32": cupy.float32, "float16": cupy.float16,
                                                        "bfloat16": cupy.uint16}[p.out])
 
+    @classmethod
+    def of(cls, p: TcProblem, A, B, C) -> "Workspace":
+        """A workspace over the caller's arrays (simtlab.gemm_tc): A, B and C as the kernels take
+        them (bf16 as 16-bit integer bits), nothing allocated."""
+        ws = cls.__new__(cls)
+        ws.p, ws.A, ws.B, ws.C = p, A, B, C
+        return ws
+
     def poison(self) -> None:
         self.C.fill(BF16_NAN if self.p.out == "bfloat16" else np.nan)
 
