@@ -584,6 +584,12 @@ CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dic
 @pytest.mark.parametrize("size", ["300x264x520:fp16", "1000x1013x37:bf16", "1x1x1:fp16", "3x129x65x66:bf16",
                                   "300x264x520:tf32", "3x65x66x67:tf32"])
 def test_cluster_rung_variants_match_float64_and_cublas(size, variant):
+    _cluster_variant_matches(size, variant, seed=23)
+
+
+def _cluster_variant_matches(size: str, variant: dict, seed: int) -> None:
+    """Rung 6 built with `variant` over the problem's size defaults (its input and output types among
+    them), three launches on a poisoned C, then float64 and cuBLAS."""
     import cupy
 
     from simtlab.device import device_info
@@ -591,9 +597,10 @@ def test_cluster_rung_variants_match_float64_and_cublas(size, variant):
 
     fam, dev = family("gemm_tc"), device_info()
     rung, p = fam.rung("wgmma_cluster"), gemm_tc.parse_size(size)
-    ws = fam.op().workspace(p, 23)
+    ws = fam.op().workspace(p, seed)
     inst = build(rung, choose_params(rung, p, dev, None, explicit=variant), dev.arch)
     assert all(inst.params[k] == v for k, v in variant.items())
+    assert inst.params["OUT"] == gemm_tc.OUT[p.out]
     run = runner(inst, p, ws, None, dev)
     for _ in range(3):
         ws.poison()
@@ -614,22 +621,7 @@ def test_sixteen_bit_output_matches_float64_and_cublas(size, variant):
     """fp16/bf16 inputs, fp32 sums, C rounded to fp16/bf16 in rung 6's epilogue: within the accumulation
     bound plus half an ulp of the output type of the float64 product (C poisoned with NaN first, three
     launches), and within twice that of cuBLAS writing the same type."""
-    import cupy
-
-    from simtlab.device import device_info
-    from simtlab.ops import gemm_tc
-
-    fam, dev = family("gemm_tc"), device_info()
-    rung, p = fam.rung("wgmma_cluster"), gemm_tc.parse_size(size)
-    ws = fam.op().workspace(p, 31)
-    inst = build(rung, choose_params(rung, p, dev, None, explicit=variant), dev.arch)
-    assert inst.params["OUT"] == gemm_tc.OUT[p.out]
-    run = runner(inst, p, ws, None, dev)
-    for _ in range(3):
-        ws.poison()
-        run()
-    cupy.cuda.get_current_stream().synchronize()
-    _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
+    _cluster_variant_matches(size, variant, seed=31)
 
 
 def test_sixteen_bit_output_is_refused_by_name_elsewhere():
