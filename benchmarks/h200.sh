@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -212,6 +212,20 @@ if [[ $phase == compare ]]; then  # issue 12: rung 6's variants side by side, in
   echo "== rung 6 timeline, $timeline"
   timeout 100 python3 benchmarks/rung6_timeline.py --size 4096:bf16 $timeline --json "$OUT/timeline.json"
 fi
+if [[ $phase == wait ]]; then  # issue 12: waiters that sleep (WAIT 1) against waiters that retry (0), then Nsight
+  # Compute on both and on cuBLAS (clock, instructions, L2 traffic: the kernel runs at the power limit),
+  # and on fp32 rung 10 beside cuBLAS (is its clock the boost clock the NVML samples say?)
+  SIMTLAB_NESTED=1 R6_TESTS="WAIT1" R6_SWEEP="--param WAIT=0,1" \
+    R6_SIZES="4096 4096:bf16 8192:bf16 2048 64x512x512x512:bf16 4096:tf32" R6_TIMELINE="--param WAIT=1" bash "$0" compare
+  for w in 0 1; do
+    echo "== Nsight Compute, rung 6 WAIT $w at 4096:bf16 (ncu.txt)"
+    nr=; [[ $w == 1 ]] && nr=1  # (cuBLAS once)
+    RUNG_PARAMS="WAIT=$w" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 >> "$OUT/ncu.txt" 2>&1
+  done
+  echo "== Nsight Compute, fp32 rung 10 at 4096 (ncu.txt)"
+  timeout 120 bash benchmarks/ncu_vs_library.sh gemm tuned 4096 >> "$OUT/ncu.txt" 2>&1
+  grep -E "^== |Frequency|inst_executed.sum|lts__t_bytes|pipe_tensor_cycles|pipe_fma_cycles|stalled_(sleeping|dispatch|wait)|Duration" "$OUT/ncu.txt"
+fi
 if [[ $phase == timeline ]]; then  # issue 12: where rung 6's cycles go, tile by tile (an instrumented build)
   echo "== rung 6 timeline"
   timeout 200 python3 benchmarks/rung6_timeline.py ${TIMELINE_SIZES:---size 4096 --size 4096:bf16 --size 8192:bf16 --size 4096x4096x16384:bf16} \
@@ -239,7 +253,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 || $phase == wait ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

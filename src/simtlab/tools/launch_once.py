@@ -3,6 +3,7 @@ sanitizer to watch (`simtlab profile` and `simtlab sanitize` run this under them
 
     python -m simtlab.tools.launch_once gemm 6 7 --size 2048
     python -m simtlab.tools.launch_once gemm_tc --reference cuBLAS --size 4096   # a library's kernel
+    python -m simtlab.tools.launch_once gemm_tc 6 --size 4096 --param WAIT=1     # a variant of a rung
 """
 
 from __future__ import annotations
@@ -16,6 +17,21 @@ from simtlab.device import device_info
 from simtlab.launch import build, choose_params, runner
 
 
+def with_overrides(rung, params: dict, texts: list[str]) -> dict:
+    """`params` with each NAME=VALUE of `texts` put over it; a malformed text or a name the rung
+    does not have is an error that names it."""
+    out = dict(params)
+    for text in texts:
+        name, _, value = text.partition("=")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise SystemExit(f"--param {text!r}: use NAME=integer") from None
+        if name not in rung.template_params:
+            raise SystemExit(f"{rung.id} has no parameter {name!r}: {', '.join(rung.template_params)}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -23,6 +39,8 @@ def main() -> None:
     ap.add_argument("--size", required=True)
     ap.add_argument("--reference", action="append", default=[],
                     help="also run the family's reference whose name starts with this (e.g. cuBLAS)")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="a template parameter over the rung's size defaults (every rung named)")
     args = ap.parse_args()
     fam = family(args.family)
     op = fam.op()
@@ -32,7 +50,7 @@ def main() -> None:
         rung = fam.rung(key)
         ws = op.workspace(problem, 1)
         vec = ws.vec_ok() if rung.vec_variant else None
-        inst = build(rung, choose_params(rung, problem, dev, vec), dev.arch)
+        inst = build(rung, with_overrides(rung, choose_params(rung, problem, dev, vec), args.param), dev.arch)
         launch = inst.geometry(problem, dev)
         runner(inst, problem, ws, vec, dev)()
         cupy.cuda.get_current_stream().synchronize()

@@ -35,6 +35,10 @@
 //    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
 //    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
 //    default below, 128x256 with B shared along M.
+//  * WAIT 1: a thread waiting on an mbarrier (consumers for data, the producer for a free slot,
+//    a consumer for a staging buffer) sleeps until the phase completes (try_wait with a suspend
+//    hint: NANOSLEEP.SYNCS) instead of retrying in a loop - fewer instructions issued and fewer
+//    barrier reads in a kernel that runs at the power limit and at the shared-memory bandwidth;
 // CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
 // the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
@@ -74,7 +78,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -91,6 +95,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // (OUT 1, 2: C in fp16 or bf16 - the same pieces at half the bytes, 64-byte rows in the 64-byte
   // swizzle, in the same 8 KiB buffers)
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
+  static_assert(WAIT == 0 || WAIT == 1, "WAIT: 0 waiters retry in a loop, 1 they sleep until the phase completes");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
   static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
@@ -217,7 +222,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         for (int kt = 0; kt < KT; ++kt, ++it) {
           const int slot = it % STAGES;
-          SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
+          SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
@@ -308,7 +313,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     // (piece / BUFS)-th release), then tell the store warp and go on
     auto hand_over = [&](const float* v) {
       const int b = piece % BUFS;
-      if (piece >= BUFS) simtlab::mbar_wait(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
+      if (piece >= BUFS) simtlab::mbar_wait<WAIT == 1>(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
       write_piece(buffer(c, b), v);
       simtlab::named_arrive(bar_written(c, b), 160);
       ++piece;
@@ -327,7 +332,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
-        SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], (it / STAGES) & 1))
+        SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&full[slot], (it / STAGES) & 1))
         const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
         const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
         // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the

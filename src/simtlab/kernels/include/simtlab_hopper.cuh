@@ -41,15 +41,26 @@ __device__ __forceinline__ void mbar_arrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32addr(bar)) : "memory");
 }
 
-// Spin until the phase with parity `parity` has completed.
+// Wait until the phase with parity `parity` has completed. SLEEP false: a thread whose phase is
+// still open retries in a loop (YIELD, try_wait, branch). SLEEP true: it passes try_wait a suspend
+// hint, which ptxas turns into NANOSLEEP.SYNCS - the warp sleeps until the barrier's phase
+// completes (or 10 ms pass) instead of issuing instructions and reading the barrier meanwhile.
+template <bool SLEEP = false>
 __device__ __forceinline__ void mbar_wait(u64* bar, unsigned parity) {
   unsigned done;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32addr(bar)), "r"(parity)
-        : "memory");
+    if constexpr (SLEEP)
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(smem_u32addr(bar)), "r"(parity), "r"(10000000u)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(smem_u32addr(bar)), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
