@@ -128,6 +128,28 @@ def test_tuned_size_defaults_do_not_spill(arch, mnk):
     assert inst.resources(vec).spill_bytes == 0, (inst.expression(vec), arch)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tuned_interior_copies_are_spill_free_and_carry_no_bounds_predicate(arch):
+    """INTERIOR 1 adds a copy of a slice with no src-size predicate: one per 4-byte copy of A and
+    16-byte copy of B (8 + 4 a thread at the 128x256 default), none in the INTERIOR 0 build."""
+    import re
+
+    from simtlab.analyze.sass import disassemble
+    from simtlab.catalog import family
+
+    rung = family("gemm").rung("tuned")
+
+    def unpredicated_copies(params):
+        inst = build(rung, params, arch)
+        assert inst.resources(True).spill_bytes == inst.resources(False).spill_bytes == 0
+        sass = disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(True)))
+        copies = re.findall(r"LDGSTS[.\w]* \[[^\]]*\], [^;]*;", sass)
+        return sum(not re.search(r", !?P[T0-9]+ *;", c) for c in copies)
+
+    assert unpredicated_copies({"INTERIOR": 0}) == 0
+    assert unpredicated_copies({"INTERIOR": 1}) >= 8 + 4
+
+
 def test_rung_refuses_an_architecture_it_does_not_support():
     from simtlab.analyze.static import static_report
     from simtlab.catalog import family

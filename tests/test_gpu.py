@@ -13,10 +13,10 @@ GEMM_SHAPES = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (64, 64, 64), (1, 40
 SCALES = [(1.0, 0.0), (0.5, -2.0)]
 
 
-def _run_rung(fam, rung, problem, seed, ladder_params=False, edit=None):
+def _run_rung(fam, rung, problem, seed, ladder_params=False, edit=None, params=None):
     """Run a rung once on fresh, poisoned inputs: at its catalog defaults, or (`ladder_params`) at the
-    parameters the ladder would choose for the problem (its dtype, radius or row length). `edit(ws)`
-    may overwrite inputs first (special values)."""
+    parameters the ladder would choose for the problem (its dtype, radius or row length), or at
+    `params` over the defaults. `edit(ws)` may overwrite inputs first (special values)."""
     import cupy
 
     from simtlab.device import device_info
@@ -26,7 +26,7 @@ def _run_rung(fam, rung, problem, seed, ladder_params=False, edit=None):
     if edit is not None:
         edit(ws)
     vec = ws.vec_ok() if rung.vec_variant else None
-    inst = build(rung, choose_params(rung, problem, dev, vec) if ladder_params else None, dev.arch)
+    inst = build(rung, choose_params(rung, problem, dev, vec) if ladder_params else params, dev.arch)
     ws.poison()
     runner(inst, problem, ws, vec, dev)()
     cupy.cuda.get_current_stream().synchronize()
@@ -56,6 +56,19 @@ def test_gemm_rung_matches_float64_and_cublas(rung, mnk, scale):
 
     p = gemm.GemmProblem(*mnk, *scale)
     ws = _run_rung(family("gemm"), rung, p, seed=hash((rung.name, mnk, scale)) & 0xFFFF)
+    _matches_float64_then_library(ws, gemm.tolerance(p), gemm._cublas_sgemm)
+
+
+# With 128x256 tiles and 16-deep slices: interior and edge tiles in one launch, K with a partial
+# last slice, every tile interior, rows of B not 16-byte aligned (no interior path), a deep K.
+@pytest.mark.parametrize("mnk", [(300, 600, 100), (256, 512, 64), (1000, 1013, 37), (129, 1024, 2048),
+                                 (4097, 4095, 4093)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("scale", SCALES, ids=lambda s: f"a{s[0]}b{s[1]}")
+def test_gemm_tuned_interior_copies_match_float64_and_cublas(mnk, scale):
+    from simtlab.ops import gemm
+
+    p = gemm.GemmProblem(*mnk, *scale)
+    ws = _run_rung(family("gemm"), family("gemm").rung("tuned"), p, seed=sum(mnk), params={"INTERIOR": 1})
     _matches_float64_then_library(ws, gemm.tolerance(p), gemm._cublas_sgemm)
 
 
