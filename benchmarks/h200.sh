@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0: tests, sweeps) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0, or INTERIOR_SWEEP: tests, sweeps) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -217,10 +217,10 @@ if [[ $phase == interior ]]; then  # issue 11: rung 10 copying interior slices w
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu tests/test_gpu.py \
     -k "interior or (gemm_rung and tuned) or gemm_top" > "$OUT/pytest_gemm.txt" 2>&1
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_gemm.txt" | tail -8
+  sweep=${INTERIOR_SWEEP:---param INTERIOR=0,1}  # (INTERIOR_SWEEP="--param INTERIOR=1 --param XSLICE=0,1": XSLICE)
   for size in ${INTERIOR_SIZES:-4096 8192 2048 1024 4096x4096x1024 8192x1024x8192 4097x4095x4093}; do
-    echo "== rung 10 at $size: INTERIOR 0 against 1"
-    timeout 150 python3 benchmarks/param_sweep.py gemm tuned --size "$size" --param INTERIOR=0,1 \
-      --json "$OUT/interior_$size.json"
+    echo "== rung 10 at $size: $sweep"
+    timeout 150 python3 benchmarks/param_sweep.py gemm tuned --size "$size" $sweep --json "$OUT/interior_$size.json"
   done
 fi
 if [[ $phase == wait ]]; then  # issue 12: waiters that sleep (WAIT 1) against waiters that retry (0), then Nsight
