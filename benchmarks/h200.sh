@@ -190,7 +190,12 @@ if [[ $phase == fp32 ]]; then  # issue 11: the fp32 ladder's top rungs (9 multis
     -s 4097x4095x4093 --rung 9 --rung 10 --json-out "$OUT/gemm_top.json"
   echo "== compute-sanitizer on rung 10 (sanitize.txt)"
   timeout 120 simtlab sanitize gemm --rung tuned --size 2000x2100x301 --jobs 8 >> "$OUT/sanitize.txt" 2>&1
-  tail -3 "$OUT/sanitize.txt"
+  timeout 120 simtlab sanitize gemm --rung tuned --size 1024x768x272 --jobs 8 >> "$OUT/sanitize.txt" 2>&1  # (interior tiles)
+  tail -6 "$OUT/sanitize.txt"
+  if [[ -n ${FP32_LADDER:-} ]]; then
+    echo "== the whole fp32 ladder at 4096^3 (the README's table)"
+    timeout 150 simtlab ladder gemm -s 4096 --plot "$OUT/gemm_ladder.png" --json-out "$OUT/gemm_ladder.json"
+  fi
 fi
 if [[ $phase == compare ]]; then  # issue 12: rung 6's variants side by side, in one process
   # R6_TESTS: a pytest -k expression over the variant ids; R6_SWEEP: param_sweep's --param grid;

@@ -93,9 +93,7 @@ struct SliceLoader {
 
 // Computes the BMxBN tile of C at (bm, bn). smem holds STAGES A tiles then STAGES B tiles.
 // INTERIOR (rung 10): slices that lie inside the matrices are copied by load_interior.
-// XSLICE (rung 10): the barrier and the next slice's first fragments move into the last depth
-// of the slice (mainloop_xslice).
-template <class T, int STAGES, bool VEC, bool INTERIOR = false, bool XSLICE = false>
+template <class T, int STAGES, bool VEC, bool INTERIOR = false>
 __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
                                      float* C, int bm, int bn, float* smem) {
   static_assert(STAGES >= 2, "a pipeline needs at least two stages");
@@ -108,78 +106,26 @@ __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const flo
   const int slices = (K + T::BK - 1) / T::BK;
   // slices before this one need no bounds checks (0 for an edge tile or without INTERIOR)
   const int inside = INTERIOR && VEC && bm + T::BM <= M && bn + T::BN <= N ? K / T::BK : 0;
-  auto load = [&](int slice, int s) {  // slice `slice` into stage s
-    if (slice < inside)
-      loader.load_interior(slice * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
-    else
-      loader.load(slice * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
-  };
 
-  if constexpr (XSLICE && VEC) {  // (the element-wise copies of unaligned B leave no registers for it)
-    // Every stage is filled before the first slice; at the last depth of slice kt its stage is
-    // refilled with slice kt + STAGES. Each depth reads the next depth's fragments (a second set
-    // of registers) before its multiply-adds, so the barrier, the copies' issue and the next
-    // slice's first shared-memory loads all sit behind the last depth's 128 FMAs instead of
-    // standing, every warp at once, between two slices.
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      if (s < slices) load(s, s);
-      cp_async_commit();
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < slices) loader.load(s * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
+    cp_async_commit();  // always commit, so group counting stays uniform
+  }
+  for (int kt = 0; kt < slices; ++kt) {
+    cp_async_wait<STAGES - 2>();  // slice kt has landed (for this thread) ...
+    __syncthreads();              // ... for all threads; and everyone is done with slice kt-1
+    const int next = kt + STAGES - 1;
+    if (next < slices) {
+      const int s = next % STAGES;  // the stage slice kt-1 used: free after the barrier above
+      if (next < inside)
+        loader.load_interior(next * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
+      else
+        loader.load(next * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
     }
-    cp_async_wait<STAGES - 1>();  // slice 0 has landed (for this thread) ...
-    __syncthreads();              // ... for all threads
-    float a[2][T::TM], b[2][T::TN];
-    // a thread's fragments at depth k of a stage: constant offsets from two per-stage addresses
-    auto fragments = [&](const float* a_at, const float* b_at, int k, float(&af)[T::TM], float(&bf)[T::TN]) {
-#pragma unroll
-      for (int i = 0; i < T::WMITER; ++i)
-        *reinterpret_cast<float4*>(&af[4 * i]) = *reinterpret_cast<const float4*>(a_at + k * T::AS + i * T::SUB_M);
-#pragma unroll
-      for (int j = 0; j < T::WNITER; ++j)
-        *reinterpret_cast<float4*>(&bf[4 * j]) = *reinterpret_cast<const float4*>(b_at + k * T::BN + j * T::SUB_N);
-    };
-    const float* a_thread = As + c.wm + c.lm;  // (stage 0)
-    const float* b_thread = Bs + c.wn + c.ln;
-    fragments(a_thread, b_thread, 0, a[0], b[0]);
-    int s = 0;  // the stage slice kt is read from
-    for (int kt = 0; kt < slices; ++kt) {
-      const int sn = s + 1 < STAGES ? s + 1 : 0;  // ... and slice kt + 1
-      const float *a_cur = a_thread + s * T::A_TILE, *b_cur = b_thread + s * T::B_TILE;
-      const float *a_next = a_thread + sn * T::A_TILE, *b_next = b_thread + sn * T::B_TILE;
-#pragma unroll
-      for (int k = 0; k < T::BK; ++k) {
-        if (k < T::BK - 1) {
-          fragments(a_cur, b_cur, k + 1, a[(k + 1) % 2], b[(k + 1) % 2]);
-        } else {
-          // depth BK-1's fragments are in registers: nobody reads stage s again
-          cp_async_wait<STAGES - 2>();  // slice kt + 1 has landed (for this thread) ...
-          __syncthreads();              // ... for all threads, and every warp is past stage s
-          if (kt + STAGES < slices) load(kt + STAGES, s);
-          cp_async_commit();
-          if (kt + 1 < slices) fragments(a_next, b_next, 0, a[(k + 1) % 2], b[(k + 1) % 2]);
-        }
-#pragma unroll
-        for (int i = 0; i < T::TM; ++i)
-#pragma unroll
-          for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[k % 2][i], b[k % 2][j], acc[i][j]);
-      }
-      s = sn;
-    }
-  } else {
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < slices) loader.load(s * T::BK, As + s * T::A_TILE, Bs + s * T::B_TILE);
-      cp_async_commit();  // always commit, so group counting stays uniform
-    }
-    for (int kt = 0; kt < slices; ++kt) {
-      cp_async_wait<STAGES - 2>();  // slice kt has landed (for this thread) ...
-      __syncthreads();              // ... for all threads; and everyone is done with slice kt-1
-      const int next = kt + STAGES - 1;
-      if (next < slices) load(next, next % STAGES);  // the stage slice kt-1 used: free after the barrier
-      cp_async_commit();
-      const int s = kt % STAGES;
-      warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
-    }
+    cp_async_commit();
+    const int s = kt % STAGES;
+    warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }

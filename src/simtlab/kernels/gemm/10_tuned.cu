@@ -5,18 +5,19 @@
 //  * Parameters (tile shape, stages, occupancy bound) come from the tuner's
 //    store for this device and size when it holds a verified result, else from
 //    the per-architecture defaults in the catalog (measured on the H200).
-//  * INTERIOR 1: a block whose tile lies inside M and N copies its slices that lie inside K
-//    without bounds predicates or fallback addresses. In the general copy ptxas spends ~9
-//    instructions and ~28 cycles of fixed stalls per 4-byte copy of A (8 a slice), all warps at
-//    once right after the barrier; the interior copy is an address and the copy.
-//  * XSLICE 1: fragments double-buffered in registers across slices - depth k's multiply-adds
-//    run while depth k+1's fragments load, and the barrier, the next copies and the next slice's
-//    first fragments are placed at the last depth, behind its FMAs, instead of between slices
-//    where all warps stall together.
+//  * INTERIOR 1 (default): a block whose tile lies inside M and N copies its slices that lie
+//    inside K without bounds predicates or fallback addresses. In the general copy ptxas spends
+//    ~9 instructions and ~28 cycles of fixed stalls per 4-byte copy of A (8 a slice), all warps
+//    at once right after the barrier; the interior copy is an address and the copy (37
+//    instructions and 83 stall cycles a slice instead of ~130 and ~250). Measured +0.3 to +1.0
+//    points of cuBLAS at every aligned size on the H200, the FMAs' registers unchanged.
+//    (Fragments double-buffered in registers across slices, the barrier moved into the last
+//    depth as CUTLASS's multistage loop does, measured 9 points slower: 243 registers and a
+//    worse assignment for the FMAs - benchmarks/NOTES.md.)
 #include "gemm/09_multistage.cu"
 
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, int INTERIOR,
-          int XSLICE, bool VEC>
+          bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
            float* __restrict__ C) {
@@ -28,6 +29,6 @@ gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const 
   const int first_m = group * GROUP_M;
   const int rows = min(tiles_m - first_m, GROUP_M);  // the last group can be short
   const int tm = first_m + in_group % rows, tn = in_group / rows;
-  simtlab::multistage::tile<T, STAGES, VEC, INTERIOR == 1, XSLICE == 1>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
+  simtlab::multistage::tile<T, STAGES, VEC, INTERIOR == 1>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
                                             reinterpret_cast<float*>(smem4));
 }
