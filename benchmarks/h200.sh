@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0, or INTERIOR_SWEEP: tests, sweeps) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0, or INTERIOR_SWEEP: tests, sweeps) | raster (rung 6's tile order, GROUP_M, against L2 and DRAM traffic and the clock: Nsight Compute, sweeps) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -228,6 +228,21 @@ if [[ $phase == interior ]]; then  # issue 11: rung 10 copying interior slices w
     timeout 150 python3 benchmarks/param_sweep.py gemm tuned --size "$size" $sweep --json "$OUT/interior_$size.json"
   done
 fi
+if [[ $phase == raster ]]; then  # issue 12: at 4096^3 rung 6 takes fewer cycles than cuBLAS but runs at a lower
+  # clock (the power limit; run 2b1584_wait) and moves more bytes through L2 and DRAM: does the tile order move both?
+  for g in ${RASTER_GROUPS:-4 8 16 32}; do
+    nr=1; [[ $g == 8 ]] && nr=  # (cuBLAS once)
+    echo "== Nsight Compute, rung 6 GROUP_M $g at 4096:bf16 (ncu.txt)"
+    RUNG_PARAMS="GROUP_M=$g" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 \
+      >> "$OUT/ncu.txt" 2>&1
+  done
+  grep -E "^== |Frequency|dram__bytes|lts__t_(bytes|sectors|sector_hit)|Duration|Elapsed Cycles" "$OUT/ncu.txt"
+  for size in ${RASTER_SIZES:-4096:bf16 4096 8192:bf16}; do
+    echo "== rung 6 at $size: GROUP_M 4, 8, 16, 32"
+    timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param GROUP_M=4,8,16,32 \
+      --json "$OUT/raster_${size/:/_}.json"
+  done
+fi
 if [[ $phase == wait ]]; then  # issue 12: waiters that sleep (WAIT 1) against waiters that retry (0), then Nsight
   # Compute on both and on cuBLAS (clock, instructions, L2 traffic: the kernel runs at the power limit),
   # and on fp32 rung 10 beside cuBLAS (is its clock the boost clock the NVML samples say?)
@@ -269,7 +284,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 || $phase == wait || $phase == interior ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 || $phase == wait || $phase == interior || $phase == raster ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

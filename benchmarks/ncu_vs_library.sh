@@ -10,6 +10,7 @@ family=$1 rung=$2 size=$3 ref=${4:-cuBLAS}
 params=(); for p in ${RUNG_PARAMS:-}; do params+=(--param "$p"); done
 metrics="sm__cycles_elapsed.avg.per_second,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum"
 metrics+=",lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_red.sum"
+metrics+=",regex:^dram__bytes_(read|write)\\.sum$,regex:^lts__t_sectors_srcunit_[a-z]+\\.sum$,regex:^lts__t_sector_hit_rate\\.pct$"
 metrics+=",regex:sm__pipe_.*_cycles_active.avg.pct_of_peak_sustained_active"
 metrics+=",regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio"
 whos=(rung); [[ -z ${NO_REFERENCE:-} ]] && whos+=(reference)
