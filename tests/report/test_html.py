@@ -143,11 +143,12 @@ def test_clock_columns_only_where_a_row_has_them():
            Row("gemm", "64", "gemm/10_tuned", 10, "ok", median_ms=1.0, gflops=1.0)]
     head, _ = ladder_cells(old, "tflops")
     assert "MHz" not in head and "W" not in head  # runs before clocks were sampled
-    timed = [Row("gemm", "64", "cuBLAS", None, "reference", median_ms=1.0, gflops=1.0, sm_mhz=1980.0),
-             Row("gemm", "64", "gemm/10_tuned", 10, "wrong", sm_mhz=1755.0)]
+    timed = [Row("gemm", "64", "cuBLAS", None, "reference", median_ms=2.7, gflops=1.0, reps=148, sm_mhz=1980.0),
+             Row("gemm", "64", "gemm/10_tuned", 10, "ok", median_ms=2.8, gflops=1.0, reps=140, sm_mhz=1755.0),
+             Row("gemm", "64", "gemm/09_multistage", 9, "wrong")]
     head, body = ladder_cells(timed, "tflops")
     assert "MHz" in head and "W" not in head  # power only where NVML read it instantaneously
-    assert body[0][0][head.index("MHz")] == "1980" and body[1][0][head.index("status")] == "wrong"
+    assert body[0][0][head.index("MHz")] == "1980" and body[2][0][head.index("status")] == "wrong"
     console = Console(width=200, record=True)
     console.print(ladder_table(timed, "tflops", "cuBLAS"))
     text = console.export_text()
@@ -155,6 +156,7 @@ def test_clock_columns_only_where_a_row_has_them():
     burst = Row("gemm", "64", "gemm/10_tuned", 10, "ok", median_ms=0.19, gflops=1.0, reps=200, sm_mhz=1980.0, watts=118.0)
     busy = Row("gemm", "64", "cuBLAS", None, "reference", median_ms=2.7, gflops=1.0, reps=148, sm_mhz=1980.0, watts=568.0)
     head, body = ladder_cells([burst], "tflops")
-    assert "W" not in head  # 38 ms of work in a mostly idle window: its mean power is not the kernel's
+    assert "W" not in head and "MHz" not in head  # 38 ms of work in a mostly idle window: not the kernel's
     head, body = ladder_cells([busy, burst], "tflops")
+    assert [cells[head.index("MHz")] for cells, _, _ in body] == ["1980", ""]
     assert [cells[head.index("W")] for cells, _, _ in body] == ["568", ""]

@@ -23,10 +23,10 @@ SUSTAINED_MS = 200.0  # GPU time a timing must add up to for its mean power to m
 
 
 def sustained(reps: int | None, median_ms: float | None) -> bool:
-    """Whether a timing kept the GPU busy long enough for the power sampled over it to be the
-    kernel's: 200 repetitions of a 0.2 ms kernel are 40 ms of work in a window mostly spent idle
-    (between repetitions, verifying, compiling), whose mean power says little. The clock is
-    shown either way."""
+    """Whether a timing kept the GPU busy long enough for the power and clock sampled over it to be
+    the kernel's: 200 repetitions of a 0.2 ms kernel are 40 ms of work in a window mostly spent idle
+    (between repetitions, verifying, compiling), whose mean power says little and whose clock
+    samples read the idle boost clock. Tables show neither for such a timing."""
     return bool(reps and median_ms and reps * median_ms >= SUSTAINED_MS)
 
 
