@@ -1,4 +1,4 @@
-// Rung 10 - tuned: rung 9's pipeline with two changes.
+// Rung 10 - tuned: rung 9's pipeline with three changes.
 //  * Grouped tile order: a 1D grid walks the tiles of C in column strips of
 //    GROUP_M tile-rows, so blocks running together share panels of A and B in
 //    L2 instead of streaming all of B once per tile-row.
