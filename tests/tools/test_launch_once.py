@@ -1,18 +1,26 @@
 import pytest
 
 from simtlab.catalog import family
-from simtlab.tools.launch_once import with_overrides
+from simtlab.launch import choose_params
+from simtlab.ops.gemm_tc import TcProblem
+from simtlab.tools.launch_once import parse_params
 
 
-def test_overrides_go_over_the_chosen_parameters():
+def test_params_go_over_the_size_defaults():
     rung = family("gemm_tc").rung("wgmma_cluster")
-    base = {"DT": 1, "KEEP": 5}
-    assert with_overrides(rung, base, ["WAIT=1", "KEEP=4"]) == {"DT": 1, "KEEP": 4, "WAIT": 1}
-    assert base == {"DT": 1, "KEEP": 5}  # (not changed in place)
+    explicit = parse_params(["WAIT=1", "KEEP=4"])
+    assert explicit == {"WAIT": 1, "KEEP": 4}
+    p = TcProblem(4096, 4096, 4096, "bfloat16")  # (its size defaults: DT 1, KEEP 5, OUT 0)
+    assert choose_params(rung, p, None, None, explicit=explicit) == {"DT": 1, "KEEP": 4, "OUT": 0, "WAIT": 1}
 
 
-@pytest.mark.parametrize("text, says", [("WAIT", "NAME=integer"), ("WAIT=x", "NAME=integer"),
-                                        ("NOPE=1", "no parameter 'NOPE'")])
-def test_bad_overrides_are_named(text, says):
-    with pytest.raises(SystemExit, match=says):
-        with_overrides(family("gemm_tc").rung("wgmma_cluster"), {}, [text])
+@pytest.mark.parametrize("text", ["WAIT", "WAIT=x"])
+def test_malformed_params_are_named(text):
+    with pytest.raises(SystemExit, match="NAME=integer"):
+        parse_params([text])
+
+
+def test_a_parameter_the_rung_lacks_is_named():
+    rung = family("gemm_tc").rung("wgmma_cluster")
+    with pytest.raises(ValueError, match="has no parameter 'NOPE'"):
+        rung.params("sm_90", parse_params(["NOPE=1"]))

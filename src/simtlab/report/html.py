@@ -74,22 +74,18 @@ def _rows(store, run_id: int, fam: str) -> list[Row]:
     return rows
 
 
-def _shown_watts(r) -> float | None:
-    """A row's power, where its timing kept the GPU busy long enough to be the kernel's."""
-    return r.watts if sustained(r.reps, r.median_ms) else None
-
-
-def _shown_mhz(r) -> float | None:
-    """A row's SM clock, on the same condition: NVML's samples during a short burst mostly land
-    between repetitions, at the idle boost clock (a 0.19 ms tensor-core GEMM read "1980 MHz" while
-    its own clock stamps and Nsight Compute put it at 1.57-1.63 GHz)."""
-    return r.sm_mhz if sustained(r.reps, r.median_ms) else None
+def _if_sustained(value: Callable) -> Callable:
+    """A row's clock or power, shown only where its timing kept the GPU busy long enough to be the
+    kernel's: NVML's samples during a short burst mostly land between repetitions, at the idle boost
+    clock and power (a 0.19 ms tensor-core GEMM read "1980 MHz" while its own clock stamps and
+    Nsight Compute put it at 1.57-1.63 GHz)."""
+    return lambda r: value(r) if sustained(r.reps, r.median_ms) else None
 
 
 def clock_columns(rows) -> list[tuple[str, Callable, str]]:
     """The (header, value of a row, format) of the clock and power columns that any row has a value
     for: runs made before they were sampled, or where NVML was missing, leave them out."""
-    cols = (("MHz", _shown_mhz, ".0f"), ("W", _shown_watts, ".0f"))
+    cols = (("MHz", _if_sustained(lambda r: r.sm_mhz), ".0f"), ("W", _if_sustained(lambda r: r.watts), ".0f"))
     return [c for c in cols if any(c[1](r) is not None for r in rows)]
 
 

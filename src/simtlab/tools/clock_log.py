@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 __all__ = ["Sample", "ClockLog", "sustained"]
 
-SUSTAINED_MS = 200.0  # GPU time a timing must add up to for its mean power to mean anything
+SUSTAINED_MS = 200.0  # GPU time a timing must add up to for the power and clock sampled over it to be its own
 
 
 def sustained(reps: int | None, median_ms: float | None) -> bool:

@@ -17,18 +17,16 @@ from simtlab.device import device_info
 from simtlab.launch import build, choose_params, runner
 
 
-def with_overrides(rung, params: dict, texts: list[str]) -> dict:
-    """`params` with each NAME=VALUE of `texts` put over it; a malformed text or a name the rung
-    does not have is an error that names it."""
-    out = dict(params)
+def parse_params(texts: list[str]) -> dict[str, int]:
+    """NAME=VALUE texts as explicit parameters (choose_params puts them over the size defaults and
+    the rung names any it does not have); a malformed text is an error that names it."""
+    out = {}
     for text in texts:
         name, _, value = text.partition("=")
         try:
             out[name] = int(value)
         except ValueError:
             raise SystemExit(f"--param {text!r}: use NAME=integer") from None
-        if name not in rung.template_params:
-            raise SystemExit(f"{rung.id} has no parameter {name!r}: {', '.join(rung.template_params)}")
     return out
 
 
@@ -42,6 +40,7 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="a template parameter over the rung's size defaults (every rung named)")
     args = ap.parse_args()
+    explicit = parse_params(args.param) or None
     fam = family(args.family)
     op = fam.op()
     problem = op.parse_size(args.size)
@@ -50,7 +49,10 @@ def main() -> None:
         rung = fam.rung(key)
         ws = op.workspace(problem, 1)
         vec = ws.vec_ok() if rung.vec_variant else None
-        inst = build(rung, with_overrides(rung, choose_params(rung, problem, dev, vec), args.param), dev.arch)
+        try:
+            inst = build(rung, choose_params(rung, problem, dev, vec, explicit=explicit), dev.arch)
+        except ValueError as exc:  # (a parameter the rung does not have, named)
+            raise SystemExit(str(exc)) from None
         launch = inst.geometry(problem, dev)
         runner(inst, problem, ws, vec, dev)()
         cupy.cuda.get_current_stream().synchronize()
