@@ -6,7 +6,7 @@
 # results.db, and the JSON/PNG files of the ladders. Phases: smoke | tune | full | all | memory | check (tests + occupancy
 # cross-check) | sanitize (compute-sanitizer over every rung) | explain (sanitize, transpose, ncu captures) |
 # tunetable (every valid tuned-GEMM configuration) | tc (tensor-core ladder) | conv (conv2d and stencil) |
-# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0, or INTERIOR_SWEEP: tests, sweeps) | raster (rung 6's tile order, GROUP_M, against L2 and DRAM traffic and the clock: Nsight Compute, sweeps) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
+# softmax | beyond (layernorm, intrinsics, transfers, graphs) | rows (GPU tests, then conv, softmax, beyond) | multi (distributed GEMM, tuning on all GPUs) | rung6 (rung 6's tests, the top of the ladder and the whole ladder, sanitizer) | codegen (rung 10 under several NVRTC option sets) | clocks (top rungs beside the libraries, the ladder's MHz and W columns) | wgmma (a wgmma's time by its N) | waves (sizes with whole rounds of tiles beside the square ones) | out16 (rung 6 writing a 16-bit C: tests, beside cuBLAS) | sanitize6 (compute-sanitizer on rung 6's defaults) | fp32 (the fp32 ladder's top rungs: tests, ladder, sanitizer) | compare (rung 6's variants side by side: their GPU tests, a parameter sweep, a timeline; R6_TESTS, R6_SWEEP, R6_SIZES, R6_TIMELINE) | timeline (rung 6's cycles tile by tile, instrumented build) | interior (fp32 rung 10's unpredicated copies of interior slices, INTERIOR 1 against 0, or INTERIOR_SWEEP: tests, sweeps) | raster (rung 6's tile order, GROUP_M, against L2 and DRAM traffic and the clock: Nsight Compute, sweeps) | lean (rung 6's descriptors in uniform registers, LEAN 1 against 0: tests, sweeps, Nsight Compute, the shipping tables, sanitizer) | wait (rung 6's waiters sleeping, WAIT 1 against 0: tests, sweep, timeline, Nsight Compute beside cuBLAS) | final (the whole test suite and the divergence ladders).
 set -uo pipefail
 phase=${1:-all}
 OUT=${OUT:-$PWD/out}
@@ -257,6 +257,28 @@ if [[ $phase == wait ]]; then  # issue 12: waiters that sleep (WAIT 1) against w
   timeout 120 bash benchmarks/ncu_vs_library.sh gemm tuned 4096 >> "$OUT/ncu.txt" 2>&1
   grep -E "^== |Frequency|inst_executed.sum|lts__t_bytes|pipe_tensor_cycles|pipe_fma_cycles|stalled_(sleeping|dispatch|wait)|Duration" "$OUT/ncu.txt"
 fi
+if [[ $phase == lean ]]; then  # issue 12: rung 6's consumers with uniform-register descriptors and a stepped ring
+  # (LEAN 1, the default) against slot, phase and descriptors worked out in vector registers each slice (LEAN 0):
+  # the tests of every variant, sweeps (A B B A at 4096^3), Nsight Compute on both and cuBLAS (instructions, ALU
+  # pipe, clock at the power limit), then the shipping tables and the sanitizer
+  rung6_tests
+  for size in 4096 4096:bf16 8192:bf16 2048 64x512x512x512:bf16 4096:tf32; do
+    values=0,1; [[ $size == 4096* && $size != *tf32 ]] && values=0,1,1,0
+    echo "== rung 6 at $size: LEAN $values"
+    timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param LEAN=$values \
+      --json "$OUT/lean_${size/:/_}.json"
+  done
+  for l in 0 1; do
+    echo "== Nsight Compute, rung 6 LEAN $l at 4096:bf16 (ncu.txt)"
+    nr=; [[ $l == 1 ]] && nr=1  # (cuBLAS once)
+    RUNG_PARAMS="LEAN=$l" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 >> "$OUT/ncu.txt" 2>&1
+  done
+  grep -E "^== |Frequency|inst_executed.sum|pipe_(alu|fma|fmaheavy|tensor)_cycles|Duration|Elapsed Cycles" "$OUT/ncu.txt"
+  rung6_ladder
+  echo "== the whole tensor-core ladder at 4096:bf16"
+  timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
+  rung6_sanitize
+fi
 if [[ $phase == timeline ]]; then  # issue 12: where rung 6's cycles go, tile by tile (an instrumented build)
   echo "== rung 6 timeline"
   timeout 200 python3 benchmarks/rung6_timeline.py ${TIMELINE_SIZES:---size 4096 --size 4096:bf16 --size 8192:bf16 --size 4096x4096x16384:bf16} \
@@ -284,7 +306,7 @@ if [[ $phase == final ]]; then
   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.txt" | tail -30
   [[ -z ${NO_DIVERGENCE:-} ]] && { echo "== divergence ladders"; simtlab ladder branch --json-out "$OUT/branch_ladder.json"; simtlab ladder boundary; }
 fi
-if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 || $phase == wait || $phase == interior || $phase == raster ]]; then
+if [[ $phase == sanitize || $phase == explain || $phase == tunetable || $phase == tc || $phase == final || $phase == conv || $phase == rows || $phase == softmax || $phase == beyond || $phase == multi || $phase == newtests || $phase == kahan || $phase == closing || $phase == timeline || $phase == rung6 || $phase == compare || $phase == fp32 || $phase == sanitize6 || $phase == codegen || $phase == clocks || $phase == wgmma || $phase == waves || $phase == out16 || $phase == wait || $phase == interior || $phase == raster || $phase == lean ]]; then
   echo "== done $(date -u +%H:%M:%S)"; exit 0
 fi
 if [[ $phase == check ]]; then

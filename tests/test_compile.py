@@ -189,7 +189,9 @@ CLUSTER_VARIANTS = [dict(CM=1, CN=1, EPI=0), dict(CM=2, EPI=1), dict(CM=1, CN=2,
                     dict(CM=2, CN=2, BM=256, BN=128, EPI=3), dict(CM=2, CN=2, BM=64, BN=128, EPI=2),
                     dict(CM=2, EPI=3, OUT=1), dict(CM=2, EPI=3, KEEP=5, OUT=2), dict(CM=2, EPI=1, OUT=2),
                     dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5, OUT=1), dict(CM=2, EPI=3, WAIT=1),
-                    dict(CM=2, EPI=3, KEEP=5, WAIT=1), dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1)]
+                    dict(CM=2, EPI=3, KEEP=5, WAIT=1), dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1),
+                    dict(CM=2, EPI=3, KEEP=5, LEAN=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, LEAN=0),
+                    dict(CM=2, CN=2, EPI=1, LEAN=0), dict(BM=64, BN=64, CM=1, EPI=3, LEAN=0)]
 
 
 @pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))
@@ -216,3 +218,22 @@ def test_cluster_rung_waiters_sleep_only_with_wait_1():
         assert sass.count("TRYWAIT") > 0
         assert (sass.count("NANOSLEEP.SYNCS") > 0) == (wait == 1), wait
         assert (sass.count("YIELD") > 0) == (wait == 0), wait
+
+
+@pytest.mark.parametrize("dt", [0, 1, 2])
+def test_cluster_rung_lean_descriptors_stay_in_uniform_registers(dt):
+    """LEAN 1 steps the wgmma descriptors' low words in uniform registers (the consumer's warpgroup
+    index read back through a warp reduction): between the first HGMMA of a slice and its last, no
+    vector register is moved into a uniform one (R2UR) and no 64-bit add carries (IADD3 + IMAD.X),
+    as LEAN 0's descriptors do."""
+    from simtlab.analyze.sass import disassemble
+    from simtlab.catalog import family
+
+    rung = family("gemm_tc").rung("wgmma_cluster")
+    for lean in (0, 1):
+        inst = build(rung, rung.params("sm_90a", {"DT": dt, "LEAN": lean}), "sm_90a")
+        lines = disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(None))).splitlines()
+        hgmma = [i for i, line in enumerate(lines) if "HGMMA" in line]
+        between = [line for line in lines[hgmma[0]:hgmma[-1]] if "/*" in line]
+        moves = sum("R2UR" in line or "IMAD.X" in line for line in between)
+        assert (moves == 0) == (lean == 1), (lean, moves)

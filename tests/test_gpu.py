@@ -592,7 +592,9 @@ CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dic
                     dict(CM=2, EPI=3, KEEP=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5),
                     dict(CM=2, CN=2, EPI=3), dict(CM=2, CN=2, EPI=1), dict(CM=2, CN=2, BM=256, BN=128, EPI=3),
                     dict(CM=2, CN=2, BM=64, BN=128, EPI=2), dict(CM=2, EPI=3, WAIT=1), dict(CM=2, EPI=3, KEEP=5, WAIT=1),
-                    dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1)]
+                    dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1),
+                    dict(CM=2, EPI=3, KEEP=5, LEAN=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, LEAN=0),
+                    dict(CM=2, CN=2, EPI=1, LEAN=0), dict(BM=64, BN=64, CM=1, EPI=3, LEAN=0)]
 
 
 @pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))

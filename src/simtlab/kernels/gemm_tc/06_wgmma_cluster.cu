@@ -46,6 +46,14 @@
 //    hint: NANOSLEEP.SYNCS) instead of retrying in a loop. Measured no effect (-1.0 to +1.5
 //    points over six sizes; 26.3 -> 26.0 M instructions at 4096^3: the plain try_wait already
 //    suspends in hardware), so 0 stays the default;
+//  * LEAN 1 (default): the consumers' per-slice bookkeeping in the uniform datapath. The warpgroup
+//    index goes through a warp reduction (REDUX, whose result ptxas knows is warp-uniform), so the
+//    wgmma descriptors are built and stepped in uniform registers (32-bit adds of their low words;
+//    the high words are constants) instead of 64-bit vector adds moved over with R2UR, the ring's
+//    slot and phase are stepped rather than divided out of a slice count, and one test a slice
+//    asks whether a kept piece is due: ~78 -> ~55 instructions a slice a warp, most of them now
+//    scalar. At the power limit (4096^3) fewer vector ALU instructions are watts for the clock;
+//    LEAN 0 is the old bookkeeping.
 // CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
 // the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
@@ -85,7 +93,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT, int LEAN>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
                       const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
@@ -103,6 +111,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // swizzle, in the same 8 KiB buffers)
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(WAIT == 0 || WAIT == 1, "WAIT: 0 waiters retry in a loop, 1 they sleep until the phase completes");
+  static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
   static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
@@ -221,15 +230,17 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)
       // (clusters of 2: both blocks)
       const unsigned short a_mask = CS == 4 ? 5 << rm : 3, b_mask = CS == 4 ? 3 << (2 * rn) : 3;
-      int it = 0;  // slices issued so far, over all tiles: slot and phase
+      int it = 0;  // slices issued so far, over all tiles: slot and phase (LEAN 0)
+      simtlab::Ring<STAGES> ring;  // (LEAN 1)
       SIMTLAB_TL(int tile = 0;)
       for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-          const int slot = it % STAGES;
-          SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&empty[slot], ((it / STAGES) & 1) ^ 1))  // first round passes at once
+        for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
+          const int slot = LEAN ? (int)ring.slot : it % STAGES;
+          const unsigned parity = LEAN ? ring.phase : (it / STAGES) & 1;
+          SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&empty[slot], parity ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
@@ -288,7 +299,16 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       }
     };
     if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
-    int it = 0;
+    int it = 0;  // slices multiplied so far, over all tiles: slot and phase (LEAN 0)
+    // LEAN 1: the ring position stepped, the slot this warpgroup last read kept for its release,
+    // and the descriptors' low words of slot 0 worked out once (a slot's are STAGE_BYTES on)
+    simtlab::Ring<STAGES> ring;
+    unsigned last = 0;
+    // (c read back through a warp reduction, whose result ptxas knows is the same in every lane:
+    // the descriptors can then live in uniform registers, as wgmma wants them)
+    const int c_uniform = LEAN ? (int)__reduce_or_sync(~0u, (unsigned)c) : c;
+    const unsigned a_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem) + c_uniform * WG_ROWS * 128, 16);
+    const unsigned b_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem + A_BYTES), DT == 2 ? 16 : B_BLOCK);
     int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
     // EPI 3: the last KEEP of a tile's pieces wait in registers (16 values each, beside the 128
     // accumulators, in the 232-240 a consumer thread has after setmaxnreg) and go out one piece a
@@ -337,34 +357,50 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-      for (int kt = 0; kt < KT; ++kt, ++it) {
-        const int slot = it % STAGES;
-        SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&full[slot], (it / STAGES) & 1))
-        const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
-        const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
+      for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
+        const int slot = LEAN ? (int)ring.slot : it % STAGES;
+        SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
         // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the
         // descriptor's 16-byte units), and along B +16 k rows (2 KiB) for 16-bit B or +32 bytes
         // for B^T (tf32) - the field cannot carry, shared addresses stay below 256 KiB
-        const simtlab::u64 da = simtlab::desc_sw128(a, 16, 1024);
-        const simtlab::u64 db = DT == 2 ? simtlab::desc_sw128(b, 16, 1024) : simtlab::desc_sw128(b, B_BLOCK, 1024);
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = DT == 2 ? 2 : 128;
-        simtlab::wgmma_fence();
+        if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
+          constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
+          const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
+          simtlab::wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < STEPS; ++kk)
+          for (int kk = 0; kk < STEPS; ++kk)
 #pragma unroll
-          for (int h = 0; h < HALVES; ++h)
-            simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
+            for (int h = 0; h < HALVES; ++h)
+              simtlab::wgmma<BN, DT>(acc[h], simtlab::desc_join(a_lo + h * (64 * 128 / 16) + 2 * kk, HI),
+                                     simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
+        } else {
+          const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
+          const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
+          const simtlab::u64 da = simtlab::desc_sw128(a, 16, 1024);
+          const simtlab::u64 db = DT == 2 ? simtlab::desc_sw128(b, 16, 1024) : simtlab::desc_sw128(b, B_BLOCK, 1024);
+          simtlab::wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < STEPS; ++kk)
+#pragma unroll
+            for (int h = 0; h < HALVES; ++h)
+              simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
+        }
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if (kt > 0 && leader) release((it - 1) % STAGES);
+        if (kt > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
+        last = slot;
         if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
+          // (LEAN 1: one test a slice for "a kept piece is due", not one per piece)
+          if (!LEAN || (kept && (unsigned)(kt - 1) < (unsigned)KEEP)) {
 #pragma unroll
-          for (int i = 0; i < KEEP; ++i)
-            if (kept && kt == i + 1) hand_over(&keep[16 * i]);
+            for (int i = 0; i < KEEP; ++i)
+              if (kept && kt == i + 1) hand_over(&keep[16 * i]);
+          }
         }
       }
       simtlab::wgmma_wait<0>();
-      if (KT > 0 && leader) release((it - 1) % STAGES);
+      if (KT > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
       if constexpr (EPI >= 2) {
         // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces

@@ -182,6 +182,27 @@ __device__ __forceinline__ u64 desc_sw128(unsigned addr, unsigned lbo, unsigned 
          (1ull << 62);
 }
 
+// desc_sw128 in its two 32-bit words: the low one (start address, leading byte offset) moves from
+// slice to slice and k step to k step, the high one (stride byte offset, swizzle mode) never
+// does. Stepping the low word alone cannot carry into the high one (shared addresses stay below
+// 256 KiB), so a k step is one 32-bit add instead of a 64-bit add and its moves.
+__device__ __forceinline__ unsigned desc_sw128_lo(unsigned addr, unsigned lbo) {
+  return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
+}
+__host__ __device__ constexpr unsigned desc_sw128_hi(unsigned sbo) { return (sbo >> 4) | (1u << 30); }
+__device__ __forceinline__ u64 desc_join(unsigned lo, unsigned hi) { return ((u64)hi << 32) | lo; }
+
+// A pipeline's position: the ring slot of the next slice and the parity of that slot's barrier
+// phase, kept as running values (a compare and two selects a slice) rather than worked out from a
+// slice count by division.
+template <int STAGES>
+struct Ring {
+  unsigned slot = 0, phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++slot == STAGES) slot = 0, phase ^= 1;
+  }
+};
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 
