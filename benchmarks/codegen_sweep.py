@@ -4,6 +4,7 @@ with the static facts of its main loop: registers, instructions, operands marked
 the same source's codegen move the time, and does the reuse count say which way?
 
     python benchmarks/codegen_sweep.py --size 4096 --size 8192 [--rung tuned] [--json out.json]
+        [--options '[{}, {"ptxas_options": "--register-usage-level=0"}]']   (else OPTION_SETS)
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 # NVRTC options through cuda-core's ProgramOptions; {} is the build the ladder uses
+# (--register-usage-level: ptxas's 0-10 trade of registers for optimisation, default 5; 0-3 and
+# 6-10 each give rung 10 another assignment)
 OPTION_SETS = ({}, {"max_register_count": 232}, {"max_register_count": 208}, {"max_register_count": 200},
-               {"ptxas_options": "-O1"})
+               {"ptxas_options": "-O1"}, {"ptxas_options": "--register-usage-level=0"},
+               {"ptxas_options": "--register-usage-level=6"})
 
 
 def static_facts(inst, vec: bool) -> dict:
@@ -37,7 +41,9 @@ def main() -> None:
     ap.add_argument("--size", action="append", required=True)
     ap.add_argument("--rung", default="tuned")
     ap.add_argument("--json")
+    ap.add_argument("--options", help="a JSON list of NVRTC option sets ({} = the ladder's build)")
     args = ap.parse_args()
+    option_sets = json.loads(args.options) if args.options else OPTION_SETS
 
     from simtlab.bench import time_gpu
     from simtlab.catalog import family
@@ -66,7 +72,7 @@ def main() -> None:
             params = build(rung, choose_params(rung, p, dev, vec), dev.arch).params
             first = len(rows)
             timed(gemm._cublas_sgemm(ws), {"size": size, "build": "cuBLAS"})
-            for opts in OPTION_SETS:
+            for opts in option_sets:
                 cubin = compile_file(rung.source, rung.name_expressions(params), arch=rung.build_arch(dev.arch),
                                      options=opts)
                 inst = RungInstance(rung, params, cubin)

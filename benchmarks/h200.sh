@@ -148,7 +148,13 @@ if [[ $phase == sanitize6 ]]; then  # compute-sanitizer on rung 6's defaults, an
 fi
 if [[ $phase == codegen ]]; then  # issue 11: rung 10 compiled several ways (register assignment), timed beside cuBLAS
   echo "== rung 10 under several NVRTC option sets"
-  timeout 200 python3 benchmarks/codegen_sweep.py --size 4096 --size 8192 --json "$OUT/codegen.json"
+  # (CODEGEN_OPTIONS: a JSON list of option sets instead of the script's own; CODEGEN_SIZES)
+  sizes=(); for s in ${CODEGEN_SIZES:-4096 8192}; do sizes+=(--size "$s"); done
+  timeout 400 python3 benchmarks/codegen_sweep.py "${sizes[@]}" ${CODEGEN_OPTIONS:+--options "$CODEGEN_OPTIONS"} \
+    --json "$OUT/codegen.json"
+  [[ -n ${CODEGEN_NCU:-} ]] && { echo "== Nsight Compute, fp32 rung 10 at 4096 (ncu.txt)"
+    NO_REFERENCE=1 timeout 120 bash benchmarks/ncu_vs_library.sh gemm tuned 4096 >> "$OUT/ncu.txt" 2>&1
+    grep -E "^== |Frequency|inst_executed.sum|stalled_|pipe_fma|Duration|Elapsed" "$OUT/ncu.txt"; }
 fi
 if [[ $phase == clocks ]]; then  # issues 11-12: the top rungs beside the libraries, with the clock and power each ran at
   echo "== GPU tests of the clock log and the ladder (pytest_clocks.txt)"
