@@ -158,11 +158,11 @@ GEMM = Family(
              "cp.async ring of STAGES shared buffers: loads of the next slices overlap this slice's FMAs",
              "geometry_multistage", vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
              arch_defaults=_SM80_NO_SPILL, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
-        Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M", "INTERIOR", "KUNROLL"),
+        Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M", "INTERIOR"),
              # 128x256 blocks, 8x16 outputs per thread, four stages, one block per SM: the optimum of
              # the H200 brute-force tables at 2048^3 and 4096^3; spill-free on sm_80 and sm_90.
              _frozen({"BM": 128, "BN": 256, "BK": 16, "WM": 32, "WN": 128, "WMITER": 2, "WNITER": 4,
-                      "STAGES": 4, "MINB": 1, "GROUP_M": 8, "INTERIOR": 1, "KUNROLL": 0}),
+                      "STAGES": 4, "MINB": 1, "GROUP_M": 8, "INTERIOR": 1}),
              "rung 9 + grouped tile order for L2 reuse, interior slices copied without bounds checks, parameters "
              "from the tuner's store or per-arch defaults",
              "geometry_tuned", vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),

@@ -52,26 +52,18 @@ __device__ __forceinline__ void fragments(const float* As, const float* Bs, cons
     *reinterpret_cast<float4*>(&b[4 * j]) = *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
 }
 
-// acc += A_slice x B_slice for one BK-deep slice held in shared memory. KU: k steps unrolled
-// (0: all BK, the whole slice one straight run of code; fewer: a loop over KU-step bodies).
-template <class T, int KU = 0>
+// acc += A_slice x B_slice for one BK-deep slice held in shared memory.
+template <class T>
 __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
                                           float (&acc)[T::TM][T::TN]) {
-  static_assert(KU == 0 || T::BK % KU == 0, "KU divides the slice depth");
-  auto step = [&](int k) {
+#pragma unroll
+  for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
     fragments<T>(As, Bs, c, k, a, b);
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
 #pragma unroll
       for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-  };
-  if constexpr (KU == 0) {
-#pragma unroll
-    for (int k = 0; k < T::BK; ++k) step(k);
-  } else {
-#pragma unroll KU
-    for (int k = 0; k < T::BK; ++k) step(k);
   }
 }
 

@@ -93,8 +93,7 @@ struct SliceLoader {
 
 // Computes the BMxBN tile of C at (bm, bn). smem holds STAGES A tiles then STAGES B tiles.
 // INTERIOR (rung 10): slices that lie inside the matrices are copied by load_interior.
-// KU (rung 10): k steps of a slice unrolled (mma_slice; 0 = all).
-template <class T, int STAGES, bool VEC, bool INTERIOR = false, int KU = 0>
+template <class T, int STAGES, bool VEC, bool INTERIOR = false>
 __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
                                      float* C, int bm, int bn, float* smem) {
   static_assert(STAGES >= 2, "a pipeline needs at least two stages");
@@ -126,7 +125,7 @@ __device__ __forceinline__ void tile(int M, int N, int K, float alpha, const flo
     }
     cp_async_commit();
     const int s = kt % STAGES;
-    warptile::mma_slice<T, KU>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
+    warptile::mma_slice<T>(As + s * T::A_TILE, Bs + s * T::B_TILE, c, acc);
   }
   warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
 }

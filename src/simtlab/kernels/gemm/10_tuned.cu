@@ -14,13 +14,10 @@
 //    (Fragments double-buffered in registers across slices, the barrier moved into the last
 //    depth as CUTLASS's multistage loop does, measured 9 points slower: 243 registers and a
 //    worse assignment for the FMAs - benchmarks/NOTES.md.)
-//  * KUNROLL (0 = the whole slice unrolled, the default): a loop over KUNROLL-step bodies
-//    instead, to test whether the 37 KB main loop (2,322 instructions) costs instruction-fetch
-//    stalls (Nsight Compute: "no instruction" 0.08 per issued instruction, cuBLAS 0.02).
 #include "gemm/09_multistage.cu"
 
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, int INTERIOR,
-          int KUNROLL, bool VEC>
+          bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
            float* __restrict__ C) {
@@ -32,6 +29,6 @@ gemm_tuned(int M, int N, int K, float alpha, const float* __restrict__ A, const 
   const int first_m = group * GROUP_M;
   const int rows = min(tiles_m - first_m, GROUP_M);  // the last group can be short
   const int tm = first_m + in_group % rows, tn = in_group / rows;
-  simtlab::multistage::tile<T, STAGES, VEC, INTERIOR == 1, KUNROLL>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
+  simtlab::multistage::tile<T, STAGES, VEC, INTERIOR == 1>(M, N, K, alpha, A, B, beta, C, tm * BM, tn * BN,
                                             reinterpret_cast<float*>(smem4));
 }
