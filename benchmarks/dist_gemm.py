@@ -1,12 +1,14 @@
-"""Distributed fp32 GEMM on the GPUs of one host, launched with torchrun (one process per GPU):
+"""Distributed GEMM on the GPUs of one host, launched with torchrun (one process per GPU):
 
-    torchrun --nproc_per_node 2 benchmarks/dist_gemm.py --size 16384 --algo summa [--json out.json]
+    torchrun --nproc_per_node 2 benchmarks/dist_gemm.py --size 16384 --algo summa [--dtype bfloat16] [--json out.json]
 
-Each rank makes its own blocks of A and B (seeded per block, so any world size sees the same
-matrices), runs SUMMA or 1D row panels with NCCL broadcasts/all-gathers and simtlab's tuned rung
-as the local GEMM, checks its C block against cuBLAS on the same rank (A rows @ B columns, one
-GPU), and rank 0 prints the time (slowest rank, CUDA events, median of --reps) and TFLOP/s beside
-cuBLAS on one GPU for the whole problem where it fits."""
+Each rank makes its own blocks of A and B (seeded per row, so any world size sees the same
+matrices), runs SUMMA or 1D row panels with NCCL broadcasts/all-gathers and simtlab's own GEMM
+as the local one - the tuned CUDA-core rung for float32, the tensor-core rung for bfloat16 /
+float16 inputs (fp32 sums and C; the blocks travel as PyTorch tensors) - checks its C block
+against cuBLAS on the same rank (the fp32 product of the same, rounded, A rows and B columns),
+and rank 0 prints the time (slowest rank, CUDA events, median of --reps) and TFLOP/s beside
+cuBLAS on one GPU for the whole problem where it fits (SGEMM, or GemmEx with fp32 sums and C)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ def main() -> None:
     ap.add_argument("--size", default="8192", help="N or MxNxK")
     ap.add_argument("--algo", choices=("summa", "rows"), default="summa")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                    help="the inputs' type (bfloat16 / float16: the tensor-core rung, fp32 sums and C)")
     ap.add_argument("--json")
     args = ap.parse_args()
     import cupy
@@ -38,8 +42,9 @@ def main() -> None:
     import torch.distributed as dist
 
     from simtlab.distributed.comm import TorchComm
-    from simtlab.distributed.gemm import row_panels, simtlab_accumulate, summa
+    from simtlab.distributed.gemm import TorchArrays, row_panels, simtlab_accumulate, summa, tensor_core_accumulate
     from simtlab.distributed.partition import RowPanels, Summa
+    from simtlab.ops import gemm_tc
     from simtlab.verify import compare
 
     local = int(os.environ.get("LOCAL_RANK", 0))
@@ -47,6 +52,23 @@ def main() -> None:
     torch.cuda.set_device(local)
     dist.init_process_group("nccl")
     comm = TorchComm()
+    tc = args.dtype != "float32"
+    xp, accumulate = (TorchArrays(torch.device("cuda", local)), tensor_core_accumulate) if tc else \
+        (cupy, simtlab_accumulate)
+
+    def narrow(x):
+        """An fp32 block in the inputs' type: CuPy for fp32, PyTorch for fp16 / bf16 (bf16 from
+        its bit pattern, rounded to nearest even)."""
+        if not tc:
+            return x
+        if args.dtype == "float16":
+            return torch.from_dlpack(x.astype(cupy.float16))
+        return torch.from_dlpack(gemm_tc._narrow(x, "bfloat16").view(cupy.int16)).view(torch.bfloat16)
+
+    def rounded(x):
+        """The fp32 values the local GEMMs see (the reference's inputs)."""
+        return gemm_tc._widen(gemm_tc._narrow(x, args.dtype)).astype(cupy.float32) if tc else x
+
     dims = [int(x) for x in args.size.lower().split("x")]
     M, N, K = dims * 3 if len(dims) == 1 else dims
     if args.algo == "summa":
@@ -57,35 +79,36 @@ def main() -> None:
         for j in range(pc):
             comm.group(tuple(plan.rank(i, j) for i in range(pr)))
         blocks = plan.blocks(comm.rank)
-        a = block(1, blocks["A"][0], blocks["A"][1], K)
-        b = block(10**6, blocks["B"][0], blocks["B"][1], N)
+        a = narrow(block(1, blocks["A"][0], blocks["A"][1], K))
+        b = narrow(block(10**6, blocks["B"][0], blocks["B"][1], N))
         (r0, r1), (c0, c1) = blocks["C"]
 
         def run(c):
-            summa(plan, comm, a, b, c, cupy, simtlab_accumulate)
+            summa(plan, comm, a, b, c, xp, accumulate)
     else:
         plan = RowPanels(M, N, K, comm.size)
         (r0, r1), (c0, c1) = plan.rows[comm.rank], (0, N)
-        a = block(1, (r0, r1), (0, K), K)
-        b = block(10**6, plan.b_rows[comm.rank], (0, N), N)
+        a = narrow(block(1, (r0, r1), (0, K), K))
+        b = narrow(block(10**6, plan.b_rows[comm.rank], (0, N), N))
 
         def run(c):
-            row_panels(plan, comm, a, b, c, cupy, simtlab_accumulate)
+            row_panels(plan, comm, a, b, c, xp, accumulate)
 
     c = cupy.empty((r1 - r0, c1 - c0), cupy.float32)
-    run(c)  # warm-up: compiles, NCCL channels
+    c_local = torch.from_dlpack(c) if tc else c  # (the tensor-core path writes it as a PyTorch tensor)
+    c.fill(cupy.nan)  # (nothing left unwritten passes)
+    run(c_local)  # warm-up: compiles, NCCL channels
     torch.cuda.synchronize()
-    # verification: this rank's C block against cuBLAS on one GPU (A rows @ B columns)
-    a_rows = block(1, (r0, r1), (0, K), K)
-    b_cols = block(10**6, (0, K), (c0, c1), N)
-    ref = a_rows @ b_cols
-    verdict = compare(c, ref, 1e-4)
+    # verification: this rank's C block against cuBLAS on one GPU (A rows @ B columns, fp32)
+    ref = rounded(block(1, (r0, r1), (0, K), K)) @ rounded(block(10**6, (0, K), (c0, c1), N))
+    verdict = compare(c, ref, gemm_tc.tolerance(gemm_tc.TcProblem(M, N, K, args.dtype)) if tc else 1e-4)
+    del ref
     times = []
     for _ in range(args.reps):
         comm.barrier()
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
-        run(c)
+        run(c_local)
         end.record()
         end.synchronize()
         t = torch.tensor([cupy.cuda.get_elapsed_time(start, end)], device="cuda")
@@ -96,17 +119,24 @@ def main() -> None:
     ms = statistics.median(times)
     if comm.rank == 0:
         tflops = 2 * M * N * K / (ms * 1e-3) / 1e12
-        row = {"algo": args.algo, "world": comm.size, "M": M, "N": N, "K": K, "ms": ms, "tflops": tflops,
-               "verified": bool(ok.item()), "rank0_rel_error": verdict.rel_error}
-        try:  # one-GPU cuBLAS on the whole problem, for the efficiency column
-            A, B = cupy.random.random((M, K), dtype=cupy.float32), cupy.random.random((K, N), dtype=cupy.float32)
-            A @ B
-            s, e = cupy.cuda.Event(), cupy.cuda.Event()
-            s.record()
-            A @ B
-            e.record()
-            e.synchronize()
-            row["cublas_one_gpu_ms"] = cupy.cuda.get_elapsed_time(s, e)
+        row = {"algo": args.algo, "dtype": args.dtype, "world": comm.size, "M": M, "N": N, "K": K, "ms": ms,
+               "tflops": tflops, "verified": bool(ok.item()), "rank0_rel_error": verdict.rel_error}
+        try:  # one-GPU cuBLAS on the whole problem, for the efficiency column (median of --reps)
+            if tc:  # GemmEx: 16-bit inputs, fp32 sums and C, as the tensor-core rung
+                one = gemm_tc._cublas(gemm_tc.Workspace(gemm_tc.TcProblem(M, N, K, args.dtype), 3))
+            else:
+                A, B = cupy.random.random((M, K), dtype=cupy.float32), cupy.random.random((K, N), dtype=cupy.float32)
+                one = lambda: A @ B  # noqa: E731
+            one()
+            one_ms = []
+            for _ in range(args.reps):
+                s, e = cupy.cuda.Event(), cupy.cuda.Event()
+                s.record()
+                one()
+                e.record()
+                e.synchronize()
+                one_ms.append(cupy.cuda.get_elapsed_time(s, e))
+            row["cublas_one_gpu_ms"] = statistics.median(one_ms)
             row["vs_one_gpu_cublas"] = row["cublas_one_gpu_ms"] / ms
         except cupy.cuda.memory.OutOfMemoryError:
             row["cublas_one_gpu_ms"] = None

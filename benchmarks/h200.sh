@@ -298,11 +298,15 @@ if [[ $phase == kahan ]]; then
   echo "== Kahan-compensated fp32 GEMM vs plain and cuBLAS"; python3 benchmarks/kahan_table.py --json "$OUT/kahan.json"
 fi
 if [[ $phase == multi ]]; then
+  echo "== the distributed GEMM's tests (pytest_dist.txt: PyTorch blocks on the CPU, the tensor-core local GEMM)"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_dist.py > "$OUT/pytest_dist.txt" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_dist.txt" | tail -4
   echo "== distributed GEMM, world size $(nvidia-smi -L | wc -l) (torchrun, NCCL)"
-  for algo in summa rows; do
-    torchrun --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/dist_gemm.py --size ${DIST_SIZE:-8192} \
-      --algo $algo --json "$OUT/dist_gemm.jsonl" 2>&1 | grep -v "^W\|^\*\|OMP_NUM" | tail -3
-  done
+  # (DIST_SIZES, DIST_DTYPES: float32 on the CUDA-core rung, bfloat16 / float16 on the tensor cores; DIST_ALGOS)
+  for size in ${DIST_SIZES:-${DIST_SIZE:-8192}}; do for dtype in ${DIST_DTYPES:-float32}; do for algo in ${DIST_ALGOS:-summa rows}; do
+    timeout 300 torchrun --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" benchmarks/dist_gemm.py --size "$size" \
+      --algo $algo --dtype $dtype --json "$OUT/dist_gemm.jsonl" 2>&1 | grep -v "^W\|^\*\|OMP_NUM" | tail -3
+  done; done; done
   echo "== simtlab tune --gpus all (one measuring process per GPU)"
   simtlab tune gemm --rung tuned --size 1024 --strategy random --budget ${TUNE_BUDGET:-6} --gpus all --fresh 2>&1 | tail -8
 fi

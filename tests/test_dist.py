@@ -64,7 +64,7 @@ def test_summa_matches_float64(world, shape, lookahead):
     def rank(c):
         a, b = blocks[c.rank]
         (r0, r1), (c0, c1) = plan.blocks(c.rank)["C"]
-        out = np.empty((r1 - r0, c1 - c0))
+        out = np.full((r1 - r0, c1 - c0), np.nan)  # (the first panel must write every element)
         summa(plan, c, a, b, out, np, lookahead=lookahead)
         C[r0:r1, c0:c1] = out
 
@@ -84,7 +84,7 @@ def test_row_panels_match_float64(world):
     def rank(c):
         a, b = blocks[c.rank]
         m0, m1 = plan.rows[c.rank]
-        out = np.empty((m1 - m0, N))
+        out = np.full((m1 - m0, N), np.nan)
         row_panels(plan, c, a, b, out, np)
         C[m0:m1] = out
 
@@ -98,8 +98,72 @@ def test_row_panels_match_float64(world):
 
 def test_solo_world_needs_no_communication():
     A, B = np.ones((4, 3)), np.ones((3, 5))
-    C = np.empty((4, 5))
+    C = np.full((4, 5), np.nan)
     summa(Summa(4, 5, 3, 1), SoloComm(), A, B, C, np)
     assert (C == 3).all()
     with pytest.raises(ValueError, match="world size 1"):
         SoloComm().broadcast(A, 1, (0, 1))
+
+
+@pytest.mark.parametrize("world", [1, 3, 4])
+def test_summa_on_bf16_torch_tensors(world):
+    """The schedules on PyTorch tensors (how bf16 blocks travel: CuPy has no bfloat16), through
+    TorchArrays, with bf16 inputs and fp32 sums and C: every rank's block equals the float64 product
+    of the bf16-rounded inputs to fp32 accumulation accuracy."""
+    torch = pytest.importorskip("torch")
+    from simtlab.distributed.gemm import TorchArrays
+
+    M, N, K = 45, 38, 70
+    gen = torch.Generator().manual_seed(world)
+    A = (torch.rand((M, K), generator=gen) - 0.5).to(torch.bfloat16)
+    B = (torch.rand((K, N), generator=gen) - 0.5).to(torch.bfloat16)
+    ref = A.double() @ B.double()
+    plan = Summa(M, N, K, world)
+    blocks = scatter_blocks(plan, A, B)
+    C = torch.full((M, N), float("nan"), dtype=torch.float64)
+
+    def local(a, b, c, beta):  # (bf16 products are exact in fp32)
+        if beta:
+            c += a.float() @ b.float()
+        else:
+            c.copy_(a.float() @ b.float())
+
+    def rank(comm):
+        a, b = blocks[comm.rank]
+        (r0, r1), (c0, c1) = plan.blocks(comm.rank)["C"]
+        out = torch.full((r1 - r0, c1 - c0), float("nan"), dtype=torch.float32)
+        summa(plan, comm, a.contiguous(), b.contiguous(), out, TorchArrays("cpu"), local)
+        C[r0:r1, c0:c1] = out.double()
+
+    _run(world, rank)
+    assert torch.allclose(C, ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_tensor_core_local_gemm_writes_then_accumulates(dtype):
+    """The distributed GEMM's tensor-core local GEMM on this GPU: beta 0 writes every element of a
+    NaN-filled fp32 block, beta 1 adds the next panel's product; then SUMMA at world size 1 over
+    the same blocks. K = 520 and N = 264 are not multiples of the rung's tiles."""
+    torch = pytest.importorskip("torch")
+    from simtlab.distributed.gemm import TorchArrays, tensor_core_accumulate
+    from simtlab.ops import gemm_tc
+
+    M, N, K = 300, 264, 520
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    t = getattr(torch, dtype)
+    A = (torch.rand((M, 2 * K), generator=gen, device="cuda") - 0.5).to(t)
+    B = (torch.rand((2 * K, N), generator=gen, device="cuda") - 0.5).to(t)
+    ref = A.double() @ B.double()
+    tol = gemm_tc.tolerance(gemm_tc.TcProblem(M, N, 2 * K, dtype))
+
+    def rel_error(c):  # (NaN anywhere: NaN, which fails the comparison)
+        return float((c.double() - ref).norm() / ref.norm())
+
+    c = torch.full((M, N), float("nan"), device="cuda")
+    tensor_core_accumulate(A[:, :K].contiguous(), B[:K].contiguous(), c, 0.0)
+    tensor_core_accumulate(A[:, K:].contiguous(), B[K:].contiguous(), c, 1.0)
+    assert rel_error(c) <= tol
+    c.fill_(float("nan"))
+    summa(Summa(M, N, 2 * K, 1), SoloComm(), A, B, c, TorchArrays(A.device), tensor_core_accumulate)
+    assert rel_error(c) <= tol

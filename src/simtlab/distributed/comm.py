@@ -70,7 +70,8 @@ class ThreadComm:
         key = self._key(group)
         with self.board.cond:
             if self.rank == root:
-                self.board.slots[key] = [array.copy(), len(group) - 1]
+                copy = array.clone() if hasattr(array, "clone") else array.copy()  # (PyTorch or NumPy)
+                self.board.slots[key] = [copy, len(group) - 1]
                 self.board.cond.notify_all()
             else:
                 self.board.cond.wait_for(lambda: key in self.board.slots, timeout=60)
