@@ -151,7 +151,8 @@ def sass(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
          rung: Optional[List[str]] = typer.Option(None, help="only these rungs (name or stage)"),
          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Instruction-level report (no GPU needed): access widths, barriers, spills, main-loop FMA share,
-    and whether each rung's lesson shows up in the machine code."""
+    the main loop's cycles per path from its control codes, and whether each rung's lesson shows up
+    in the machine code."""
     from .analyze.sass import SassUnavailable
     from .analyze.static import sass_report
 

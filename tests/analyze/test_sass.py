@@ -77,3 +77,79 @@ def test_every_rung_shows_its_lesson_in_sass(name, arch):
         assert e["spill_instructions"] == 0, (e["expression"], "local-memory traffic")
         if e["variant"] != "predicated scalar":
             assert e["ok"], (e["expression"], "missing", e["missing"])
+
+
+def _ctrl(stall: int) -> int:
+    return stall  # (the stall count is the control bits' low four)
+
+
+def test_loop_paths_follow_forward_branches_and_sum_the_stall_counts():
+    """A body with an if (a forward branch around two instructions) and a wait whose retry side lies
+    after the function: two paths, the retry branch not taken, NOPs counted in cycles only."""
+    def ins(addr, op, operands="", pred="", stall=1):
+        return Instruction(addr, pred, op, operands, _ctrl(stall))
+
+    loop = [ins(0x00, "BAR", "SYNC", stall=2),
+            ins(0x10, "SYNCS", "", stall=1),
+            ins(0x20, "BRA", "0x200", pred="@!P0", stall=3),  # retry side, outside the body
+            ins(0x30, "BRA", "0x60", pred="@P1", stall=5),    # skip the copies
+            ins(0x40, "LDGSTS", "[R1], [R2.64]", stall=13),
+            ins(0x50, "LDGSTS", "[R1+0x40], [R2.64]", stall=2),
+            ins(0x60, "FFMA", "R0, R1, R2, R0", stall=1),
+            ins(0x70, "NOP", stall=4),
+            ins(0x80, "BRA", "0x0", pred="@P2", stall=6)]
+    from simtlab.analyze.sass import loop_paths
+
+    short, long = loop_paths(loop)
+    assert (short.instructions, short.cycles) == (6, 2 + 1 + 3 + 5 + 1 + 4 + 6)
+    assert (long.instructions, long.cycles) == (8, short.cycles + 13 + 2)
+    assert long.mix["LDGSTS"] == 2 and "LDGSTS" not in short.mix and "NOP" not in long.mix
+    assert long.fixed_stalls == long.cycles - 8
+    assert loop_paths([Instruction(0, "", "FFMA", "R0, R1, R2, R0")]) == []  # no control bits: nothing claimed
+
+
+def _rung_sass(family_name, rung_name, arch, params):
+    from simtlab.catalog import family
+    from simtlab.launch import build
+
+    rung = family(family_name).rung(rung_name)
+    inst = build(rung, rung.params(arch, params), arch)
+    expr = inst.expression(True if rung.vec_variant else None)
+    (instrs,) = parse_sass(disassemble(inst.cubin.path, inst.cubin.mangled(expr))).values()
+    return instrs
+
+
+def test_control_bits_agree_with_the_disassembly():
+    """The reuse flags decoded from each instruction's control bits mark exactly the operands
+    cuobjdump prints with `.reuse` (fp32 rung 10: ~2,000 of them), and every stall count is 0-15."""
+    instrs = _rung_sass("gemm", "tuned", "sm_90", {})
+    assert all(i.control is not None for i in instrs)
+    assert all(bin(i.reuse_flags).count("1") == i.operands.count(".reuse") for i in instrs)
+    assert sum(i.operands.count(".reuse") for i in instrs) > 1000
+    assert {i.stall for i in instrs} <= set(range(16)) and max(i.stall for i in instrs) > 1
+
+
+def test_interior_copies_cost_fewer_fixed_stalls():
+    """Rung 10's lesson in the control codes: with INTERIOR 1 a slice copied inside the matrices
+    waits out fewer fixed latencies than any predicated copy (the general path, which both builds
+    keep for edge tiles); the slices without copies are the shortest path in both."""
+    from simtlab.analyze.sass import _main_loop, loop_paths
+
+    copying = {}
+    for interior in (0, 1):
+        paths = loop_paths(_main_loop(_rung_sass("gemm", "tuned", "sm_90", {"INTERIOR": interior})))
+        assert "LDGSTS" not in paths[0].mix and all(p.mix["FFMA"] == 2048 for p in paths)
+        copying[interior] = [p.fixed_stalls for p in paths if p.mix.get("LDGSTS")]
+    assert len(copying[1]) == len(copying[0]) + 1
+    assert min(copying[1]) < min(copying[0]) / 2
+
+
+def test_lean_bookkeeping_shortens_the_tensor_core_main_loop():
+    """Tensor-core rung 6 with LEAN 1: a slice's shortest path (no kept piece due) issues fewer
+    instructions and waits out fewer fixed cycles than LEAN 0's, the same four HGMMAs in both."""
+    from simtlab.analyze.sass import _main_loop, loop_paths
+
+    short = {lean: loop_paths(_main_loop(_rung_sass("gemm_tc", "wgmma_cluster", "sm_90a", {"LEAN": lean, "DT": 1})))[0]
+             for lean in (0, 1)}
+    assert short[0].mix["HGMMA"] == short[1].mix["HGMMA"] == 4
+    assert short[1].instructions < short[0].instructions - 15 and short[1].cycles < short[0].cycles

@@ -6,6 +6,15 @@ instruction mix, memory access widths (LDG.E.128 vs LDG.E), barriers,
 local-memory traffic (LDL/STL: spills), shuffles, tensor-core instructions,
 and the main loop (the largest backward branch) with its FMA share - the
 instruction-level facts each rung of a ladder is meant to change.
+
+Each instruction's control bits (the top 23 bits of its 128-bit word, Volta
+and later) are decoded too: the stall count ptxas wrote for it (cycles before
+the warp may issue its next instruction), its yield bit, scoreboard barriers
+and reuse flags. Summed along a path through the main loop, the stall counts
+are the cycles one iteration takes with no dynamic stall at all - the fixed
+latencies the compiler could not hide. The loop's paths (a slice with or
+without copies, a predicated or unpredicated copy) are listed separately,
+since summing both sides of a branch would describe no iteration that runs.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-__all__ = ["SassUnavailable", "Instruction", "cuobjdump", "disassemble", "parse_sass", "summarize", "SassSummary"]
+__all__ = ["SassUnavailable", "Instruction", "LoopPath", "cuobjdump", "disassemble", "parse_sass", "summarize",
+           "loop_paths", "SassSummary"]
 
 
 class SassUnavailable(RuntimeError):
@@ -62,6 +72,21 @@ class Instruction:
     predicate: str  # '' or e.g. '@!P0'
     opcode: str  # with modifiers: 'LDG.E.128.CONSTANT'
     operands: str
+    control: int | None = None  # the control bits (bits 105-127 of the word), when the dump has them
+
+    @property
+    def stall(self) -> int:
+        """Cycles before the warp may issue its next instruction (1 = back to back; 1 when unknown)."""
+        return self.control & 0xF if self.control is not None else 1
+
+    @property
+    def yields(self) -> bool:
+        return bool(self.control is not None and self.control >> 4 & 1)
+
+    @property
+    def reuse_flags(self) -> int:
+        """One bit per source operand slot kept in the operand reuse cache (`.reuse` in the text)."""
+        return self.control >> 17 & 0xF if self.control is not None else 0
 
     @property
     def base(self) -> str:
@@ -82,22 +107,34 @@ class Instruction:
 
 _FUNC = re.compile(r"^\s*Function : (\S+)")
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_WORD = re.compile(r"/\*\s*(0x[0-9a-f]{16})\s*\*/\s*$")  # a 64-bit half of the encoding, at a line's end
 
 
 def parse_sass(text: str) -> dict[str, list[Instruction]]:
-    """Instructions per function, in address order."""
+    """Instructions per function, in address order. cuobjdump prints each 128-bit instruction as
+    two 64-bit words, the low one on the instruction's line and the high one (control bits in its
+    top 23 bits) on the next line; a dump without them leaves `control` None."""
     out: dict[str, list[Instruction]] = {}
     current = None
+    pending = None  # (instruction fields, low word seen) awaiting its high word
     for line in text.splitlines():
         m = _FUNC.match(line)
         if m:
             current = m.group(1)
             out[current] = []
+            pending = None
             continue
         m = _INSTR.match(line)
         if m and current is not None:
-            out[current].append(Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3),
-                                            m.group(4).strip()))
+            ins = Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip())
+            out[current].append(ins)
+            pending = ins if _WORD.search(line) else None
+            continue
+        w = _WORD.search(line)
+        if w and pending is not None:
+            out[current][-1] = Instruction(pending.address, pending.predicate, pending.opcode, pending.operands,
+                                           int(w.group(1), 16) >> 41)
+            pending = None
     return out
 
 
@@ -114,6 +151,7 @@ class SassSummary:
     barriers: int
     loop_instructions: int  # the main loop's body (0 if none)
     loop_mix: dict[str, int] = field(default_factory=dict)
+    loop_paths: list = field(default_factory=list)  # LoopPath per way through the body, shortest first
 
     @property
     def loop_fma_share(self) -> float:
@@ -128,7 +166,7 @@ class SassSummary:
         return {"function": self.function, "instructions": self.instructions, "mix": self.mix, "memory": self.memory,
                 "spill_instructions": self.spill_instructions, "barriers": self.barriers,
                 "loop_instructions": self.loop_instructions, "loop_fma_share": round(self.loop_fma_share, 4),
-                "loop_mix": self.loop_mix}
+                "loop_mix": self.loop_mix, "loop_paths": [p.as_dict() for p in self.loop_paths]}
 
 
 _MULTIPLY_ADDS = ("FFMA", "HMMA", "HGMMA", "DFMA", "HFMA2")
@@ -155,6 +193,101 @@ def _main_loop(instrs: list[Instruction]) -> list[Instruction]:
     return max((lp[2] for lp in loops), key=len, default=[])
 
 
+@dataclass(frozen=True)
+class LoopPath:
+    """One way through the main loop's body, from its first instruction to its backward branch."""
+
+    instructions: int  # issued (NOPs not counted)
+    cycles: int  # the stall counts summed (NOPs included): an iteration with no dynamic stall
+    mix: dict[str, int]
+
+    @property
+    def fixed_stalls(self) -> int:
+        """Cycles beyond one an instruction: the latencies ptxas waits out in the control codes."""
+        return self.cycles - self.instructions
+
+    def as_dict(self) -> dict:
+        return {"instructions": self.instructions, "cycles": self.cycles, "fixed_stalls": self.fixed_stalls,
+                "mix": self.mix}
+
+
+def _target(ins: Instruction) -> int | None:
+    m = re.search(r"0x([0-9a-f]+)", ins.operands) if ins.base == "BRA" else None
+    return int(m.group(1), 16) if m else None
+
+
+def loop_paths(loop: list[Instruction], limit: int = 64) -> list[LoopPath]:
+    """The distinct paths through a loop body (`_main_loop`), shortest first; where there are more
+    than `limit`, only the two with the fewest and the most cycles (most such combinations of
+    branches never run together). A branch forward inside the body may be taken or not; the branch back to the top ends the
+    iteration; branches out of the body (the retry side of a barrier wait, placed after the
+    function) and backward branches inside it (retry loops) are taken as not taken - the path a
+    warp follows when it does not wait. Needs the control bits (`Instruction.control`)."""
+    if not loop or any(i.control is None for i in loop):
+        return []
+    top, bottom = loop[0].address, loop[-1].address
+    index = {ins.address: k for k, ins in enumerate(loop)}
+    # basic blocks: leaders at the top, at forward targets inside the body, after every branch
+    leaders = {0}
+    for k, ins in enumerate(loop):
+        t = _target(ins)
+        if t is not None:
+            if k + 1 < len(loop):
+                leaders.add(k + 1)
+            if top < t <= bottom and t > ins.address:
+                leaders.add(index[t])
+    starts = sorted(leaders)
+    blocks = []  # (first, last) indices
+    for a, b in zip(starts, starts[1:] + [len(loop)]):
+        blocks.append((a, b - 1))
+    block_of = {a: n for n, (a, _) in enumerate(blocks)}
+
+    def successors(n: int) -> list[int | None]:  # None: the end of the iteration
+        last = loop[blocks[n][1]]
+        nxt = n + 1 if n + 1 < len(blocks) else None
+        if last.base in ("EXIT", "RET"):
+            return []
+        t = _target(last)
+        if t is None:
+            return [nxt]
+        taken = None if t == top else block_of.get(index[t]) if top < t <= bottom and t > last.address else "out"
+        if not last.predicate:  # always taken (a jump out of the body: not followed)
+            return [] if taken == "out" else [taken]
+        return [nxt] if taken == "out" else [nxt, taken]
+
+    def cost(n: int) -> int:
+        return sum(i.stall for i in loop[blocks[n][0]:blocks[n][1] + 1])
+
+    paths: list[list[int]] = []
+
+    def walk(n: int | None, path: list[int]) -> bool:
+        if len(paths) > limit:
+            return False
+        if n is None:
+            paths.append(path)
+            return True
+        return all(walk(m, path + [n]) for m in successors(n))
+
+    if not walk(0, []):  # too many: the extremes, by dynamic programming from the bottom up
+        paths = []
+        for pick in (min, max):
+            best: dict[int | None, tuple[int, list[int]]] = {None: (0, [])}
+            for n in reversed(range(len(blocks))):
+                options = [best[m] for m in successors(n) if m in best]
+                if options:
+                    c, rest = pick(options, key=lambda o: o[0])
+                    best[n] = (cost(n) + c, [n] + rest)
+            if 0 in best:
+                paths.append(best[0][1])
+    out = set()
+    for path in paths:
+        body = [ins for n in path for ins in loop[blocks[n][0]:blocks[n][1] + 1]]
+        mix = Counter(i.base for i in body if i.base != "NOP")
+        out.add(LoopPath(sum(mix.values()), sum(i.stall for i in body), tuple(sorted(mix.items()))))
+    return sorted((LoopPath(p.instructions, p.cycles, dict(p.mix)) for p in out),
+                  key=lambda p: (p.instructions, p.cycles))
+
+
 def summarize(function: str, instrs: list[Instruction]) -> SassSummary:
     mix = Counter(i.base for i in instrs if i.base != "NOP")
     memory = Counter(f"{i.base}.{i.width}" for i in instrs if i.base in _MEMORY)
@@ -168,6 +301,7 @@ def summarize(function: str, instrs: list[Instruction]) -> SassSummary:
         barriers=mix.get("BAR", 0),
         loop_instructions=sum(1 for i in loop if i.base != "NOP"),
         loop_mix=dict(Counter(i.base for i in loop if i.base != "NOP")),
+        loop_paths=loop_paths(loop),
     )
 
 

@@ -75,14 +75,24 @@ def results_table(rows: Sequence[dict]) -> Table:
     return t
 
 
+def loop_cycles(paths: Sequence[dict]) -> str:
+    """The main loop's cycles an iteration with no dynamic stall (its control codes' stall counts),
+    per path through it, shortest first: "2202 / 2303 / 2535"; more than three paths: the range."""
+    cycles = [p["cycles"] for p in paths]
+    if len(cycles) > 3:
+        return f"{min(cycles)}-{max(cycles)}"
+    return " / ".join(map(str, cycles))
+
+
 def sass_table(entries: Iterable[dict], arch: str) -> Table:
     t = Table(title=f"SASS report for {arch} (no GPU needed)", title_justify="left", header_style="bold")
-    for col in ("rung", "path", "instr", "loop", "loop FMA%", "global", "shared", "BAR", "LDL/STL", "lesson in SASS"):
+    for col in ("rung", "path", "instr", "loop", "loop FMA%", "loop cycles", "global", "shared", "BAR", "LDL/STL",
+                "lesson in SASS"):
         t.add_column(col, justify="left" if col in ("rung", "path", "global", "shared", "lesson in SASS") else "right")
     for e in entries:
         name = e["rung"].split("/")[-1]
         if e.get("error"):
-            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 8)
+            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 9)
             continue
         mem = e["memory"]
         glob = " ".join(f"{k}x{v}" for k, v in sorted(mem.items()) if k.split(".")[0] in ("LDG", "STG", "LDGSTS"))
@@ -94,6 +104,6 @@ def sass_table(entries: Iterable[dict], arch: str) -> Table:
         else:
             verdict = "[red]missing " + " ".join(e["missing"]) + (" spills" if e["spill_instructions"] else "") + "[/]"
         t.add_row(name, e["variant"], str(e["instructions"]), str(e["loop_instructions"]),
-                  f"{e['loop_fma_share'] * 100:.0f}", glob, shared, str(e["barriers"]), str(e["spill_instructions"]),
-                  verdict)
+                  f"{e['loop_fma_share'] * 100:.0f}", loop_cycles(e.get("loop_paths", [])), glob, shared,
+                  str(e["barriers"]), str(e["spill_instructions"]), verdict)
     return t
