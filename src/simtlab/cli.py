@@ -325,7 +325,7 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
     t.add_column(page["rung"].split("/")[-1], justify="right")
     keys = [("registers", "{}"), ("shared_bytes", "{}"), ("occupancy", "{:.0%}"), ("limiter", "{}"),
             ("flop_per_requested_byte", "{:.2f}"), ("sass_memory", "{}"), ("barriers", "{}"),
-            ("loop_instructions", "{}"), ("loop_fma_share", "{:.0%}"), ("rounds", "{}")]
+            ("loop_instructions", "{}"), ("loop_fma_share", "{:.0%}"), ("loop_cycles", "{}"), ("rounds", "{}")]
     for key, fmt in keys:
         if key not in page["static"]:
             continue

@@ -26,7 +26,7 @@ def header_comment(rung: Rung) -> str:
 
 
 def static_facts(rung: Rung, arch: str, problem) -> dict:
-    from .sass import SassUnavailable, kernel_sass
+    from .sass import SassUnavailable, kernel_sass, loop_cycles
 
     inst = build(rung, None, arch)
     vec = True if rung.vec_variant else None
@@ -46,7 +46,7 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     try:
         s = kernel_sass(inst.cubin, inst.expression(vec))
         facts.update(sass_memory=s.memory, barriers=s.barriers, loop_instructions=s.loop_instructions,
-                     loop_fma_share=s.loop_fma_share,
+                     loop_fma_share=s.loop_fma_share, loop_cycles=loop_cycles([p.as_dict() for p in s.loop_paths]),
                      tensor_cores="HGMMA" if s.has("HGMMA") else "HMMA" if s.has("HMMA") else None)
     except SassUnavailable:
         pass

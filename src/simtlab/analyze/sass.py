@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 
 __all__ = ["SassUnavailable", "Instruction", "LoopPath", "cuobjdump", "disassemble", "parse_sass", "summarize",
-           "loop_paths", "SassSummary"]
+           "loop_paths", "loop_cycles", "SassSummary"]
 
 
 class SassUnavailable(RuntimeError):
@@ -286,6 +286,16 @@ def loop_paths(loop: list[Instruction], limit: int = 64) -> list[LoopPath]:
         out.add(LoopPath(sum(mix.values()), sum(i.stall for i in body), tuple(sorted(mix.items()))))
     return sorted((LoopPath(p.instructions, p.cycles, dict(p.mix)) for p in out),
                   key=lambda p: (p.instructions, p.cycles))
+
+
+def loop_cycles(paths: list[dict]) -> str:
+    """The main loop's cycles an iteration with no dynamic stall (its control codes' stall counts),
+    per path through it (`LoopPath.as_dict()`s), shortest first: "2202 / 2303 / 2535"; more than
+    three paths: the range."""
+    cycles = [p["cycles"] for p in paths]
+    if len(cycles) > 3:
+        return f"{min(cycles)}-{max(cycles)}"
+    return " / ".join(map(str, cycles))
 
 
 def summarize(function: str, instrs: list[Instruction]) -> SassSummary:

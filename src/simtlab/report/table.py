@@ -6,6 +6,8 @@ from typing import Iterable, Sequence
 
 from rich.table import Table
 
+from ..analyze.sass import loop_cycles
+
 _STATUS_STYLE = {"ok": "green", "reference": "cyan", "wrong": "bold red", "compile-error": "red",
                  "launch-error": "red", "error": "red", "unsupported": "yellow"}
 
@@ -73,15 +75,6 @@ def results_table(rows: Sequence[dict]) -> Table:
                   _f(r["gflops"], ".0f"), _f(r["gbs"], ".0f"), _f(r["pct_of_reference"], ".1f"),
                   _f(r["rel_error"], ".1e"), r["status"])
     return t
-
-
-def loop_cycles(paths: Sequence[dict]) -> str:
-    """The main loop's cycles an iteration with no dynamic stall (its control codes' stall counts),
-    per path through it, shortest first: "2202 / 2303 / 2535"; more than three paths: the range."""
-    cycles = [p["cycles"] for p in paths]
-    if len(cycles) > 3:
-        return f"{min(cycles)}-{max(cycles)}"
-    return " / ".join(map(str, cycles))
 
 
 def sass_table(entries: Iterable[dict], arch: str) -> Table:
