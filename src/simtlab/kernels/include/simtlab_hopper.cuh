@@ -177,20 +177,18 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 // leading-dimension byte offset and stride-dimension byte offset, each in 16-byte units.
 //  K-major (A, rows of 64 16-bit values): lbo unused (16), sbo = 1024 (eight 128-byte rows).
 //  MN-major (row-major B): lbo = bytes between 64-column blocks, sbo = 1024 (eight k rows).
-__device__ __forceinline__ u64 desc_sw128(unsigned addr, unsigned lbo, unsigned sbo) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
-         (1ull << 62);
-}
-
-// desc_sw128 in its two 32-bit words: the low one (start address, leading byte offset) moves from
+// Built from its two 32-bit words: the low one (start address, leading byte offset) moves from
 // slice to slice and k step to k step, the high one (stride byte offset, swizzle mode) never
 // does. Stepping the low word alone cannot carry into the high one (shared addresses stay below
-// 256 KiB), so a k step is one 32-bit add instead of a 64-bit add and its moves.
+// 256 KiB), so a k step can be one 32-bit add instead of a 64-bit add and its moves.
 __device__ __forceinline__ unsigned desc_sw128_lo(unsigned addr, unsigned lbo) {
   return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
 }
 __host__ __device__ constexpr unsigned desc_sw128_hi(unsigned sbo) { return (sbo >> 4) | (1u << 30); }
 __device__ __forceinline__ u64 desc_join(unsigned lo, unsigned hi) { return ((u64)hi << 32) | lo; }
+__device__ __forceinline__ u64 desc_sw128(unsigned addr, unsigned lbo, unsigned sbo) {
+  return desc_join(desc_sw128_lo(addr, lbo), desc_sw128_hi(sbo));
+}
 
 // A pipeline's position: the ring slot of the next slice and the parity of that slot's barrier
 // phase, kept as running values (a compare and two selects a slice) rather than worked out from a
