@@ -8,9 +8,9 @@ and the main loop (the largest backward branch) with its FMA share - the
 instruction-level facts each rung of a ladder is meant to change.
 
 Each instruction's control bits (the top 23 bits of its 128-bit word, Volta
-and later) are decoded too: the stall count ptxas wrote for it (cycles before
-the warp may issue its next instruction), its yield bit, scoreboard barriers
-and reuse flags. Summed along a path through the main loop, the stall counts
+and later) are kept too, and two of their fields read: the stall count ptxas
+wrote for it (cycles before the warp may issue its next instruction) and its
+operand reuse flags. Summed along a path through the main loop, the stall counts
 are the cycles one iteration takes with no dynamic stall at all - the fixed
 latencies the compiler could not hide. The loop's paths (a slice with or
 without copies, a predicated or unpredicated copy) are listed separately,
@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -80,10 +80,6 @@ class Instruction:
         return self.control & 0xF if self.control is not None else 1
 
     @property
-    def yields(self) -> bool:
-        return bool(self.control is not None and self.control >> 4 & 1)
-
-    @property
     def reuse_flags(self) -> int:
         """One bit per source operand slot kept in the operand reuse cache (`.reuse` in the text)."""
         return self.control >> 17 & 0xF if self.control is not None else 0
@@ -116,25 +112,24 @@ def parse_sass(text: str) -> dict[str, list[Instruction]]:
     top 23 bits) on the next line; a dump without them leaves `control` None."""
     out: dict[str, list[Instruction]] = {}
     current = None
-    pending = None  # (instruction fields, low word seen) awaiting its high word
+    high_word_next = False  # the last instruction's line carried its low word: the next line has the high one
     for line in text.splitlines():
         m = _FUNC.match(line)
         if m:
             current = m.group(1)
             out[current] = []
-            pending = None
+            high_word_next = False
             continue
         m = _INSTR.match(line)
         if m and current is not None:
-            ins = Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip())
-            out[current].append(ins)
-            pending = ins if _WORD.search(line) else None
+            out[current].append(Instruction(int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3),
+                                            m.group(4).strip()))
+            high_word_next = bool(_WORD.search(line))
             continue
         w = _WORD.search(line)
-        if w and pending is not None:
-            out[current][-1] = Instruction(pending.address, pending.predicate, pending.opcode, pending.operands,
-                                           int(w.group(1), 16) >> 41)
-            pending = None
+        if w and high_word_next:
+            out[current][-1] = replace(out[current][-1], control=int(w.group(1), 16) >> 41)
+            high_word_next = False
     return out
 
 
@@ -219,8 +214,8 @@ def _target(ins: Instruction) -> int | None:
 def loop_paths(loop: list[Instruction], limit: int = 64) -> list[LoopPath]:
     """The distinct paths through a loop body (`_main_loop`), shortest first; where there are more
     than `limit`, only the two with the fewest and the most cycles (most such combinations of
-    branches never run together). A branch forward inside the body may be taken or not; the branch back to the top ends the
-    iteration; branches out of the body (the retry side of a barrier wait, placed after the
+    branches never run together). A branch forward inside the body may be taken or not; the
+    branch back to the top ends the iteration; branches out of the body (the retry side of a barrier wait, placed after the
     function) and backward branches inside it (retry loops) are taken as not taken - the path a
     warp follows when it does not wait. Needs the control bits (`Instruction.control`)."""
     if not loop or any(i.control is None for i in loop):
@@ -279,13 +274,13 @@ def loop_paths(loop: list[Instruction], limit: int = 64) -> list[LoopPath]:
                     best[n] = (cost(n) + c, [n] + rest)
             if 0 in best:
                 paths.append(best[0][1])
-    out = set()
+    distinct = {}  # (paths that differ only in blocks of the same instructions and cycles: one)
     for path in paths:
         body = [ins for n in path for ins in loop[blocks[n][0]:blocks[n][1] + 1]]
-        mix = Counter(i.base for i in body if i.base != "NOP")
-        out.add(LoopPath(sum(mix.values()), sum(i.stall for i in body), tuple(sorted(mix.items()))))
-    return sorted((LoopPath(p.instructions, p.cycles, dict(p.mix)) for p in out),
-                  key=lambda p: (p.instructions, p.cycles))
+        mix = dict(sorted(Counter(i.base for i in body if i.base != "NOP").items()))
+        found = LoopPath(sum(mix.values()), sum(i.stall for i in body), mix)
+        distinct[(found.instructions, found.cycles, tuple(mix.items()))] = found
+    return sorted(distinct.values(), key=lambda p: (p.instructions, p.cycles))
 
 
 def loop_cycles(paths: list[dict]) -> str:
