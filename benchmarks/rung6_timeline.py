@@ -22,11 +22,6 @@ TL_TILES, TL_BLOCKS, TL_FIELDS = 64, 264, 10  # as declared in the kernel
 DENSE_FLOP_PER_CYCLE = {"float16": 4096, "bfloat16": 4096, "float32": 2048}  # per SM, sm_90 tensor cores
 
 
-def parse_param(text: str) -> tuple[str, int]:
-    name, _, value = text.partition("=")
-    return name, int(value)
-
-
 def collect(size: str, overrides: dict[str, int], seed: int = 5) -> dict:
     import cupy
 
@@ -118,7 +113,9 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=[], help="NAME=value over the rung's size defaults")
     ap.add_argument("--json")
     args = ap.parse_args()
-    overrides = dict(parse_param(p) for p in args.param)
+    from simtlab.tools.launch_once import parse_params
+
+    overrides = parse_params(args.param)
     out = []
     for size in args.size:
         run = collect(size, overrides)
