@@ -41,6 +41,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
+    from simtlab.bench import time_gpu
     from simtlab.distributed.comm import TorchComm
     from simtlab.distributed.gemm import TorchArrays, row_panels, simtlab_accumulate, summa, tensor_core_accumulate
     from simtlab.distributed.partition import RowPanels, Summa
@@ -121,7 +122,7 @@ def main() -> None:
         tflops = 2 * M * N * K / (ms * 1e-3) / 1e12
         row = {"algo": args.algo, "dtype": args.dtype, "world": comm.size, "M": M, "N": N, "K": K, "ms": ms,
                "tflops": tflops, "verified": bool(ok.item()), "rank0_rel_error": verdict.rel_error}
-        try:  # one-GPU cuBLAS on the whole problem, for the efficiency column (median of --reps), on
+        try:  # one-GPU cuBLAS on the whole problem, for the efficiency column (timed as the ladder times), on
             # inputs drawn as the blocks are (uniform in [-0.5, 0.5): at the power limit the values move the clock)
             A = cupy.random.random((M, K), dtype=cupy.float32) - 0.5
             B = cupy.random.random((K, N), dtype=cupy.float32) - 0.5
@@ -131,16 +132,7 @@ def main() -> None:
                 one = gemm_tc._cublas(gemm_tc.Workspace.of(p, A, B, cupy.empty((M, N), cupy.float32)))
             else:
                 one = lambda: A @ B  # noqa: E731
-            one()
-            one_ms = []
-            for _ in range(args.reps):
-                s, e = cupy.cuda.Event(), cupy.cuda.Event()
-                s.record()
-                one()
-                e.record()
-                e.synchronize()
-                one_ms.append(cupy.cuda.get_elapsed_time(s, e))
-            row["cublas_one_gpu_ms"] = statistics.median(one_ms)
+            row["cublas_one_gpu_ms"] = time_gpu(one, min_reps=args.reps, max_reps=args.reps).median_ms
             row["vs_one_gpu_cublas"] = row["cublas_one_gpu_ms"] / ms
         except cupy.cuda.memory.OutOfMemoryError:
             row["cublas_one_gpu_ms"] = None
