@@ -127,6 +127,21 @@ rung6_ladder() {
   timeout 200 simtlab ladder gemm_tc -s 4096 -s 4096:bf16 -s 8192 -s 8192:bf16 -s 2048 -s 6144:bf16 \
     -s 8192x1024x8192:bf16 -s 4096:tf32 -s 64x512x512x512:bf16 --rung 5 --rung 6 --json-out "$OUT/gemm_tc_top.json"
 }
+rung6_ncu() {  # PARAM VALUE...: Nsight Compute on rung 6 at 4096:bf16 with PARAM at each value, cuBLAS once
+  local param=$1 nr=; shift
+  for v in "$@"; do
+    echo "== Nsight Compute, rung 6 $param $v at 4096:bf16 (ncu.txt)"
+    RUNG_PARAMS="$param=$v" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 \
+      >> "$OUT/ncu.txt" 2>&1
+    nr=1
+  done
+}
+rung6_ship() {  # rung 6 as it ships: the top of the ladder, the whole ladder, the sanitizer
+  rung6_ladder
+  echo "== the whole tensor-core ladder at 4096:bf16"
+  timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
+  rung6_sanitize
+}
 rung6_sanitize() {
   echo "== compute-sanitizer on rung 6's defaults (sanitize.txt)"
   for size in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do
@@ -136,10 +151,7 @@ rung6_sanitize() {
 }
 if [[ $phase == rung6 ]]; then  # rung 6 as it ships: its tests, the top of the ladder, the whole ladder, the sanitizer
   rung6_tests
-  rung6_ladder
-  echo "== the whole tensor-core ladder at 4096:bf16"
-  timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
-  rung6_sanitize
+  rung6_ship
 fi
 if [[ $phase == sanitize6 ]]; then  # compute-sanitizer on rung 6's defaults, and on loading the driver bindings alone
   rung6_sanitize
@@ -236,12 +248,7 @@ if [[ $phase == interior ]]; then  # issue 11: rung 10 copying interior slices w
 fi
 if [[ $phase == raster ]]; then  # issue 12: at 4096^3 rung 6 takes fewer cycles than cuBLAS but runs at a lower
   # clock (the power limit; run 2b1584_wait) and moves more bytes through L2 and DRAM: does the tile order move both?
-  for g in ${RASTER_GROUPS:-4 8 16 32}; do
-    nr=1; [[ $g == 8 ]] && nr=  # (cuBLAS once)
-    echo "== Nsight Compute, rung 6 GROUP_M $g at 4096:bf16 (ncu.txt)"
-    RUNG_PARAMS="GROUP_M=$g" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 \
-      >> "$OUT/ncu.txt" 2>&1
-  done
+  rung6_ncu GROUP_M ${RASTER_GROUPS:-4 8 16 32}
   grep -E "^== |Frequency|dram__bytes|lts__t_(bytes|sectors|sector_hit)|Duration|Elapsed Cycles" "$OUT/ncu.txt"
   for size in ${RASTER_SIZES:-4096:bf16 4096 8192:bf16}; do
     echo "== rung 6 at $size: GROUP_M 4, 8, 16, 32"
@@ -254,11 +261,7 @@ if [[ $phase == wait ]]; then  # issue 12: waiters that sleep (WAIT 1) against w
   # and on fp32 rung 10 beside cuBLAS (is its clock the boost clock the NVML samples say?)
   SIMTLAB_NESTED=1 R6_TESTS="WAIT1" R6_SWEEP="--param WAIT=0,1" \
     R6_SIZES="4096 4096:bf16 8192:bf16 2048 64x512x512x512:bf16 4096:tf32" R6_TIMELINE="--param WAIT=1" bash "$0" compare
-  for w in 0 1; do
-    echo "== Nsight Compute, rung 6 WAIT $w at 4096:bf16 (ncu.txt)"
-    nr=; [[ $w == 1 ]] && nr=1  # (cuBLAS once)
-    RUNG_PARAMS="WAIT=$w" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 >> "$OUT/ncu.txt" 2>&1
-  done
+  rung6_ncu WAIT 0 1
   echo "== Nsight Compute, fp32 rung 10 at 4096 (ncu.txt)"
   timeout 120 bash benchmarks/ncu_vs_library.sh gemm tuned 4096 >> "$OUT/ncu.txt" 2>&1
   grep -E "^== |Frequency|inst_executed.sum|lts__t_bytes|pipe_tensor_cycles|pipe_fma_cycles|stalled_(sleeping|dispatch|wait)|Duration" "$OUT/ncu.txt"
@@ -274,16 +277,9 @@ if [[ $phase == lean ]]; then  # issue 12: rung 6's consumers with uniform-regis
     timeout 150 python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "$size" --param LEAN=$values \
       --json "$OUT/lean_${size/:/_}.json"
   done
-  for l in 0 1; do
-    echo "== Nsight Compute, rung 6 LEAN $l at 4096:bf16 (ncu.txt)"
-    nr=; [[ $l == 1 ]] && nr=1  # (cuBLAS once)
-    RUNG_PARAMS="LEAN=$l" NO_REFERENCE=$nr timeout 120 bash benchmarks/ncu_vs_library.sh gemm_tc 6 4096:bf16 >> "$OUT/ncu.txt" 2>&1
-  done
+  rung6_ncu LEAN 0 1
   grep -E "^== |Frequency|inst_executed.sum|pipe_(alu|fma|fmaheavy|tensor)_cycles|Duration|Elapsed Cycles" "$OUT/ncu.txt"
-  rung6_ladder
-  echo "== the whole tensor-core ladder at 4096:bf16"
-  timeout 120 simtlab ladder gemm_tc -s 4096:bf16 --json-out "$OUT/gemm_tc_ladder.json"
-  rung6_sanitize
+  rung6_ship
 fi
 if [[ $phase == timeline ]]; then  # issue 12: where rung 6's cycles go, tile by tile (an instrumented build)
   echo "== rung 6 timeline"
