@@ -190,6 +190,9 @@ def test_gemm_tc_api_errors():
             call()
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match="A is bfloat16 and B is float16"):
+        simtlab.gemm_tc(torch.ones(4, 8, device="cuda", dtype=torch.bfloat16),
+                        torch.ones(8, 16, device="cuda", dtype=torch.float16))
+    with pytest.raises(TypeError, match="pass one library's arrays"):
         simtlab.gemm_tc(torch.ones(4, 8, device="cuda", dtype=torch.bfloat16), b)
 
 
@@ -207,7 +210,7 @@ def test_gemm_api_errors():
     with pytest.raises(TypeError, match="GPU array"):
         simtlab.gemm(np.ones((4, 5), np.float32), b)
     with pytest.raises(ValueError, match="C-contiguous"):
-        simtlab.gemm(cupy.ones((5, 4), cupy.float32).T, b)
+        simtlab.gemm(cupy.ones((4, 10), cupy.float32)[:, ::2], b)  # (a transposed view is taken: tests/test_api_gpu.py)
     with pytest.raises(ValueError, match="C has shape"):
         simtlab.gemm(a, b, cupy.ones((3, 3), cupy.float32), beta=1.0)
     with pytest.raises(ValueError, match="2-D"):
@@ -627,7 +630,7 @@ def _cluster_variant_matches(size: str, variant: dict, seed: int) -> None:
 
 
 # rung 6 writing a 16-bit C (mixed precision): its defaults and the epilogues and cluster shapes
-OUT_VARIANTS = [dict(), dict(EPI=1), dict(EPI=2), dict(KEEP=5), dict(CM=2, CN=2), dict(CM=1, CN=2, BM=256, BN=128),
+OUT_VARIANTS = [dict(), dict(CM=2), dict(EPI=1), dict(EPI=2), dict(KEEP=5), dict(CM=2, CN=2), dict(CM=1, CN=2, BM=256, BN=128),
                 dict(BM=64, BN=64, CM=1, EPI=3, BUFS=4)]
 
 

@@ -327,9 +327,10 @@ GEMM_TC = Family(
              "geometry_wgmma_ws", min_cc=(9, 0), arch_specific=True, size_defaults="dtype_params",
              tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG")),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
-             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "OUT", "WAIT", "LEAN"),
+             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "OUT", "WAIT", "LEAN", "TA",
+              "TB"),
              _frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3, "BUFS": 2,
-                      "KEEP": 4, "OUT": 0, "WAIT": 0, "LEAN": 1}),
+                      "KEEP": 4, "OUT": 0, "WAIT": 0, "LEAN": 1, "TA": 0, "TB": 0}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
              "geometry_wgmma_cluster", min_cc=(9, 0), arch_specific=True, size_defaults="cluster_params",

@@ -188,6 +188,8 @@ def run_ladder(
             if cached:
                 ref_ms, ref_name = cached
             for ref in ([] if cached else op.references()):
+                if ref.applies is not None and not ref.applies(problem):
+                    continue
                 if on_step:
                     on_step(f"{problem.label} {ref.name}")
                 row = Row(fam.name, problem.label, ref.name, None, "reference")

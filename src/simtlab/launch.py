@@ -58,7 +58,7 @@ def grid2(cols: int, rows: int, bx: int, by: int) -> tuple[int, int, int]:
     return (_ceil(cols, bx), _ceil(rows, by), 1)
 
 
-_MODULES: dict[Path, Any] = {}
+_MODULES: dict[tuple[Path, int], Any] = {}
 
 
 @dataclass
@@ -89,19 +89,23 @@ class RungInstance:
         return occupancy(self.arch, launch.threads, r.registers, r.shared_static, launch.shared)
 
     def module(self):
-        """The loaded CuPy module of this cubin (needs a GPU): its functions and its __constant__ data."""
-        module = _MODULES.get(self.cubin.path)
-        if module is None:
-            import cupy
+        """The CuPy module of this cubin loaded on the current device (needs a GPU): its functions
+        and its __constant__ data. A module belongs to one device's context: each device loads its own."""
+        import cupy
 
-            module = _MODULES[self.cubin.path] = cupy.RawModule(path=str(self.cubin.path))
+        key = (self.cubin.path, cupy.cuda.runtime.getDevice())
+        module = _MODULES.get(key)
+        if module is None:
+            module = _MODULES[key] = cupy.RawModule(path=str(self.cubin.path))
         return module
 
     def function(self, vec: bool | None = True):
-        """The loaded CUDA function (needs a GPU)."""
-        key = self.expression(vec)
+        """The loaded CUDA function on the current device (needs a GPU)."""
+        import cupy
+
+        key = (self.expression(vec), cupy.cuda.runtime.getDevice())
         if key not in self._functions:
-            self._functions[key] = self.module().get_function(self.cubin.mangled(key))
+            self._functions[key] = self.module().get_function(self.cubin.mangled(key[0]))
         return self._functions[key]
 
 

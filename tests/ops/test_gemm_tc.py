@@ -167,11 +167,13 @@ def test_tf32_problems_and_the_rungs_that_take_them():
 
 def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
     """KEEP 5 where K has 64 slices or more (4096 for 16-bit inputs, 2048 for TF32), else 4."""
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0}
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0}  # 63 slices
+    row_major = {"TA": 0, "TB": 0}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0, **row_major}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0,
+                                                                             **row_major}  # 63 slices
     assert tc.cluster_params(tc.TcProblem(2048, 2048, 2048, "bfloat16"))["KEEP"] == 4
     assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0, **row_major}
     rung = family("gemm_tc").rung("wgmma_cluster")
     assert rung.size_defaults == "cluster_params" and rung.params("sm_90")["KEEP"] == 4
 
@@ -201,3 +203,63 @@ def test_sixteen_bit_output_is_a_second_suffix_for_rung_6_only():
         tc.geometry_wgmma_cluster({**params, "EPI": 0}, p)
     box = tc.store_box(tc.TcProblem(300, 136, 72, "bfloat16", 5, "bfloat16"))
     assert box.strides == (2 * 136, 2 * 136 * 300) and box.box == (32, 64, 1)  # 64-byte rows of 32 columns
+
+
+def test_cluster_pairs_only_when_the_tiles_take_more_than_one_round():
+    """CM 1 where every 128x256 tile has an SM (132 by default, or the device's), else the
+    catalog's CM 2."""
+    assert tc.cluster_params(tc.parse_size("2048:bf16"))["CM"] == 1  # 128 tiles
+    assert "CM" not in tc.cluster_params(tc.parse_size("2048x2304x64:bf16"))  # 144 tiles
+    assert "CM" not in tc.cluster_params(tc.parse_size("64x512x512x512:bf16"))  # 512 tiles over the batch
+
+    class Small:
+        sms = 100
+
+    assert "CM" not in tc.cluster_params(tc.parse_size("2048:bf16"), Small())
+
+
+def test_layout_suffix_and_what_reads_transposed_views():
+    """'...:tn' names A^T B (A stored K x M): a last suffix, after the types; only rung 6 reads
+    transposed views, and only where their contiguous extents make whole 16-byte rows."""
+    p = tc.parse_size("4096:bf16:bf16:tn")
+    assert (p.dtype, p.out, p.layout, p.ta, p.tb) == ("bfloat16", "bfloat16", "tn", True, False)
+    assert p.label == "4096x4096x4096:bf16:bf16:tn" and tc.parse_size(p.label) == p
+    assert tc.parse_size("64:nt").layout == "nt" and tc.parse_size("64:bf16").layout == "nn"
+    assert tc.parse_size("64:bf16:nn").label == "64x64x64:bf16"
+    for bad, why in (("64:tf32:tt", "no transposes"), ("64:bf16:bf16:tn:nn", "at most"), ("64:bf16:xy", "a layout")):
+        with pytest.raises(ValueError, match=why):
+            tc.parse_size(bad)
+    fam = family("gemm_tc")
+    assert tc.unsupported(fam.rung("wgmma_cluster"), p) is None
+    assert "rung wgmma_cluster only" in tc.unsupported(fam.rung("mma_multistage"), p)
+    # A^T's contiguous extent is M, B^T's is K: TN takes any K, NT needs K but not M in whole units
+    assert tc.tma_ready(tc.TcProblem(64, 64, 30, "float16", layout="tn"))
+    assert not tc.tma_ready(tc.TcProblem(64, 64, 30, "float16", layout="nt"))
+    assert not tc.tma_ready(tc.TcProblem(60, 64, 64, "float16", layout="tn"))
+    assert tc.tma_ready(tc.TcProblem(60, 64, 64, "float16", layout="nt"))
+    assert tc.cluster_params(tc.TcProblem(64, 64, 64, "float16", layout="tt")) == {
+        "DT": 0, "KEEP": 4, "OUT": 0, "TA": 1, "TB": 1, "CM": 1}
+    # shapes that run on padded row-major copies are built for row-major operands
+    assert tc.cluster_params(tc.TcProblem(60, 64, 64, "float16", layout="tn"))["TA"] == 0
+
+
+def test_tensor_maps_follow_the_layout():
+    params = family("gemm_tc").rung("wgmma_cluster").params("sm_90")  # 128 x 256 tiles, CM 2
+    a, b = tc.tma_boxes(params, tc.TcProblem(256, 512, 192, "bfloat16", 3, layout="tt"))
+    assert a.dims == (256, 192, 3) and a.strides == (2 * 256, 2 * 256 * 192) and a.box == (64, 64, 1)  # A^T: M inner
+    assert b.dims == (192, 512, 3) and b.strides == (2 * 192, 2 * 192 * 512) and b.box == (64, 128, 1)  # B^T: K inner
+    a, b = tc.tma_boxes(params, tc.TcProblem(256, 512, 192, "bfloat16"))
+    assert a.dims == (192, 256, 1) and a.box == (64, 128, 1) and b.dims == (512, 192, 1) and b.box == (64, 64, 1)
+    with pytest.raises(ValueError, match="multiples of 8"):
+        tc.tma_boxes(params, tc.TcProblem(250, 512, 192, "bfloat16", layout="tn"))
+
+
+def test_every_layout_of_rung_6_compiles_spill_free():
+    """The four layouts, fp16 and bf16, as the library call builds them (sm_90a)."""
+    from simtlab.launch import build
+
+    rung = family("gemm_tc").rung("wgmma_cluster")
+    for layout, dt in (("nn", 0), ("nt", 1), ("tn", 0), ("tt", 1)):
+        params = {"DT": dt, "TA": int(layout[0] == "t"), "TB": int(layout[1] == "t")}
+        res = build(rung, params, "sm_90").resources(None)
+        assert res.spill_bytes == 0 and res.stack_frame == 0, (layout, res)

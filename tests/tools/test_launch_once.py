@@ -10,8 +10,9 @@ def test_params_go_over_the_size_defaults():
     rung = family("gemm_tc").rung("wgmma_cluster")
     explicit = parse_params(["WAIT=1", "KEEP=4"])
     assert explicit == {"WAIT": 1, "KEEP": 4}
-    p = TcProblem(4096, 4096, 4096, "bfloat16")  # (its size defaults: DT 1, KEEP 5, OUT 0)
-    assert choose_params(rung, p, None, None, explicit=explicit) == {"DT": 1, "KEEP": 4, "OUT": 0, "WAIT": 1}
+    p = TcProblem(4096, 4096, 4096, "bfloat16")  # (its size defaults: DT 1, KEEP 5, OUT 0, row-major TA 0 TB 0)
+    assert choose_params(rung, p, None, None, explicit=explicit) == {"DT": 1, "KEEP": 4, "OUT": 0, "WAIT": 1, "TA": 0,
+                                                                      "TB": 0}
 
 
 @pytest.mark.parametrize("text", ["WAIT", "WAIT=x"])

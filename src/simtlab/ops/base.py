@@ -46,6 +46,7 @@ class Reference:
     name: str
     make: Callable[[Any], Callable[[], None]]
     verifiable: bool = True
+    applies: Callable[[Any], bool] | None = None  # problem -> whether this reference takes it (None: all)
 
 
 @dataclass(frozen=True)

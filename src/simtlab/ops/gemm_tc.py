@@ -1,6 +1,8 @@
 """Tensor-core GEMM with fp16 or bf16 inputs (or fp32 inputs multiplied as TF32) and fp32
-accumulation: C (MxN) = A (MxK) @ B (KxN), all row-major and contiguous. C is fp32, or (rung 6,
-mixed precision) fp16 or bf16, rounded to nearest from the fp32 sums: '4096:bf16:bf16'."""
+accumulation: C (MxN) = A (MxK) @ B (KxN), C row-major and contiguous. C is fp32, or (rung 6,
+mixed precision) fp16 or bf16, rounded to nearest from the fp32 sums: '4096:bf16:bf16'. A and B
+are row-major, or (rung 6, 16-bit inputs) transposed views of row-major matrices: '4096:bf16:tn'
+multiplies A^T B with A stored K x M, as autograd's backward asks for."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ OUT_RUNGS = ("wgmma_cluster",)  # the rungs that can write C in fp16 / bf16 (rou
 OUTS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # C's type, a second size suffix
 OUT_SHORT = {v: k for k, v in OUTS.items()}
 OUT = {"float32": 0, "float16": 1, "bfloat16": 2}  # rung 6's OUT template argument
+LAYOUTS = ("nn", "nt", "tn", "tt")  # A and B each row-major (n) or a transposed view (t), BLAS-style
+LAYOUT_RUNGS = ("wgmma_cluster",)  # the rungs that read transposed views (TMA boxes, wgmma's transposes)
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 68, 77, -1
 
@@ -36,6 +40,7 @@ class TcProblem:
     dtype: str = "float16"
     batch: int = 1  # batched strided GEMM: `batch` independent products, matrices back to back
     out: str = "float32"  # C's type: fp32, or fp16 / bf16 rounded from the fp32 sums
+    layout: str = "nn"  # A's and B's layouts: 'n' row-major, 't' the transposed view of a row-major matrix
 
     def __post_init__(self):
         for name in ("M", "N", "K", "batch"):
@@ -48,6 +53,11 @@ class TcProblem:
         if self.out not in ("float32", self.dtype):
             raise ValueError(f"C is float32 or the inputs' own type ({self.dtype} here), not {self.out}: the mixed "
                              "precision cuBLAS offers too (and TF32 products are written in fp32)")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"tensor-core GEMM layout is one of {', '.join(LAYOUTS)} (A then B: n row-major, t a "
+                             f"transposed view), not {self.layout!r}")
+        if self.layout != "nn" and self.dtype == "float32":
+            raise ValueError("TF32 products take row-major A and B (wgmma's tf32 form has no transposes)")
         if self.batch > 65535:
             raise ValueError(f"batch {self.batch} exceeds the grid's z limit (65535); split it into several calls")
 
@@ -56,10 +66,19 @@ class TcProblem:
         return SHORT[self.dtype]
 
     @property
+    def ta(self) -> bool:
+        return self.layout[0] == "t"
+
+    @property
+    def tb(self) -> bool:
+        return self.layout[1] == "t"
+
+    @property
     def label(self) -> str:
         batch = f"{self.batch}x" if self.batch > 1 else ""
         out = f":{OUT_SHORT[self.out]}" if self.out != "float32" else ""
-        return f"{batch}{self.M}x{self.N}x{self.K}:{self.short}{out}"
+        layout = f":{self.layout}" if self.layout != "nn" else ""
+        return f"{batch}{self.M}x{self.N}x{self.K}:{self.short}{out}{layout}"
 
     @property
     def flops(self) -> int:
@@ -75,14 +94,20 @@ def parse_size(text: str, **_) -> TcProblem:
     """'4096' (a cube, fp16), 'MxNxK', or 'BATCHxMxNxK' (batched strided), with ':fp16', ':bf16' or
     ':tf32' (fp32 inputs on the tensor cores), then optionally C's type, ':fp32' (the default),
     ':fp16' or ':bf16' ('4096:bf16:bf16': bf16 in, fp32 sums, bf16 out)."""
-    size, _, kinds = str(text).lower().partition(":")
-    kind, _, out = kinds.partition(":")
+    size, *suffixes = str(text).lower().split(":")
+    layout = suffixes.pop() if suffixes and suffixes[-1] in LAYOUTS else "nn"  # (a last ':tn' names the layout)
+    if len(suffixes) > 2:
+        raise ValueError(f"tensor-core GEMM {text!r}: at most an input type, an output type and a layout follow "
+                         "the size")
+    kind, out = (suffixes + ["", ""])[:2]
     if kind and kind not in DTYPES:
         raise ValueError(f"tensor-core GEMM {text!r}: the input type is fp16, bf16 or tf32, not {kind!r}")
     if out and out not in OUTS:
-        raise ValueError(f"tensor-core GEMM {text!r}: the output type is fp32, fp16 or bf16, not {out!r}")
+        raise ValueError(f"tensor-core GEMM {text!r}: the output type is fp32, fp16 or bf16 (or a layout: "
+                         f"{', '.join(LAYOUTS)}), not {out!r}")
     dtype = DTYPES[kind or "fp16"]
     kw = {"out": OUTS[out]} if out else {}
+    kw["layout"] = layout
     parts = size.replace("*", "x").split("x")
     if len(parts) == 1:
         n = parse_int(parts[0], "GEMM size")
@@ -121,6 +146,9 @@ def unsupported(rung, p: TcProblem) -> str | None:
     if p.out != "float32" and rung.name not in OUT_RUNGS:
         return (f"a {p.out} C is written by rung {' and '.join(OUT_RUNGS)} only (rounded in its epilogue); "
                 "the other rungs write fp32")
+    if p.layout != "nn" and rung.name not in LAYOUT_RUNGS:
+        return (f"transposed operands ({p.layout}) are read by rung {' and '.join(LAYOUT_RUNGS)} only (TMA boxes and "
+                "wgmma's transpose modes); simtlab.gemm_tc copies them for the other rungs")
     return None
 
 
@@ -137,9 +165,20 @@ KEEP_DEEP_SLICES = 64
 
 
 def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
-    """Rung 6: the element type, and how many epilogue pieces wait in registers for the next tile."""
+    """Rung 6: the element type, how many epilogue pieces wait in registers for the next tile, the
+    operands' layouts (row-major for shapes that run on padded row-major copies), and whether
+    blocks pair up in clusters: not when every 128x256 tile has an SM of its own (one round), where
+    sharing B saves L2 traffic the round does not wait for and pairing costs each block its
+    partner's pace - 2048^3 bf16: 99.2% of cuBLAS unpaired, 94.4% in pairs (benchmarks/results,
+    run 2026-12-03_h200_api)."""
     slices = -(-p.K // slice_k(p.dtype))
-    return {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4, "OUT": OUT[p.out]}
+    direct = tma_ready(p)
+    params = {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4, "OUT": OUT[p.out],
+              "TA": int(p.ta and direct), "TB": int(p.tb and direct)}
+    tiles = -(-p.M // 128) * -(-p.N // 256) * p.batch  # (the default tile)
+    if tiles <= sm_count(device):
+        params["CM"] = 1
+    return params
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -270,17 +309,29 @@ def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
 
 # --- the tensor maps of the TMA rungs ------------------------------------------------------------
 
+def tma_ready(p: TcProblem) -> bool:
+    """Whether the TMA rungs read the operands where they lie: each operand's contiguous extent
+    (A: K, or M for A^T; B: N, or K for B^T) and C's row (N) a whole number of 16-byte units (8
+    elements: tensor-map strides are multiples of 16 bytes, and the kernels write column pairs).
+    Other shapes run on zero-padded row-major copies."""
+    return (p.M if p.ta else p.K) % 8 == 0 and (p.K if p.tb else p.N) % 8 == 0 and p.N % 8 == 0
+
+
 def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
-    """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k. 16-bit B (K x N, N
-    contiguous) in 64 x BK boxes (BN/64 of them per slice); TF32 reads B^T (N x K, K contiguous) in
-    BK x BN boxes (BK x BN/CM when a cluster of CM blocks shares them; likewise A's box is BM/CN
-    rows when CN blocks share it). The kernels take K and N multiples of 8 (16-byte rows, even
-    output columns)."""
-    if p.K % 8 or p.N % 8:
-        raise ValueError(f"tensor maps need K and N multiples of 8 (16-byte rows), got K={p.K}, N={p.N}")
+    """A (M x K, K contiguous) in BK x BM boxes, BK = one 128-byte row of k (BK x BM/CN rows when
+    CN blocks of a cluster share them); A^T (K x M stored, M contiguous) in 64 x BK boxes, BM/64
+    a slice. 16-bit B (K x N, N contiguous) in 64 x BK boxes (BN/64 of them per slice); B^T (N x K
+    stored, K contiguous: a transposed view, or the copy TF32 makes) in BK x BN boxes (BK x BN/CM
+    when a cluster of CM blocks shares them). See tma_ready for the shapes they take."""
+    if not tma_ready(p):
+        raise ValueError(f"tensor maps need each operand's contiguous extent and N multiples of 8 (16-byte rows), "
+                         f"got M={p.M}, N={p.N}, K={p.K} ({p.layout})")
     es, bk = ELEMENT_BYTES[p.dtype], slice_k(p.dtype)
-    a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"] // params.get("CN", 1), 1))
-    if p.dtype == "float32":
+    if p.ta:
+        a = TmaBox((p.M, p.K, p.batch), (es * p.M, es * p.M * p.K), (64, bk, 1))
+    else:
+        a = TmaBox((p.K, p.M, p.batch), (es * p.K, es * p.K * p.M), (bk, params["BM"] // params.get("CN", 1), 1))
+    if p.dtype == "float32" or p.tb:
         b = TmaBox((p.K, p.N, p.batch), (es * p.K, es * p.K * p.N), (bk, params["BN"] // params.get("CM", 1), 1))
     else:
         b = TmaBox((p.N, p.K, p.batch), (es * p.N, es * p.N * p.K), (64, bk, 1))
@@ -295,10 +346,12 @@ def store_box(p: TcProblem) -> TmaBox:
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
-    """The TMA rungs take tensor maps (kept in device memory) instead of A and B. Shapes whose K
-    or N is not a multiple of 8 run on zero-padded copies of A and B (the copies are part of the
-    timed call): correct for any shape, fast for the aligned ones. TF32 also transposes B to B^T
-    (N x K) with simtlab's own transpose, inside the timed call. Other rungs: one launch."""
+    """The TMA rungs take tensor maps instead of A and B. Shapes the maps cannot take as they lie
+    (tma_ready) run on zero-padded row-major copies of A and B (the copies are part of the timed
+    call): correct for any shape, fast for the aligned ones. TF32 also transposes B to B^T (N x K)
+    with simtlab's own transpose, inside the timed call. Rung 6 launches as simtlab.gemm_tc does
+    (ClusterKernel: maps as kernel parameters, one driver call on CuPy's current stream); rungs
+    4-5 read their maps from device memory. Other rungs: one launch."""
     if not inst.rung.name.startswith("wgmma"):
         return None
     import cupy
@@ -306,45 +359,88 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     from .tma import PaddedOperands
 
     p = problem
-    pad = None if p.K % 8 == 0 and p.N % 8 == 0 else PaddedOperands(ws.A, ws.B, ws.C, 8)
+    pad = None if tma_ready(p) else PaddedOperands(ws.A, ws.B, ws.C, 8)
     A, B, C = (ws.A, ws.B, ws.C) if pad is None else (pad.A, pad.B, pad.C)
-    kp, np_ = A.shape[-1], B.shape[-1]
-    padded = TcProblem(p.M, np_, kp, p.dtype, p.batch, p.out)
-    launch = inst.geometry(padded, device)
-    func = prepare(inst, launch, vec, device)
-    if inst.rung.name == "wgmma_cluster":
-        launch = resident_clusters(func, launch, inst.params["CM"] * inst.params["CN"])
+    kp, np_ = (p.K, p.N) if pad is None else (pad.kp, pad.np)
+    padded = TcProblem(p.M, np_, kp, p.dtype, p.batch, p.out, p.layout if pad is None else "nn")
     transpose_b = None
     if p.dtype == "float32":  # wgmma's tf32 form reads B K-major: B^T, N x K
         from .transpose import batched_transposer
 
         Bt = cupy.empty(B.shape[:-2] + (np_, kp), dtype=cupy.float32)
         transpose_b = batched_transposer(B, Bt)
-    box_a, box_b = tma_boxes(inst.params, padded)
-    maps = [encode_tensor_map(box_a, A.data.ptr, p.dtype),
-            encode_tensor_map(box_b, (Bt if transpose_b else B).data.ptr, p.dtype)]
-    if inst.rung.name == "wgmma_cluster":  # (encoded whatever EPI is: the kernel reads it for EPI 1-3)
-        if inst.params.get("OUT", 0) != OUT[p.out]:
-            raise LaunchError(f"rung 6 built with OUT {inst.params.get('OUT', 0)} cannot write a {p.out} C "
-                              f"(OUT {OUT[p.out]})")
-        swizzle = TMA_SWIZZLE_128B if p.out == "float32" else TMA_SWIZZLE_64B  # (the staging layout's)
-        maps.append(encode_tensor_map(store_box(padded), C.data.ptr, p.out, swizzle))
-    maps = cupy.asarray(np.concatenate(maps))
-    sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
-    if inst.rung.name != "wgmma_tma":  # the persistent kernels walk the batch's tiles themselves
-        sizes += (np.int32(p.batch),)
-    args = sizes + tuple(maps[16 * i:16 * (i + 1)] for i in range(len(maps) // 16)) + (C,)
+        B = Bt
+    if inst.rung.name == "wgmma_cluster":
+        kernel = ClusterKernel(inst, padded, device, prepare)
+        pa, pb, pc = A.data.ptr, B.data.ptr, C.data.ptr
+        current_stream = cupy.cuda.get_current_stream
+
+        def launch():
+            kernel(pa, pb, pc, current_stream().ptr)
+    else:
+        geometry = inst.geometry(padded, device)
+        func = prepare(inst, geometry, vec, device)
+        box_a, box_b = tma_boxes(inst.params, padded)
+        maps = cupy.asarray(np.concatenate([encode_tensor_map(box_a, A.data.ptr, p.dtype),
+                                            encode_tensor_map(box_b, B.data.ptr, p.dtype)]))
+        sizes = (np.int32(p.M), np.int32(np_), np.int32(kp))
+        if inst.rung.name != "wgmma_tma":  # the persistent kernel walks the batch's tiles itself
+            sizes += (np.int32(p.batch),)
+        args = sizes + (maps[:16], maps[16:], C)
+
+        def launch():
+            func(geometry.grid, geometry.block, args, shared_mem=geometry.shared)
 
     def run():
         if pad is not None:
             pad.copy_in(ws.A, ws.B)
         if transpose_b:
             transpose_b()
-        func(launch.grid, launch.block, args, shared_mem=launch.shared)
+        launch()
         if pad is not None:
             pad.copy_out(ws.C)
 
     return run
+
+
+class ClusterKernel:
+    """Rung 6 on one problem's shapes, launched through the driver: the geometry, the compiled
+    function and its packed parameters are made once; a call encodes (or finds) the tensor maps
+    of the three addresses and is one cuLaunchKernel on the given stream. What simtlab.gemm_tc
+    and the ladder both run."""
+
+    def __init__(self, inst, p: TcProblem, device, prepare):
+        from ..driver import I32, MAP, PTR, PackedLaunch
+        from .tma import tensor_map_encoder
+
+        params = inst.params
+        if params.get("OUT", 0) != OUT[p.out]:
+            raise LaunchError(f"rung 6 built with OUT {params.get('OUT', 0)} cannot write a {p.out} C (OUT {OUT[p.out]})")
+        if (params.get("TA", 0), params.get("TB", 0)) != (int(p.ta), int(p.tb)):
+            raise LaunchError(f"rung 6 built for layout TA {params.get('TA', 0)} TB {params.get('TB', 0)} cannot read "
+                              f"{p.layout} operands")
+        launch = inst.geometry(p, device)
+        func = prepare(inst, launch, None, device)
+        self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
+        box_a, box_b = tma_boxes(params, p)
+        swizzle = TMA_SWIZZLE_128B if p.out == "float32" else TMA_SWIZZLE_64B  # (the staging layout's)
+        self.maps = (tensor_map_encoder(box_a, p.dtype), tensor_map_encoder(box_b, p.dtype),
+                     tensor_map_encoder(store_box(p), p.out, swizzle))
+        index = device.index if device is not None else 0
+        self.packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
+                                   (I32, I32, I32, I32, MAP, MAP, MAP, PTR), index)
+        for i, v in enumerate((p.M, p.N, p.K, p.batch)):
+            self.packed.values[i].value = v
+
+    def __call__(self, pa: int, pb: int, pc: int, stream: int) -> None:
+        (ma, mb, mc), packed = self.maps, self.packed
+        # (the kept maps read straight from the encoders' tables: this is every call's path)
+        params = packed.params
+        params[4] = ma.addresses.get(pa) or ma.address(pa)
+        params[5] = mb.addresses.get(pb) or mb.address(pb)
+        params[6] = mc.addresses.get(pc) or mc.address(pc)
+        packed.values[7].value = pc
+        packed.launch(stream)
 
 
 def resident_clusters(func, launch: Launch, cs: int) -> Launch:
@@ -389,8 +485,14 @@ class Workspace:
         self.p = p
         rng = cupy.random.default_rng(seed)
         lead = (p.batch,) if p.batch > 1 else ()  # batched: matrices back to back (strides M*K, K*N, M*N)
-        self.A = _narrow(rng.random(lead + (p.M, p.K), dtype=cupy.float32) * 2 - 1, p.dtype)
-        self.B = _narrow(rng.random(lead + (p.K, p.N), dtype=cupy.float32) * 2 - 1, p.dtype)
+
+        def operand(rows, cols, transposed):  # (a transposed operand: the .T view of a cols x rows matrix)
+            if transposed:
+                return operand(cols, rows, False).swapaxes(-1, -2)
+            return _narrow(rng.random(lead + (rows, cols), dtype=cupy.float32) * 2 - 1, p.dtype)
+
+        self.A = operand(p.M, p.K, p.ta)
+        self.B = operand(p.K, p.N, p.tb)
         # (a bf16 C, like bf16 inputs, is held as its uint16 bit pattern)
         self.C = cupy.empty(lead + (p.M, p.N), dtype={"float32": cupy.float32, "float16": cupy.float16,
                                                        "bfloat16": cupy.uint16}[p.out])
@@ -411,9 +513,9 @@ class Workspace:
         return (np.int32(p.M), np.int32(p.N), np.int32(p.K), self.A, self.B, self.C)
 
     def vec_ok(self) -> bool:
-        """16-byte rows: K and N multiples of 8 elements, 16-byte aligned buffers."""
+        """16-byte rows: K and N multiples of 8 elements, 16-byte aligned buffers (row-major operands)."""
         aligned = all(x.data.ptr % 16 == 0 for x in (self.A, self.B, self.C))
-        return aligned and self.p.K % 8 == 0 and self.p.N % 8 == 0
+        return aligned and self.p.K % 8 == 0 and self.p.N % 8 == 0 and self.p.layout == "nn"
 
     def expected(self):
         return _widen(self.A) @ _widen(self.B)
@@ -463,17 +565,22 @@ def _cublas(ws: Workspace):
     p = ws.p
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
     dt, ct = _CUDA_DATA_TYPE[p.dtype], _CUDA_DATA_TYPE[p.out]
-    op_n = getattr(cublas, "CUBLAS_OP_N", 0)
+    op_n, op_t = getattr(cublas, "CUBLAS_OP_N", 0), getattr(cublas, "CUBLAS_OP_T", 1)
     compute = _CUBLAS_COMPUTE_32F_FAST_TF32 if p.dtype == "float32" else _CUBLAS_COMPUTE_32F
+    # Row-major C = A B is column-major C^T = B^T A^T. A row-major X (r x c) is a column-major X^T
+    # (leading dimension c); a transposed view of a row-major X^T (stored c x r) is a column-major
+    # X (leading dimension r), so cuBLAS transposes it back.
+    op_b, ldb = (op_t, p.K) if p.tb else (op_n, p.N)
+    op_a, lda = (op_t, p.M) if p.ta else (op_n, p.K)
 
-    def run():  # row-major C = A B as column-major C^T = B^T A^T
-        cublas.gemmEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
-                      ws.A.data.ptr, dt, p.K, zero.ctypes.data, ws.C.data.ptr, ct, p.N,
+    def run():
+        cublas.gemmEx(handle, op_b, op_a, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, ldb,
+                      ws.A.data.ptr, dt, lda, zero.ctypes.data, ws.C.data.ptr, ct, p.N,
                       compute, _CUBLAS_GEMM_DEFAULT)
 
     def run_batched():  # the same per matrix, strides between them (cublasGemmStridedBatchedEx)
-        cublas.gemmStridedBatchedEx(handle, op_n, op_n, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, p.N,
-                                    p.K * p.N, ws.A.data.ptr, dt, p.K, p.M * p.K, zero.ctypes.data, ws.C.data.ptr,
+        cublas.gemmStridedBatchedEx(handle, op_b, op_a, p.N, p.M, p.K, one.ctypes.data, ws.B.data.ptr, dt, ldb,
+                                    p.K * p.N, ws.A.data.ptr, dt, lda, p.M * p.K, zero.ctypes.data, ws.C.data.ptr,
                                     ct, p.N, p.M * p.N, p.batch, compute, _CUBLAS_GEMM_DEFAULT)
 
     return run_batched if p.batch > 1 else run
@@ -485,16 +592,35 @@ def _triton(ws: Workspace):
     return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype, ws.p.out)
 
 
+API_CALL = "simtlab.gemm_tc (API call)"  # the public function's row in the ladder: what a caller gets
+
+
+def _api_call(ws: Workspace):
+    """simtlab.gemm_tc exactly as a user calls it: on PyTorch tensors over the workspace's arrays
+    where an operand or C is bf16 (CuPy has no bfloat16 type), else on the CuPy arrays."""
+    from ..api import gemm_tc
+
+    p = ws.p
+    A, B, C = ws.A, ws.B, ws.C
+    if "bfloat16" in (p.dtype, p.out):
+        import torch
+
+        A, B, C = (torch.from_dlpack(x).view(torch.bfloat16) if x.dtype.kind == "u" else torch.from_dlpack(x)
+                   for x in (A, B, C))
+    return lambda: gemm_tc(A, B, C, out_dtype=p.out)
+
+
 def references() -> list[Reference]:
     # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable. C's type
     # follows the problem, whose label names a 16-bit one, '...:bf16:bf16'; runs before 16-bit C
     # existed named these "..., fp32 out")
-    refs = [Reference("cuBLAS (GemmEx, fp32 sums)", _cublas)]
+    refs = [Reference("cuBLAS (GemmEx, fp32 sums)", _cublas),
+            Reference(API_CALL, _api_call, applies=lambda p: p.dtype != "float32")]  # (the API takes 16-bit inputs)
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
 
-        refs.append(Reference("Triton (tl.dot, fp32 sums)", _triton))
+        refs.append(Reference("Triton (tl.dot, fp32 sums)", _triton, applies=lambda p: p.layout == "nn"))
     except Exception:
         pass  # optional, as for the fp32 GEMM: the matmul a Python user would write
     return refs

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
-TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_INTERLEAVE_NONE, TMA_SWIZZLE_128B, TMA_L2_256B, TMA_OOB_ZERO = \
-    6, 7, 9, 0, 3, 3, 0
+from ..driver import TMA_INTERLEAVE_NONE, TMA_L2_256B, TMA_OOB_ZERO  # noqa: F401 (the enum values, in one place)
+
+# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests; the
+# interleave, L2 promotion and out-of-bounds fill the maps use are the driver module's)
+TMA_FLOAT16, TMA_FLOAT32, TMA_BFLOAT16, TMA_SWIZZLE_128B = 6, 7, 9, 3
 TMA_SWIZZLE_NONE, TMA_SWIZZLE_64B = 0, 2
 _TMA_TYPE = {"float16": TMA_FLOAT16, "bfloat16": TMA_BFLOAT16, "float32": TMA_FLOAT32}
 
@@ -34,25 +36,19 @@ class TmaBox:
             raise ValueError(f"a TMA box has 1-256 elements a dimension, got {self.box}")
 
 
-def encode_tensor_map(box: TmaBox, ptr: int, dtype: str, swizzle: int = TMA_SWIZZLE_128B) -> np.ndarray:
-    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr`: one driver call through
-    ctypes (cuda.bindings would first probe the driver for every entry point it knows, and
-    compute-sanitizer reports each one this driver lacks as an API error)."""
-    import ctypes
+def tensor_map_encoder(box: TmaBox, dtype: str, swizzle: int = TMA_SWIZZLE_128B):
+    """An encoder of `box`'s tensor map over any buffer (driver.TensorMapEncoder): the plan of a
+    library call keeps one per operand and encodes a new address in one driver call."""
+    from ..driver import TensorMapEncoder
 
-    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    rank = len(box.dims)
-    raw = np.zeros(32, dtype=np.uint64)
-    aligned = raw[(-raw.ctypes.data % 64) // 8:][:16]  # CUtensorMap: 128 bytes, 64-byte aligned
-    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    fn.restype = ctypes.c_int
-    err = fn(ctypes.c_void_p(aligned.ctypes.data), ctypes.c_int(_TMA_TYPE[dtype]),
-             u32(rank), ctypes.c_void_p(ptr), (u64 * rank)(*box.dims), (u64 * (rank - 1))(*box.strides),
-             (u32 * rank)(*box.box), (u32 * rank)(*([1] * rank)), ctypes.c_int(TMA_INTERLEAVE_NONE),
-             ctypes.c_int(swizzle), ctypes.c_int(TMA_L2_256B), ctypes.c_int(TMA_OOB_ZERO))
-    if err != 0:
-        raise RuntimeError(f"cuTensorMapEncodeTiled {box}: CUresult {err}")
-    return aligned.copy()
+    return TensorMapEncoder(_TMA_TYPE[dtype], box.dims, box.strides, box.box, swizzle)
+
+
+def encode_tensor_map(box: TmaBox, ptr: int, dtype: str, swizzle: int = TMA_SWIZZLE_128B) -> np.ndarray:
+    """The 128-byte CUtensorMap for `box` over the device buffer at `ptr`, as 16 words (one
+    driver call through ctypes: cuda.bindings would first probe the driver for every entry point
+    it knows, and compute-sanitizer reports each one this driver lacks as an API error)."""
+    return np.frombuffer(tensor_map_encoder(box, dtype, swizzle).encode(ptr), dtype=np.uint64).copy()
 
 
 class PaddedOperands:

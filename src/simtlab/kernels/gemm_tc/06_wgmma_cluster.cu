@@ -57,6 +57,12 @@
 //    fewer vector instructions are watts for the clock: -0.1 to +0.5 points (+0.3 on average) in
 //    four same-process comparisons at 4096^3, +0.7 TF32, but 1-2 points less batched 64x512^3
 //    (8 slices a tile). LEAN 0 is the old bookkeeping.
+//  * operand layouts: TA 1 reads A as the transposed view of a K x M matrix (M contiguous: TMA
+//    boxes of 64 rows of m by BK of k, wgmma's transpose-A immediate), TB 1 reads B as the
+//    transposed view of an N x K matrix (K contiguous: B^T rows, as TF32 does, transpose-B 0), so
+//    A^T B, A B^T and A^T B^T (what autograd's backward asks for) run with no copy;
+//  * the tensor maps are kernel parameters (__grid_constant__), not a device buffer the host
+//    fills before each launch: a launch is one driver call, so it can be captured in a CUDA graph.
 // CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
 // the blocks of a CM 2 cluster.
 #include "simtlab_hopper.cuh"
@@ -96,10 +102,12 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT, int LEAN>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT, int LEAN,
+          int TA, int TB>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
-gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ map_a,
-                      const void* __restrict__ map_b, const void* __restrict__ map_c, float* __restrict__ C) {
+gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
+                      const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
+                      float* __restrict__ C) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM > 64 ? 2 : 1, WG_ROWS = BM / CONSUMERS, HALVES = WG_ROWS / 64;
@@ -108,7 +116,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
   // the cluster - all of a cluster of 2, three of a 2x2 (the diagonal block shares nothing)
   constexpr int PEERS = CM + CN - 1;
   constexpr int A_BYTES = BM * BK * ES, B_BYTES = BK * BN * ES, STAGE_BYTES = A_BYTES + B_BYTES;
-  constexpr int B_BLOCK = BK * 128;     // 16-bit B: one 64-column block of the slice
+  constexpr int B_BLOCK = BK * 128;     // MN-major operand (16-bit B, or A with TA 1): one 64-wide block of the slice
+  // K-major B (B^T rows): TF32 always (the host transposes B), 16-bit B when it is a transposed view
+  constexpr bool B_KMAJOR = DT == 2 || TB == 1;
+  static_assert(TA == 0 || TA == 1, "TA: 0 A row-major (K contiguous), 1 A a transposed view (M contiguous)");
+  static_assert(TB == 0 || TB == 1, "TB: 0 B row-major (N contiguous), 1 B a transposed view (K contiguous)");
+  static_assert(DT < 2 || (TA == 0 && TB == 0), "TF32 takes row-major operands (wgmma's tf32 form has no transposes)");
+  static_assert(TA == 0 || (BM / 64) % CN == 0, "A^T's 64-row blocks split evenly over the cluster");
   constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1-3: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
   // (OUT 1, 2: C in fp16 or bf16 - the same pieces at half the bytes, 64-byte rows in the 64-byte
   // swizzle, in the same 8 KiB buffers)
@@ -201,7 +215,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       // consumers never wait for a store to be issued; a buffer is handed back once the store
       // issued after its own has been issued and it has been read (one store still in flight).
       const int lane = tid % 32;
-      if (lane == 0) simtlab::tensormap_acquire(map_c);
+      if (lane == 0) simtlab::tensormap_prefetch(map_c);
       int g = 0, prev_c = -1, prev_g = 0;  // g: pieces per consumer so far
       for (int u = cluster, n = work(); u < n; u += clusters) {
         int z, tm, tn;
@@ -211,7 +225,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
             simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
               const int h = p / (BN / 32), q = p % (BN / 32);
-              simtlab::tma_store_3d(map_c, buffer(c, g % BUFS), tn * BN + 32 * q,
+              simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + 32 * q,
                                     tm * BM + c * WG_ROWS + h * 64, z);
               simtlab::bulk_commit();
               if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
@@ -226,8 +240,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       if (lane == 0) simtlab::bulk_wait<0>();
     }
     if (tid == 0) {
-      simtlab::tensormap_acquire(map_a);
-      simtlab::tensormap_acquire(map_b);
+      simtlab::tensormap_prefetch(map_a);
+      simtlab::tensormap_prefetch(map_b);
       int rm, rn;
       place(rm, rn);
       // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)
@@ -246,30 +260,41 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&empty[slot], parity ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
-          if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
+          if constexpr (TA == 1) {  // A^T: 64-row blocks of m, BK rows of k each; this block's share of them
+            constexpr int BLOCKS = BM / 64 / CN;
+#pragma unroll
+            for (int i = 0; i < BLOCKS; ++i) {
+              const int j = rn * BLOCKS + i;
+              if constexpr (CN > 1)
+                simtlab::tma_load_3d_multicast(a + j * B_BLOCK, &map_a, &full[slot], tm * BM + 64 * j, kt * BK, z,
+                                               a_mask);
+              else
+                simtlab::tma_load_3d(a + j * B_BLOCK, &map_a, &full[slot], tm * BM + 64 * j, kt * BK, z);
+            }
+          } else if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
             constexpr int ROWS = BM / CN;
-            simtlab::tma_load_3d_multicast(a + rn * ROWS * 128, map_a, &full[slot], kt * BK, tm * BM + rn * ROWS, z,
+            simtlab::tma_load_3d_multicast(a + rn * ROWS * 128, &map_a, &full[slot], kt * BK, tm * BM + rn * ROWS, z,
                                            a_mask);
           } else {
-            simtlab::tma_load_3d(a, map_a, &full[slot], kt * BK, tm * BM, z);
+            simtlab::tma_load_3d(a, &map_a, &full[slot], kt * BK, tm * BM, z);
           }
-          if constexpr (DT == 2) {  // B^T: this block's BN/CM of the tile's BN rows
+          if constexpr (B_KMAJOR) {  // B^T: this block's BN/CM of the tile's BN rows
             constexpr int ROWS = BN / CM;
             unsigned char* dst = a + A_BYTES + rm * ROWS * 128;
             if constexpr (CM > 1)
-              simtlab::tma_load_3d_multicast(dst, map_b, &full[slot], kt * BK, tn * BN + rm * ROWS, z, b_mask);
+              simtlab::tma_load_3d_multicast(dst, &map_b, &full[slot], kt * BK, tn * BN + rm * ROWS, z, b_mask);
             else
-              simtlab::tma_load_3d(dst, map_b, &full[slot], kt * BK, tn * BN, z);
+              simtlab::tma_load_3d(dst, &map_b, &full[slot], kt * BK, tn * BN, z);
           } else {
             constexpr int BLOCKS = BN / 64 / CM;  // this block's 64-column blocks of B
 #pragma unroll
             for (int i = 0; i < BLOCKS; ++i) {
               const int j = rm * BLOCKS + i;
               if constexpr (CM > 1)
-                simtlab::tma_load_3d_multicast(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j,
+                simtlab::tma_load_3d_multicast(a + A_BYTES + j * B_BLOCK, &map_b, &full[slot], tn * BN + 64 * j,
                                                kt * BK, z, b_mask);
               else
-                simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
+                simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, &map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
             }
           }
         }
@@ -301,7 +326,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           simtlab::mbar_arrive(&empty[slot]);
       }
     };
-    if (EPI == 1 && leader) simtlab::tensormap_acquire(map_c);
+    if (EPI == 1 && leader) simtlab::tensormap_prefetch(map_c);
     int it = 0;  // slices multiplied so far, over all tiles: slot and phase (LEAN 0)
     // LEAN 1: the ring position stepped, the slot this warpgroup last read kept for its release,
     // and the descriptors' low words of slot 0 worked out once (a slot's are STAGE_BYTES on)
@@ -310,8 +335,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
     // (c read back through a warp reduction, whose result ptxas knows is the same in every lane:
     // the descriptors can then live in uniform registers, as wgmma wants them)
     const int c_uniform = LEAN ? (int)__reduce_or_sync(~0u, (unsigned)c) : c;
-    const unsigned a_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem) + c_uniform * WG_ROWS * 128, 16);
-    const unsigned b_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem + A_BYTES), DT == 2 ? 16 : B_BLOCK);
+    // (A^T: warpgroup c's rows start at its first 64-row block, c * WG_ROWS / 64 blocks of B_BLOCK
+    // bytes - the same offset as WG_ROWS rows of 128 bytes, since a 16-bit block is 64 x 128 bytes)
+    const unsigned a_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem) + c_uniform * WG_ROWS * 128,
+                                                  TA ? B_BLOCK : 16);
+    const unsigned b_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem + A_BYTES), B_KMAJOR ? 16 : B_BLOCK);
     int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
     // EPI 3: the last KEEP of a tile's pieces wait in registers (16 values each, beside the 128
     // accumulators, in the 232-240 a consumer thread has after setmaxnreg) and go out one piece a
@@ -363,10 +391,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
       for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
         SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
-        // descriptors built once a slice, then stepped: +32 bytes of k along A's rows (2 in the
-        // descriptor's 16-byte units), and along B +16 k rows (2 KiB) for 16-bit B or +32 bytes
-        // for B^T (tf32) - the field cannot carry, shared addresses stay below 256 KiB
-        constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = DT == 2 ? 2 : 128;
+        // descriptors built once a slice, then stepped by a k step: +32 bytes along a K-major
+        // operand's rows (2 in the descriptor's 16-byte units: A, B^T), +16 k rows (2 KiB) of an
+        // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
+        constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
+        constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
         if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
@@ -375,19 +404,20 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
           for (int kk = 0; kk < STEPS; ++kk)
 #pragma unroll
             for (int h = 0; h < HALVES; ++h)
-              simtlab::wgmma<BN, DT>(acc[h], simtlab::desc_join(a_lo + h * (64 * 128 / 16) + 2 * kk, HI),
-                                     simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
+              simtlab::wgmma<BN, DT, TA, TRANS_B>(acc[h], simtlab::desc_join(a_lo + h * (64 * 128 / 16) + A_STEP * kk, HI),
+                                                  simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
         } else {
           const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
           const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
-          const simtlab::u64 da = simtlab::desc_sw128(a, 16, 1024);
-          const simtlab::u64 db = DT == 2 ? simtlab::desc_sw128(b, 16, 1024) : simtlab::desc_sw128(b, B_BLOCK, 1024);
+          const simtlab::u64 da = simtlab::desc_sw128(a, TA ? B_BLOCK : 16, 1024);
+          const simtlab::u64 db = simtlab::desc_sw128(b, B_KMAJOR ? 16 : B_BLOCK, 1024);
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
 #pragma unroll
             for (int h = 0; h < HALVES; ++h)
-              simtlab::wgmma<BN, DT>(acc[h], da + h * (64 * 128 / 16) + 2 * kk, db + B_STEP * kk, kt > 0 || kk > 0);
+              simtlab::wgmma<BN, DT, TA, TRANS_B>(acc[h], da + h * (64 * 128 / 16) + A_STEP * kk, db + B_STEP * kk,
+                                                  kt > 0 || kk > 0);
         }
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
@@ -440,7 +470,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const void* __restrict__ m
               simtlab::named_sync(1 + c, 128);
               SIMTLAB_TL_MARK(3)
               if (leader) {
-                simtlab::tma_store_3d(map_c, buf, tn * BN + 32 * q, row0, z);
+                simtlab::tma_store_3d(&map_c, buf, tn * BN + 32 * q, row0, z);
                 simtlab::bulk_commit();
               }
             }

@@ -72,6 +72,17 @@ __device__ __forceinline__ void tensormap_acquire(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
 
+// A tensor map passed by value as a kernel parameter (`const __grid_constant__ TensorMap`): it
+// travels with the launch, so no host copy to device memory precedes it (a launch can be
+// captured in a CUDA graph) and no fence is needed; the copies read it through its parameter
+// address. The 128 bytes are cuTensorMapEncodeTiled's, made on the host.
+struct alignas(64) TensorMap {
+  unsigned long long bits[16];
+};
+__device__ __forceinline__ void tensormap_prefetch(const TensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&map) : "memory");
+}
+
 // Copy the box at element coordinates (c0, c1, c2) (innermost first) into shared memory at dst;
 // the bytes complete on `bar`.
 __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, u64* bar, int c0, int c1, int c2) {
@@ -268,13 +279,23 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   SIMTLAB_WGMMA("256", SIMTLAB_WGMMA_R0 SIMTLAB_WGMMA_R1 SIMTLAB_WGMMA_R2 SIMTLAB_WGMMA_R3,                 \
                 SIMTLAB_WGMMA_D0 SIMTLAB_WGMMA_D1 SIMTLAB_WGMMA_D2 SIMTLAB_WGMMA_D3, "128", "129", "130", KTY, TAIL)
 
-template <int N, int DT>
+// TRANS_A, TRANS_B: the 16-bit forms' transpose immediates, 1 where the operand is MN-major in
+// shared memory (A as the transposed view of a K x M matrix; B row-major, the 16-bit default), 0
+// where it is K-major (A row-major, the default; B as the transposed view of an N x K matrix, and
+// always for tf32).
+template <int N, int DT, int TRANS_A = 0, int TRANS_B = (DT < 2)>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale_d) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma N of 64, 128 or 256 here");
   static_assert(DT >= 0 && DT <= 2, "DT: 0 fp16, 1 bf16, 2 tf32");
+  static_assert(DT < 2 || (TRANS_A == 0 && TRANS_B == 0), "tf32 reads both operands K-major (no transposes)");
+#define SIMTLAB_WGMMA_16(M, KTY)                                          \
+  if constexpr (TRANS_A == 0 && TRANS_B == 1) M(KTY, ", 0, 1");           \
+  else if constexpr (TRANS_A == 0) M(KTY, ", 0, 0");                      \
+  else if constexpr (TRANS_B == 1) M(KTY, ", 1, 1");                      \
+  else M(KTY, ", 1, 0");
 #define SIMTLAB_WGMMA_TYPES(M)                                          \
-  if constexpr (DT == 0) M("k16.f32.f16.f16", ", 0, 1");               \
-  else if constexpr (DT == 1) M("k16.f32.bf16.bf16", ", 0, 1");        \
+  if constexpr (DT == 0) { SIMTLAB_WGMMA_16(M, "k16.f32.f16.f16") }    \
+  else if constexpr (DT == 1) { SIMTLAB_WGMMA_16(M, "k16.f32.bf16.bf16") } \
   else M("k8.f32.tf32.tf32", "");
   if constexpr (N == 64) {
     SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N64)
@@ -284,6 +305,7 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale
     SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N256)
   }
 #undef SIMTLAB_WGMMA_TYPES
+#undef SIMTLAB_WGMMA_16
 }
 
 // One K slice (128 bytes of each row: BK = 64 16-bit or 32 fp32 values) from the 128-byte-swizzled

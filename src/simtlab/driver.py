@@ -1,0 +1,145 @@
+"""The CUDA driver calls on the hot path of a library call, through ctypes with their argument
+types declared once: a kernel launch with its parameters packed in advance, and the encoding of
+a TMA tensor map. A call of `simtlab.gemm_tc` costs a few of these (a few microseconds), where
+building CuPy arrays and argument tuples for every call cost hundreds."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache, partial
+from typing import Sequence
+
+__all__ = ["DriverError", "ContextMismatch", "libcuda", "error_name", "PackedLaunch", "TensorMapEncoder"]
+
+_u32, _u64, _int, _vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
+CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE = 201, 400
+
+
+class DriverError(RuntimeError):
+    """A driver call that returned an error: its name and what was being done."""
+
+
+class ContextMismatch(DriverError):
+    """A launch from a thread whose current device is not the one the kernel was loaded on: the
+    caller retries under a guard that makes that device current."""
+
+
+@cache
+def libcuda() -> ctypes.CDLL:
+    """libcuda with the signatures of the calls made here (loaded once)."""
+    from .device import NoGpuError
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise NoGpuError(f"the CUDA driver (libcuda.so.1) is not installed on this machine: {exc}") from None
+    lib.cuLaunchKernel.argtypes = [_vp, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _vp, _vp, _vp]
+    lib.cuLaunchKernel.restype = _int
+    lib.cuTensorMapEncodeTiled.argtypes = [_vp, _int, _u32, _vp, _vp, _vp, _vp, _vp, _int, _int, _int, _int]
+    lib.cuTensorMapEncodeTiled.restype = _int
+    lib.cuGetErrorName.argtypes = [_int, ctypes.POINTER(ctypes.c_char_p)]
+    lib.cuGetErrorName.restype = _int
+    return lib
+
+
+def error_name(code: int) -> str:
+    name = ctypes.c_char_p()
+    if libcuda().cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
+        return name.value.decode()
+    return f"CUresult {code}"
+
+
+# A kernel parameter's kind: 32-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map
+# passed by value (read where the encoder left it, never copied).
+I32, F32, PTR, MAP = "i32", "f32", "ptr", "map"
+_CTYPE = {I32: ctypes.c_int32, F32: ctypes.c_float, PTR: ctypes.c_uint64}
+
+
+class PackedLaunch:
+    """One kernel's launch with its parameter block built once: `values[i]` holds parameter i
+    (ctypes scalars: set `.value`), `point_map(i, address)` (or `params[i] = address`) makes a
+    tensor-map parameter read the 128 bytes at `address`, and `launch(stream)` is one
+    cuLaunchKernel."""
+
+    def __init__(self, function: int, grid: Sequence[int], block: Sequence[int], shared: int, kinds: Sequence[str],
+                 device: int = 0):
+        self.function, self.device = _vp(function), device
+        self.grid, self.block, self.shared = tuple(grid), tuple(block), int(shared)
+        self.kinds = tuple(kinds)
+        self.values = [(_CTYPE[k]() if k != MAP else None) for k in self.kinds]
+        self.params = (_vp * len(self.kinds))()
+        for i, v in enumerate(self.values):
+            if v is not None:
+                self.params[i] = ctypes.addressof(v)
+        # Every argument but the stream made a ctypes object once and bound: a launch converts nothing.
+        self._stream = _vp(0)
+        self._bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
+                              _u32(self.shared), self._stream, self.params, None)
+
+    def point_map(self, index: int, address: int) -> None:
+        self.params[index] = address
+
+    def launch(self, stream: int) -> None:
+        self._stream.value = stream
+        err = self._bound()
+        if err:
+            self.failed(err)
+
+    def failed(self, err: int) -> None:
+        """After a launch returned `err`: retry in a thread that had no CUDA context yet (binding the
+        kernel's device), else raise - ContextMismatch where another device is current."""
+        if err == CUDA_ERROR_INVALID_CONTEXT:
+            import cupy
+
+            cupy.cuda.runtime.setDevice(self.device)
+            err = self._bound()
+            if not err:
+                return
+        if err == CUDA_ERROR_INVALID_HANDLE:
+            raise ContextMismatch(f"the kernel was loaded on GPU {self.device}, which is not the current device")
+        raise DriverError(f"cuLaunchKernel (grid {self.grid}, block {self.block}, {self.shared} bytes of shared "
+                          f"memory) failed: {error_name(err)}")
+
+
+# cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
+TMA_INTERLEAVE_NONE, TMA_L2_256B, TMA_OOB_ZERO = 0, 3, 0
+
+
+class TensorMapEncoder:
+    """Encodes tensor maps of one shape, stride and box over any base address: the argument
+    arrays are built once, so an encoding is one driver call. Maps are kept per address (a
+    caller's allocator hands the same few buffers back again and again); each is 128 bytes,
+    64-byte aligned, and stays where it is while kept, so a launch can point at it."""
+
+    KEEP = 64  # maps kept per encoder before the oldest are dropped
+
+    def __init__(self, type_code: int, dims: Sequence[int], strides: Sequence[int], box: Sequence[int], swizzle: int):
+        rank = len(dims)
+        self._args = (_int(type_code), _u32(rank), (_u64 * rank)(*dims), (_u64 * (rank - 1))(*strides),
+                      (_u32 * rank)(*box), (_u32 * rank)(*([1] * rank)), _int(TMA_INTERLEAVE_NONE), _int(swizzle),
+                      _int(TMA_L2_256B), _int(TMA_OOB_ZERO))
+        self.describe = f"dims {tuple(dims)}, byte strides {tuple(strides)}, box {tuple(box)}"
+        self._maps: dict[int, ctypes.Array] = {}  # buffer address -> its map's storage
+        self.addresses: dict[int, int] = {}  # buffer address -> its map's host address (a hot path reads this)
+        self._encode = libcuda().cuTensorMapEncodeTiled
+
+    def address(self, ptr: int) -> int:
+        """The host address of the 128-byte map over the buffer at `ptr` (encoded on first use)."""
+        kept = self.addresses.get(ptr)
+        if kept is not None:
+            return kept
+        if len(self._maps) >= self.KEEP:  # (dicts keep insertion order: drop the oldest half)
+            for key in list(self._maps)[: self.KEEP // 2]:
+                del self._maps[key], self.addresses[key]
+        raw = (ctypes.c_uint8 * 192)()
+        addr = ctypes.addressof(raw) + (-ctypes.addressof(raw) % 64)
+        t, rank, dims, strides, box, ones, interleave, swizzle, l2, oob = self._args
+        err = self._encode(addr, t, rank, ptr, dims, strides, box, ones, interleave, swizzle, l2, oob)
+        if err:
+            raise DriverError(f"cuTensorMapEncodeTiled ({self.describe}, address {ptr:#x}) failed: {error_name(err)}")
+        self._maps[ptr], self.addresses[ptr] = raw, addr
+        return addr
+
+    def encode(self, ptr: int) -> bytes:
+        """The map's 128 bytes (for a copy into device memory, as rungs 4-5 and conv2d take them)."""
+        return ctypes.string_at(self.address(ptr), 128)
