@@ -115,22 +115,3 @@ def test_verify_time_and_bad_arguments():
     assert float(z.sum()) == 3000.0
     with pytest.raises(simtlab.launch.LaunchError, match="__launch_bounds__"):
         t(z, 3.0, np.int64(1000), block=256)
-
-
-def test_gemm_refuses_operands_on_two_gpus(monkeypatch):
-    """A and B on different GPUs is named before anything runs (checked with stand-ins: a
-    one-GPU machine cannot hold arrays on two devices)."""
-    from types import SimpleNamespace
-
-    import simtlab
-    import simtlab.api as api
-    import simtlab.device as device
-
-    def on(gpu, shape):
-        return SimpleNamespace(shape=shape, device=SimpleNamespace(id=gpu))
-
-    operands = {"A": on(0, (64, 32)), "B": on(1, (32, 16))}
-    monkeypatch.setattr(device, "require_gpu", lambda: None)
-    monkeypatch.setattr(api, "require_cupy_array", lambda x, name, *_: operands[name])
-    with pytest.raises(ValueError, match="A is on GPU 0 and B on GPU 1"):
-        simtlab.gemm("A", "B")

@@ -7,18 +7,19 @@ from .compile import CompileError, compile_file, compile_source  # noqa: E402
 from .kernel import Kernel  # noqa: E402
 
 
-def gemm(*args, **kwargs):
-    """See `simtlab.api.gemm` (imported lazily so `import simtlab` needs no GPU libraries)."""
-    from .api import gemm as _gemm
-
-    return _gemm(*args, **kwargs)
+_LAZY = ("gemm", "gemm_tc", "gemm_plan", "gemm_tc_plan")  # simtlab.api's, imported on first use
 
 
-def gemm_tc(*args, **kwargs):
-    """See `simtlab.api.gemm_tc`: fp16 / bf16 GEMM on the tensor cores (imported lazily)."""
-    from .api import gemm_tc as _gemm_tc
+def __getattr__(name: str):
+    """`simtlab.gemm`, `gemm_tc`, `gemm_plan`, `gemm_tc_plan` (see simtlab.api), imported on first
+    use so `import simtlab` needs no GPU libraries, then bound here so later calls go straight to them."""
+    if name in _LAZY:
+        from . import api
 
-    return _gemm_tc(*args, **kwargs)
+        value = globals()[name] = getattr(api, name)
+        return value
+    raise AttributeError(f"module 'simtlab' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm", "gemm_tc"]
+__all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm", "gemm_tc", "gemm_plan",
+           "gemm_tc_plan"]

@@ -1,186 +1,104 @@
-"""Python entry points for using the kernels directly."""
+"""Python entry points for using the kernels directly: `gemm` (fp32, CUDA cores) and `gemm_tc`
+(fp16 / bf16, tensor cores), and their prepared plans.
+
+A call costs a lookup of the plan for its kind of operands (made on the first call of that kind:
+see simtlab.plans), then the operands' addresses, the caller's current stream (PyTorch's for
+tensors, CuPy's for CuPy arrays) and one driver launch."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from .arrays import array_lib
+from .plans import KAHAN_PARAMS, GemmPlan, TcPlan
 
-import numpy as np
+__all__ = ["gemm", "gemm_tc", "gemm_plan", "gemm_tc_plan", "KAHAN_PARAMS"]
 
-from .catalog import family
-from .launch import build, choose_params, prepare
-from .ops.base import require_cupy_array
-from .ops.gemm import GemmProblem
+PLANS_KEPT = 512  # plans kept per function; the oldest half is dropped past this
 
-__all__ = ["gemm", "gemm_tc"]
-
-
-@lru_cache(maxsize=64)
-def _instance(rung_name: str, params: tuple | None, arch: str, fam: str = "gemm"):
-    return build(family(fam).rung(rung_name), dict(params) if params else None, arch)
+_LIBS: dict = {}  # type of the first operand -> its ArrayLib
+_TC_PLANS: dict = {}
+_GEMM_PLANS: dict = {}
 
 
-@lru_cache(maxsize=256)
-def _params(rung_name: str, problem: GemmProblem, vec: bool | None, device) -> tuple | None:
-    """Launch parameters for a problem: the results store's best, else size defaults (cached per shape)."""
-    from .store import Store, default_path
-
-    rung = family("gemm").rung(rung_name)
-    store = None
-    if rung.from_store and default_path().exists():
-        try:
-            store = Store(default_path())
-        except Exception:  # an unreadable store must not stop a matrix product
-            store = None
-    params = choose_params(rung, problem, device, vec, store)
-    if store is not None:
-        store.close()
-    return tuple(sorted(params.items())) if params else None
+def _lib(A):
+    lib = _LIBS.get(type(A))
+    if lib is None:
+        lib = _LIBS[type(A)] = array_lib(A)
+    return lib
 
 
-KAHAN_PARAMS = (("KAHAN", 1), ("MINB", 1))  # compensated sums need twice the accumulators: one block per SM
+def _keep(plans: dict, key, plan):
+    if len(plans) >= PLANS_KEPT:
+        for old in list(plans)[: PLANS_KEPT // 2]:
+            del plans[old]
+    plans[key] = plan
+    return plan
 
 
-def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best", kahan: bool = False):
-    """C = alpha * A @ B + beta * C in fp32 with one of simtlab's GEMM rungs.
-
-    A (MxK), B (KxN) and C (MxN) are C-contiguous float32 GPU arrays: CuPy
-    arrays or PyTorch CUDA tensors (used in place, zero-copy). With C=None a
-    new C is allocated (beta must then be 0). Returns C, of the type of A.
-    `rung="best"` picks the tuned rung where cp.async exists (sm_80+), else
-    the warp-tiled one; any rung name or stage number works too. `kahan=True`
-    accumulates with Kahan compensation (the warp-tiled rung's KAHAN option):
-    an error that stays near one rounding however long K is, for ~3x the time.
-    """
-    import cupy
-
-    from .device import device_info, require_gpu
-
-    require_gpu()
-    a = require_cupy_array(A, "A", cupy.float32, 2)
-    b = require_cupy_array(B, "B", cupy.float32, 2)
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {a.shape}, B is {b.shape} (need A.shape[1] == B.shape[0])")
-    if a.device.id != b.device.id:
-        raise ValueError(f"A is on GPU {a.device.id} and B on GPU {b.device.id}")
-    M, K = a.shape
-    N = b.shape[1]
-    if min(M, N, K) < 1:
-        raise ValueError(f"GEMM sizes must be >= 1, got M={M}, N={N}, K={K}")
-    if C is None:
-        if beta != 0:
-            raise ValueError("beta != 0 needs an input C")
-        try:
-            c = cupy.empty((M, N), dtype=cupy.float32)
-        except cupy.cuda.memory.OutOfMemoryError:
-            free, total = cupy.cuda.runtime.memGetInfo()
-            raise MemoryError(f"C ({M}x{N} float32, {4 * M * N / 2**30:.2f} GiB) does not fit on GPU "
-                              f"{cupy.cuda.Device().id}: {free / 2**30:.2f} GiB free of {total / 2**30:.1f} GiB") from None
-    else:
-        c = require_cupy_array(C, "C", cupy.float32, 2)
-        if c.shape != (M, N):
-            raise ValueError(f"C has shape {c.shape}; A @ B is ({M}, {N})")
-    dev = device_info()
-    name = rung
-    if kahan:
-        if rung not in ("best", "warptiling", 8, "8", "warptile"):
-            raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
-        name = "warptiling"
-    elif rung == "best":
-        name = "tuned" if dev.compute_capability >= (8, 0) else "warptiling"
-    rung = family("gemm").rung(name)
-    problem = GemmProblem(M, N, K, float(alpha), float(beta))
-    vec = None
-    if rung.vec_variant:
-        vec = K % 4 == 0 and N % 4 == 0 and all(x.data.ptr % 16 == 0 for x in (a, b, c))
-    params = _params(rung.name, problem, vec, dev)
-    if kahan:
-        params = tuple(sorted({**dict(params or ()), **dict(KAHAN_PARAMS)}.items()))
-    inst = _instance(rung.name, params, dev.arch)
-    launch = inst.geometry(problem, dev)
-    func = prepare(inst, launch, vec, dev)
-    func(launch.grid, launch.block,
-         (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, b, np.float32(beta), c),
-         shared_mem=launch.shared)
-    if C is not None:
-        return C
-    if type(A).__module__.startswith("torch"):
-        import torch
-
-        return torch.from_dlpack(c)
-    return c
-
-
-# --- tensor cores ------------------------------------------------------------------------------
-
-def _view(x, name: str):
-    """(CuPy view, element type name) of a GPU array: PyTorch bfloat16 tensors as their int16 bits
-    (CuPy has no bfloat16; the kernels only see a pointer)."""
-    if type(x).__module__.startswith("torch"):
-        import torch
-
-        if x.dtype == torch.bfloat16:
-            return require_cupy_array(x.view(torch.int16), name), "bfloat16"
-    arr = require_cupy_array(x, name)
-    return arr, arr.dtype.name
+def _key(lib, A, B, C, *rest):
+    """The kind of call: each operand's type, shape, strides and device, and the options; None
+    where an operand is not of the first one's library (the plan then names the problem)."""
+    try:
+        return (lib.key(A), lib.key(B), None if C is None else lib.key(C), *rest)
+    except AttributeError:
+        return None
 
 
 def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
     """C = A @ B on the tensor cores: fp16 or bf16 inputs, fp32 sums, C in fp32 or the inputs' type.
 
-    A (MxK) and B (KxN), or batches of them (BATCHxMxK, BATCHxKxN), C-contiguous on the GPU: CuPy
-    float16 arrays or PyTorch float16 / bfloat16 tensors (zero-copy), both of one type. C is
-    allocated when None (a PyTorch tensor if A is one), else written in place; `out_dtype` is
-    "float32" or the inputs' own type ("float16", "bfloat16": the sums rounded to nearest).
+    A (MxK) and B (KxN), or batches of them (BATCHxMxK, BATCHxKxN): PyTorch float16 / bfloat16
+    CUDA tensors or CuPy float16 arrays, both of one type, used where they lie. Each is row-major
+    (C-contiguous) or the transposed view of a row-major matrix (`x.T`, `x.mT`): rung 6 reads
+    transposed views with no copy (TMA boxes and wgmma's transpose modes). C is allocated when
+    None (by the inputs' library), else written in place (row-major); `out_dtype` is "float32" or
+    the inputs' own type ("float16", "bfloat16": the sums rounded to nearest).
+
+    The work goes on the caller's current stream (`torch.cuda.current_stream()`, or CuPy's) of
+    the operands' device; nothing synchronizes, so calls can be captured in CUDA graphs.
     `rung="best"` takes rung 6 (Hopper clusters, sm_90) where it runs, else rung 3 (mma.sync,
-    sm_80+); any rung name or stage works too. K or N not multiples of 8 run on padded copies.
+    sm_80+); any rung name or stage works too. Shapes whose rows are not whole 16-byte units (K or
+    N not multiples of 8, for row-major operands) and misaligned addresses run on padded copies.
     """
-    import cupy
+    lib = _lib(A)
+    key = _key(lib, A, B, C, out_dtype, rung)
+    plan = _TC_PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = TcPlan(lib, A, B, C, out_dtype, rung)
+        if key is not None:
+            _keep(_TC_PLANS, key, plan)
+    return plan.run(A, B, C)
 
-    from .device import device_info, require_gpu
-    from .launch import runner
-    from .ops.gemm_tc import TcProblem, Workspace
 
-    require_gpu()
-    (a, dtype), (b, dtype_b) = _view(A, "A"), _view(B, "B")
-    for name, t in (("A", dtype), ("B", dtype_b)):
-        if t not in ("float16", "bfloat16"):
-            raise TypeError(f"{name} has dtype {t}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
-                            "bfloat16: pass PyTorch bfloat16 tensors)")
-    if dtype_b != dtype:
-        raise TypeError(f"A is {dtype} and B is {dtype_b}: both operands take one type")
-    if a.ndim not in (2, 3) or b.ndim != a.ndim:
-        raise ValueError(f"A and B are both 2-D (MxK, KxN) or both 3-D batches; got shapes {a.shape} and {b.shape}")
-    batch = a.shape[0] if a.ndim == 3 else 1
-    if a.ndim == 3 and b.shape[0] != batch:
-        raise ValueError(f"A has {batch} matrices and B {b.shape[0]}")
-    (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
-    if K != K2:
-        raise ValueError(f"inner dimensions differ: A is {a.shape}, B is {b.shape}")
-    if out_dtype not in ("float32", dtype):
-        raise ValueError(f"out_dtype is 'float32' or the inputs' own type ({dtype!r}), not {out_dtype!r}")
-    problem = TcProblem(M, N, K, dtype, batch, out_dtype)  # (names a size < 1)
-    shape = a.shape[:-2] + (M, N)
-    if C is None:
-        if type(A).__module__.startswith("torch"):
-            import torch
+def gemm_tc_plan(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best") -> TcPlan:
+    """A prepared `gemm_tc` for operands like A, B (and C, or None to allocate one per call):
+    validated and compiled once; `plan(A2, B2, C2)` then checks its operands' kinds and launches.
+    A different kind of operand raises simtlab.plans.PlanMismatch."""
+    return TcPlan(_lib(A), A, B, C, out_dtype, rung)
 
-            C = torch.empty(shape, dtype=getattr(torch, out_dtype), device=A.device)
-        else:
-            C = cupy.empty(shape, dtype=cupy.float32 if out_dtype == "float32" else cupy.float16)
-    c, c_type = _view(C, "C")
-    if c_type != out_dtype or tuple(c.shape) != tuple(shape):
-        raise ValueError(f"C is {c_type} {tuple(c.shape)}; this product is {out_dtype} {tuple(shape)}")
-    if len({x.device.id for x in (a, b, c)}) != 1:
-        raise ValueError("A, B and C must be on one GPU")
-    dev = device_info()
-    fam = family("gemm_tc")
-    if rung == "best":
-        rung = "wgmma_cluster" if fam.rung("wgmma_cluster").supports(dev.compute_capability) else "mma_multistage"
-    r = fam.rung(rung)
-    if not r.supports(dev.compute_capability):
-        raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {dev.arch}")
-    params = choose_params(r, problem, dev, None)
-    inst = _instance(r.name, tuple(sorted(params.items())) if params else None, dev.arch, "gemm_tc")
-    ws = Workspace.of(problem, a, b, c)
-    runner(inst, problem, ws, ws.vec_ok() if r.vec_variant else None, dev)()
-    return C
+
+def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best", kahan: bool = False):
+    """C = alpha * A @ B + beta * C in fp32 with one of simtlab's GEMM rungs.
+
+    A (MxK), B (KxN) and C (MxN) are float32 GPU arrays: PyTorch CUDA tensors or CuPy arrays, used
+    where they lie. A and B are row-major or transposed views of row-major matrices (`x.T`); the
+    fp32 rungs read row-major tiles, so a transposed view is first copied to row-major on the
+    caller's stream (part of the call and of its time). C is row-major; with C=None a new one is
+    allocated (beta must then be 0). Returns C. The work goes on the caller's current stream.
+    `rung="best"` picks the tuned rung where cp.async exists (sm_80+), else the warp-tiled one;
+    any rung name or stage number works too. `kahan=True` accumulates with Kahan compensation (the
+    warp-tiled rung's KAHAN option): an error that stays near one rounding however long K is, for
+    ~3x the time.
+    """
+    lib = _lib(A)
+    key = _key(lib, A, B, C, rung, kahan)
+    plan = _GEMM_PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = GemmPlan(lib, A, B, C, rung, kahan)
+        if key is not None:
+            _keep(_GEMM_PLANS, key, plan)
+    return plan.run(A, B, C, float(alpha), float(beta))
+
+
+def gemm_plan(A, B, C=None, rung: str | int = "best", kahan: bool = False) -> GemmPlan:
+    """A prepared `gemm` for operands like A, B (and C): `plan(A2, B2, C2, alpha, beta)`."""
+    return GemmPlan(_lib(A), A, B, C, rung, kahan)

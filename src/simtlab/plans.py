@@ -1,0 +1,422 @@
+"""Plans: what a GEMM call with given shapes, strides, types and device runs, decided once -
+validation, rung and parameters, compilation, launch geometry, packed kernel parameters, tensor-
+map encoders - so that a call with new operands of the same kind costs only reading their
+addresses, the caller's current stream and one driver launch.
+
+`simtlab.gemm_tc` and `simtlab.gemm` keep a plan per kind of call; `simtlab.gemm_tc_plan(...)`
+and `simtlab.gemm_plan(...)` hand one to the caller, whose calls then skip even the lookup.
+Nothing in a plan's call synchronizes, reads device memory on the host or allocates (except
+C when none is given, and the padded copies of shapes the kernels cannot read in place, both
+through the caller's own allocator), so calls can be captured in CUDA graphs."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from functools import lru_cache
+
+from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
+from .catalog import family
+from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
+from .launch import LaunchError, build, choose_params, function_handle, prepare
+
+__all__ = ["TcPlan", "GemmPlan", "PlanMismatch"]
+
+TC_INPUTS = ("float16", "bfloat16")
+PAD_MIN_MACS = 1 << 27  # fp32 products from 512^3 up run on padded copies when K or N is not a multiple of 4
+KAHAN_PARAMS = (("KAHAN", 1), ("MINB", 1))  # compensated sums need twice the accumulators: one block per SM
+
+
+class PlanMismatch(ValueError):
+    """Operands that differ from those a plan was made for."""
+
+
+@lru_cache(maxsize=64)
+def _instance(fam: str, rung_name: str, params: tuple | None, arch: str):
+    return build(family(fam).rung(rung_name), dict(params) if params else None, arch)
+
+
+def _frozen(params: dict | None) -> tuple | None:
+    return tuple(sorted(params.items())) if params else None
+
+
+def _operand(lib: ArrayLib, x, name: str, ndim: tuple[int, ...]):
+    """(dtype name, shape, element strides, device, layout) of an operand, or a clear error."""
+    if not lib.owns(x):
+        other = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+        raise TypeError(f"{name} is a {other} but the first operand is a {lib.name} array: pass one library's arrays")
+    dtype, shape, strides, device = lib.describe(x)
+    if len(shape) not in ndim:
+        raise ValueError(f"{name} must be {' or '.join(f'{n}-D' for n in ndim)}, got shape {tuple(shape)}")
+    layout = layout_of(tuple(shape), tuple(strides)) if min(shape, default=1) > 0 else ROW
+    return dtype, tuple(shape), tuple(strides), device, layout
+
+
+def _layout_error(name: str, shape, strides) -> ValueError:
+    return ValueError(f"{name} has shape {shape} and element strides {strides}: simtlab's GEMMs read row-major "
+                      f"matrices (C-contiguous) or their transposed views (x.T, x.mT) - pass a contiguous copy")
+
+
+def _current(lib: ArrayLib, device: int):
+    """None when `device` is the caller's current device, else a guard that makes it current."""
+    return None if lib.current_device() == device else lib.device_guard(device)
+
+
+class _Plan:
+    """What the two GEMM plans share: the operands' library, device and expected kinds."""
+
+    lib: ArrayLib
+    device: int
+    keys: tuple  # each operand's full kind (type, shape, strides, device), None for a C the plan allocates
+    kinds: tuple  # each operand's type and shape: what a call checks
+
+    def __call__(self, A, B, C=None, *args):
+        """Run on new operands of the kind the plan was made for; returns C. Types and shapes are
+        checked on every call (a mismatch is a PlanMismatch naming the operand); strides and the
+        device are trusted to be the ones the plan was made for - `matches()` checks everything."""
+        kind = self.lib.kind
+        try:
+            same = (kind(A), kind(B), None if C is None else kind(C)) == self.kinds
+        except AttributeError:  # (another library's array)
+            same = False
+        if not same:
+            self._mismatch(A, B, C)
+        return self.run(A, B, C, *args)
+
+    def matches(self, A, B, C=None) -> bool:
+        """Whether A, B and C are of the kind the plan was made for, strides and device included."""
+        lib = self.lib
+        return all((None if x is None else lib.key(x) if lib.owns(x) else type(x)) == key
+                   for x, key in zip((A, B, C), self.keys))
+
+    def _mismatch(self, A, B, C):
+        lib = self.lib
+        for name, x, key in zip("ABC", (A, B, C), self.keys):
+            if (None if x is None else lib.key(x) if lib.owns(x) else type(x)) != key:
+                raise PlanMismatch(f"{name} differs from the {name} this plan was made for (shape, strides, type, "
+                                   f"device or library; None for a C the plan allocates): make a plan for it")
+
+    def run(self, A, B, C=None, *args):
+        """(Operands already matched.) The launch goes to the current device's context: from a thread
+        where another device is current it fails at once, and runs again with the plan's device made
+        current."""
+        try:
+            return self._run(A, B, C, *args)
+        except ContextMismatch:
+            with self.lib.device_guard(self.device):
+                return self._run(A, B, C, *args)
+
+    def _remember(self, A, B, C) -> None:
+        lib = self.lib
+        self.keys = (lib.key(A), lib.key(B), None if C is None else lib.key(C))
+        self.kinds = (lib.kind(A), lib.kind(B), None if C is None else lib.kind(C))
+
+
+class TcPlan(_Plan):
+    """C = A @ B on the tensor cores for one kind of operands (see simtlab.gemm_tc)."""
+
+    def __init__(self, lib: ArrayLib, A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
+        from .device import device_info, require_gpu
+        from .ops.gemm_tc import TcProblem, tma_ready, unsupported
+
+        require_gpu()
+        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2, 3))
+        tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2, 3))
+        for name, t in (("A", ta), ("B", tb)):
+            if t not in TC_INPUTS:
+                raise TypeError(f"{name} has dtype {t}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
+                                "bfloat16: pass PyTorch bfloat16 tensors)")
+        if tb != ta:
+            raise TypeError(f"A is {ta} and B is {tb}: both operands take one type")
+        if len(a_shape) != len(b_shape):
+            raise ValueError(f"A and B are both 2-D (MxK, KxN) or both 3-D batches; got shapes {a_shape} and {b_shape}")
+        batch = a_shape[0] if len(a_shape) == 3 else 1
+        if len(a_shape) == 3 and b_shape[0] != batch:
+            raise ValueError(f"A has {batch} matrices and B {b_shape[0]}")
+        (M, K), (K2, N) = a_shape[-2:], b_shape[-2:]
+        if K != K2:
+            raise ValueError(f"inner dimensions differ: A is {a_shape}, B is {b_shape}")
+        if out_dtype not in ("float32", ta):
+            raise ValueError(f"out_dtype is 'float32' or the inputs' own type ({ta!r}), not {out_dtype!r}")
+        if dev_b != dev:
+            raise ValueError(f"A is on GPU {dev} and B on GPU {dev_b}: both operands take one GPU")
+        for name, shape, strides, layout in (("A", a_shape, a_strides, la), ("B", b_shape, b_strides, lb)):
+            if layout is None:
+                raise _layout_error(name, shape, strides)
+        self.out_shape = a_shape[:-2] + (M, N)
+        if C is not None:
+            tc, c_shape, c_strides, dev_c, lc = _operand(lib, C, "C", (2, 3))
+            if tc != out_dtype or c_shape != self.out_shape:
+                raise ValueError(f"C is {tc} {c_shape}; this product is {out_dtype} {self.out_shape}")
+            if lc != ROW:
+                raise ValueError(f"C has element strides {c_strides}: the kernels write a row-major, C-contiguous C")
+            if dev_c != dev:
+                raise ValueError(f"A, B and C must be on one GPU (A on {dev}, C on {dev_c})")
+        self.problem = p = TcProblem(M, N, K, ta, batch, out_dtype, la + lb)  # (names a size < 1)
+        self.lib, self.device, self.out_dtype = lib, dev, out_dtype
+        self._new_c = lib.allocator(self.out_shape, out_dtype, dev)
+        self._remember(A, B, C)
+        info = device_info(dev)
+        fam = family("gemm_tc")
+        if rung == "best":
+            rung = "wgmma_cluster" if fam.rung("wgmma_cluster").supports(info.compute_capability) else "mma_multistage"
+        r = fam.rung(rung)
+        if not r.supports(info.compute_capability):
+            raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {info.arch}")
+        self.rung, self.info = r, info
+        self._padded = self._direct = self._pointer = None
+        guard = _current(lib, dev)
+        with guard if guard is not None else nullcontext():
+            if r.name == "wgmma_cluster":
+                if tma_ready(p):  # read where the operands lie (16-byte aligned addresses: checked per call)
+                    self._direct = self._cluster(p)
+            elif unsupported(r, TcProblem(M, N, K, ta, batch, out_dtype)) is not None:
+                raise ValueError(f"rung {r.id} cannot run {p.label}: "
+                                 f"{unsupported(r, TcProblem(M, N, K, ta, batch, out_dtype))}")
+            else:
+                self._pointer = self._pointer_kernels(TcProblem(M, N, K, ta, batch, out_dtype))
+
+    # --- building -------------------------------------------------------------------------------
+    def _cluster(self, p):
+        from .ops.gemm_tc import ClusterKernel
+
+        params = choose_params(self.rung, p, self.info, None)
+        inst = _instance("gemm_tc", self.rung.name, _frozen(params), self.info.arch)
+        return ClusterKernel(inst, p, self.info, prepare)
+
+    def _pointer_kernels(self, p):
+        """Rungs 1-5 through their pointer arguments (M, N, K, A, B, C) - rungs 1-3, and a VEC
+        variant where the rung has one - or through the ladder's runner for the TMA rungs 4-5."""
+        params = choose_params(self.rung, p, self.info, None)
+        inst = _instance("gemm_tc", self.rung.name, _frozen(params), self.info.arch)
+        if self.rung.name.startswith("wgmma"):
+            return inst
+        launches = {}
+        for vec in ((True, False) if self.rung.vec_variant else (None,)):
+            geometry = inst.geometry(p, self.info)
+            func = prepare(inst, geometry, vec, self.info)
+            packed = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
+                                  (I32, I32, I32, PTR, PTR, PTR), self.device)
+            for i, v in enumerate((p.M, p.N, p.K)):
+                packed.values[i].value = v
+            launches[vec] = packed
+        return launches
+
+    # --- running ----------------------------------------------------------------------------------
+    def _run(self, A, B, C):
+        lib = self.lib
+        if C is None:
+            C = self._new_c(A)
+        if self._direct is not None:
+            ptr = lib.ptr
+            pa, pb, pc = ptr(A), ptr(B), ptr(C)
+            if not (pa | pb | pc) & 15:
+                self._direct(pa, pb, pc, lib.stream(self.device))
+                return C
+        if self.rung.name == "wgmma_cluster":
+            self._run_padded(A, B, C)
+        else:
+            self._run_pointer(A, B, C)
+        return C
+
+    def _run_padded(self, A, B, C):
+        """Shapes or addresses the tensor maps cannot take: zero-padded row-major copies with K and
+        N rounded up to 8 (and 16-byte aligned, being new), made by the caller's library on its
+        stream; the product's columns are copied back into C."""
+        from .ops.gemm_tc import TcProblem
+
+        lib, p = self.lib, self.problem
+        kp, np_ = -(-p.K // 8) * 8, -(-p.N // 8) * 8
+        lead = self.out_shape[:-2]
+        if self._padded is None:
+            self._padded = self._cluster(TcProblem(p.M, np_, kp, p.dtype, p.batch, p.out))
+        Ap = lib.zeros(lead + (p.M, kp), p.dtype, self.device) if kp != p.K else lib.empty(lead + (p.M, kp), p.dtype,
+                                                                                             self.device)
+        Bp = lib.zeros(lead + (kp, np_), p.dtype, self.device) if (kp, np_) != (p.K, p.N) else \
+            lib.empty(lead + (kp, np_), p.dtype, self.device)
+        Cp = C if np_ == p.N and not lib.ptr(C) & 15 else lib.empty(lead + (p.M, np_), p.out, self.device)
+        lib.copy_into(Ap[..., :p.K], A)
+        lib.copy_into(Bp[..., :p.K, :p.N], B)
+        self._padded(lib.ptr(Ap), lib.ptr(Bp), lib.ptr(Cp), lib.stream(self.device))
+        if Cp is not C:
+            lib.copy_into(C, Cp[..., :p.N])
+
+    def _run_pointer(self, A, B, C):
+        lib, p = self.lib, self.problem
+        if p.layout != "nn":  # (only rung 6 reads transposed views: the others get row-major copies)
+            A, B = lib.contiguous(A), lib.contiguous(B)
+        if isinstance(self._pointer, dict):
+            pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
+            vec = None
+            if self.rung.vec_variant:
+                vec = not (pa | pb | pc) & 15 and p.K % 8 == 0 and p.N % 8 == 0
+            packed = self._pointer[vec]
+            packed.values[3].value, packed.values[4].value, packed.values[5].value = pa, pb, pc
+            packed.launch(lib.stream(self.device))
+            return
+        self._run_ladder_runner(A, B, C)
+
+    def _run_ladder_runner(self, A, B, C):
+        """Rungs 4-5 (teaching rungs, reached only by naming them): the ladder's runner over CuPy
+        views of the operands, on the caller's stream."""
+        import cupy
+
+        from .launch import runner
+        from .ops.gemm_tc import TcProblem, Workspace
+
+        p = self.problem
+        views = [_cupy_view(x) for x in (A, B, C)]
+        ws = Workspace.of(TcProblem(p.M, p.N, p.K, p.dtype, p.batch, p.out), *views)
+        with cupy.cuda.ExternalStream(self.lib.stream(self.device)):
+            runner(self._pointer, ws.p, ws, None, self.info)()
+
+
+class GemmPlan(_Plan):
+    """C = alpha * A @ B + beta * C in fp32 on the CUDA cores for one kind of operands (see
+    simtlab.gemm); alpha and beta are given per call."""
+
+    def __init__(self, lib: ArrayLib, A, B, C=None, rung: str | int = "best", kahan: bool = False):
+        from .device import device_info, require_gpu
+        from .ops.gemm import GemmProblem
+
+        require_gpu()
+        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2,))
+        tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2,))
+        for name, t in (("A", ta), ("B", tb)):
+            if t != "float32":
+                raise TypeError(f"{name} has dtype {t}; this kernel takes float32")
+        (M, K), (K2, N) = a_shape, b_shape
+        if K != K2:
+            raise ValueError(f"inner dimensions differ: A is {a_shape}, B is {b_shape} (need A.shape[1] == B.shape[0])")
+        if dev_b != dev:
+            raise ValueError(f"A is on GPU {dev} and B on GPU {dev_b}")
+        if min(M, N, K) < 1:
+            raise ValueError(f"GEMM sizes must be >= 1, got M={M}, N={N}, K={K}")
+        for name, shape, strides, layout in (("A", a_shape, a_strides, la), ("B", b_shape, b_strides, lb)):
+            if layout is None:
+                raise _layout_error(name, shape, strides)
+        if C is not None:
+            tc, c_shape, c_strides, dev_c, lc = _operand(lib, C, "C", (2,))
+            if tc != "float32":
+                raise TypeError(f"C has dtype {tc}; this kernel takes float32")
+            if c_shape != (M, N):
+                raise ValueError(f"C has shape {c_shape}; A @ B is ({M}, {N})")
+            if lc != ROW:
+                raise ValueError(f"C has element strides {c_strides}: the kernels write a C-contiguous C")
+            if dev_c != dev:
+                raise ValueError(f"A is on GPU {dev} and C on GPU {dev_c}")
+        self.lib, self.device, self.out_shape = lib, dev, (M, N)
+        self._new_c = lib.allocator((M, N), "float32", dev)
+        self._remember(A, B, C)
+        # (transposed views are copied to row-major before the launch: the fp32 rungs read row-major
+        # tiles; the copy is part of the call and of its time)
+        self.copies = (la == TRANSPOSED, lb == TRANSPOSED)
+        info = device_info(dev)
+        name = rung
+        if kahan:
+            if rung not in ("best", "warptiling", 8, "8", "warptile"):
+                raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
+            name = "warptiling"
+        elif rung == "best":
+            name = "tuned" if info.compute_capability >= (8, 0) else "warptiling"
+        r = family("gemm").rung(name)
+        problem = GemmProblem(M, N, K)
+        self.problem, self.rung, self.info = problem, r, info
+        # K or N not a multiple of 4 leaves only the predicated scalar path; a large product runs
+        # faster on copies padded to whole 16-byte rows (zeros in the extra k add nothing)
+        self.pad = None
+        if r.vec_variant and (K % 4 or N % 4) and M * N * K >= PAD_MIN_MACS:
+            self.pad = (-(-K // 4) * 4, -(-N // 4) * 4)
+        self.launches = {}
+        guard = _current(lib, dev)
+        with guard if guard is not None else nullcontext():
+            if self.pad is not None:
+                self.launches[True] = self._launch(r, GemmProblem(M, self.pad[1], self.pad[0]), True, kahan)
+            else:
+                for vec in ((True, False) if r.vec_variant else (None,)):
+                    if not (vec and (K % 4 or N % 4)):
+                        self.launches[vec] = self._launch(r, problem, vec, kahan)
+
+    def _launch(self, rung, problem, vec, kahan) -> PackedLaunch:
+        info = self.info
+        params = _store_params(rung.name, problem, vec, info)
+        if kahan:
+            params = tuple(sorted({**dict(params or ()), **dict(KAHAN_PARAMS)}.items()))
+        inst = _instance("gemm", rung.name, params, info.arch)
+        geometry = inst.geometry(problem, info)
+        func = prepare(inst, geometry, vec, info)
+        packed = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
+                              (I32, I32, I32, F32, PTR, PTR, F32, PTR), self.device)
+        for i, v in enumerate((problem.M, problem.N, problem.K)):
+            packed.values[i].value = v
+        return packed
+
+    def _run(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
+        lib = self.lib
+        if C is None:
+            if beta != 0:
+                raise ValueError("beta != 0 needs an input C")
+            C = self._new_c(A)
+        if self.pad is not None:
+            return self._run_padded(A, B, C, alpha, beta)
+        if self.copies[0]:
+            A = lib.contiguous(A)
+        if self.copies[1]:
+            B = lib.contiguous(B)
+        pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
+        vec = None
+        if self.rung.vec_variant:
+            vec = not (pa | pb | pc) & 15 and True in self.launches
+        self._go(self.launches[vec], alpha, pa, pb, beta, pc)
+        return C
+
+    def _go(self, packed: PackedLaunch, alpha, pa, pb, beta, pc) -> None:
+        v = packed.values
+        v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = alpha, pa, pb, beta, pc
+        packed.launch(self.lib.stream(self.device))
+
+    def _run_padded(self, A, B, C, alpha, beta):
+        """Copies of A (M x Kp), B (Kp x Np) and C (M x Np) with K and N rounded up to 4, their
+        extra rows and columns zero, made on the caller's stream; the 16-byte path on them; C's
+        columns copied back. Part of the call and of its time (~2% at 4097x4095x4093)."""
+        lib, (M, N, K), (kp, np_) = self.lib, self.out_shape + (self.problem.K,), self.pad
+        Ap, Bp = lib.empty((M, kp), "float32", self.device), lib.empty((kp, np_), "float32", self.device)
+        Cp = lib.empty((M, np_), "float32", self.device)
+        lib.copy_into(Ap[:, :K], A)
+        lib.copy_into(Bp[:K, :N], B)
+        for extra in (Ap[:, K:], Bp[K:], Bp[:K, N:]):
+            lib.fill_zero(extra)
+        if beta != 0:
+            lib.copy_into(Cp[:, :N], C)
+        self._go(self.launches[True], alpha, lib.ptr(Ap), lib.ptr(Bp), beta, lib.ptr(Cp))
+        lib.copy_into(C, Cp[:, :N])
+        return C
+
+
+@lru_cache(maxsize=256)
+def _store_params(rung_name: str, problem, vec: bool | None, device) -> tuple | None:
+    """Launch parameters for a problem: the results store's best, else size defaults (cached per shape)."""
+    from .store import Store, default_path
+
+    rung = family("gemm").rung(rung_name)
+    store = None
+    if rung.from_store and default_path().exists():
+        try:
+            store = Store(default_path())
+        except Exception:  # an unreadable store must not stop a matrix product
+            store = None
+    params = choose_params(rung, problem, device, vec, store)
+    if store is not None:
+        store.close()
+    return _frozen(params)
+
+
+def _cupy_view(x):
+    """A CuPy view of a PyTorch tensor or CuPy array (bfloat16 as its 16-bit bits), for the teaching
+    rungs' CuPy runners."""
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x
+    import torch
+
+    return cupy.asarray(x.view(torch.int16) if x.dtype == torch.bfloat16 else x)

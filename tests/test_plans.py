@@ -1,0 +1,72 @@
+"""What a plan refuses before anything runs, with stand-in arrays of a stand-in library (CPU):
+operands that do not multiply, wrong types, layouts it cannot read, two GPUs."""
+
+import pytest
+
+from simtlab.arrays import ArrayLib
+from simtlab.plans import GemmPlan, TcPlan
+
+
+class Stand(ArrayLib):
+    """Arrays as dicts of what a library reports: type, shape, element strides, device."""
+
+    name = "stand-in"
+
+    def owns(self, x):
+        return isinstance(x, dict)
+
+    def describe(self, x):
+        return x["dtype"], x["shape"], x["strides"], x["gpu"]
+
+
+def arr(shape, dtype="float32", gpu=0, transposed=False, strides=None):
+    if strides is None and len(shape) == 1:
+        strides = (1,)
+    if strides is None:
+        rows, cols = shape[-2:]
+        strides = (1, rows) if transposed else (cols, 1)
+        if len(shape) == 3:
+            strides = (rows * cols,) + strides
+    return {"dtype": dtype, "shape": tuple(shape), "strides": tuple(strides), "gpu": gpu}
+
+
+@pytest.fixture(autouse=True)
+def _no_gpu_needed(monkeypatch):
+    import simtlab.device as device
+
+    monkeypatch.setattr(device, "require_gpu", lambda: None)
+
+
+CASES = [  # (plan, operands, error, what it must say)
+    (GemmPlan, (arr((64, 32)), arr((32, 16), gpu=1)), ValueError, "A is on GPU 0 and B on GPU 1"),
+    (TcPlan, (arr((64, 32), "bfloat16"), arr((32, 16), "bfloat16", gpu=1)), ValueError, "both operands take one GPU"),
+    (GemmPlan, (arr((64, 32)), arr((16, 16))), ValueError, "inner dimensions differ"),
+    (TcPlan, (arr((64, 32), "float16"), arr((16, 16), "float16")), ValueError, "inner dimensions differ"),
+    (GemmPlan, (arr((64, 32), "float16"), arr((32, 16))), TypeError, "A has dtype float16; this kernel takes float32"),
+    (TcPlan, (arr((64, 32)), arr((32, 16))), TypeError, "takes float16 or bfloat16"),
+    (TcPlan, (arr((64, 32), "bfloat16"), arr((32, 16), "float16")), TypeError, "A is bfloat16 and B is float16"),
+    (TcPlan, (arr((64, 32), "float16"), arr((2, 32, 16), "float16")), ValueError, "both 2-D"),
+    (TcPlan, (arr((3, 64, 32), "float16"), arr((2, 32, 16), "float16")), ValueError, "A has 3 matrices and B 2"),
+    (GemmPlan, (arr((64,)), arr((64, 16))), ValueError, "must be 2-D"),
+    (GemmPlan, (arr((64, 32), strides=(64, 2)), arr((32, 16))), ValueError, "element strides \\(64, 2\\)"),
+    (TcPlan, (arr((64, 32), "float16"), arr((32, 16), "float16", strides=(0, 1))), ValueError, "element strides"),
+    (TcPlan, (arr((2, 64, 32), "float16", strides=(0, 32, 1)), arr((2, 32, 16), "float16")), ValueError,
+     "element strides"),  # a broadcast batch
+    (GemmPlan, (arr((64, 32)), [1.0]), TypeError, "pass one library's arrays"),
+    (TcPlan, (arr((0, 32), "float16"), arr((32, 16), "float16")), ValueError, "must be >= 1"),
+    (GemmPlan, (arr((64, 32)), arr((32, 16)), arr((64, 16), transposed=True)), ValueError, "C-contiguous C"),
+    (GemmPlan, (arr((64, 32)), arr((32, 16)), arr((64, 8))), ValueError, "C has shape \\(64, 8\\)"),
+    (TcPlan, (arr((64, 32), "float16"), arr((32, 16), "float16"), arr((64, 16), "float16")), ValueError,
+     "C is float16 \\(64, 16\\); this product is float32"),
+]
+
+
+@pytest.mark.parametrize("plan, operands, error, says", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_plans_name_what_they_refuse(plan, operands, error, says):
+    with pytest.raises(error, match=says):
+        plan(Stand(), *operands)
+
+
+def test_out_dtype_is_fp32_or_the_inputs():
+    with pytest.raises(ValueError, match="out_dtype is 'float32' or the inputs' own type"):
+        TcPlan(Stand(), arr((64, 32), "float16"), arr((32, 16), "float16"), out_dtype="bfloat16")
