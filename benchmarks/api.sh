@@ -10,7 +10,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/.whl" PIP_DISABLE_PIP_VERSION_CHECK=1
+export COLUMNS=200 PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/.whl" PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${SIMTLAB_COMMIT:-unknown}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
 python3 -m pip install -q -e ".[dev]" 2>&1 | grep -v "^$" | tail -2

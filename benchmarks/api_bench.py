@@ -90,7 +90,7 @@ def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]
         "piece: read 3 operands' kinds (dtype, shape, strides, device)": lambda: (lib.key(a), lib.key(b), lib.key(c16)),
         "piece: 3 addresses, the current stream and device": lambda: (lib.ptr(a), lib.ptr(b), lib.ptr(c16),
                                                                      lib.stream(0), lib.current_device()),
-        "piece: allocate C (torch.empty)": plan._new_c,
+        "piece: allocate C (A.new_empty)": lambda: plan._new_c(a),
         "piece: the launch alone (maps kept, one cuLaunchKernel)": lambda: direct(pa, pb, pc, stream),
     }
     variants.update(pieces)
