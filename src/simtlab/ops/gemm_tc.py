@@ -169,8 +169,8 @@ def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
     operands' layouts (row-major for shapes that run on padded row-major copies), and whether
     blocks pair up in clusters: not when every 128x256 tile has an SM of its own (one round), where
     sharing B saves L2 traffic the round does not wait for and pairing costs each block its
-    partner's pace - 2048^3 bf16: 99.2% of cuBLAS unpaired, 94.4% in pairs (benchmarks/results,
-    run 2026-12-03_h200_api)."""
+    partner's pace - 2048^3 bf16: 99.2% of cuBLAS unpaired, 94.4% in pairs (benchmarks/results/
+    2026-12-03_h200_e95975_api/sweep_2048.json)."""
     slices = -(-p.K // slice_k(p.dtype))
     direct = tma_ready(p)
     params = {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4, "OUT": OUT[p.out],
