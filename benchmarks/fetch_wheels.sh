@@ -7,5 +7,5 @@ mkdir -p .whl
 python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .whl setuptools "nvidia-cuda-cuobjdump>=13.0,<14" "nvidia-cuda-nvdisasm>=13.0,<14" \
-  optuna alembic sqlalchemy greenlet mako colorlog nvidia-ml-py
+  "nvidia-cuda-crt>=13.0,<13.1" "nvidia-cuda-runtime>=13.0,<13.1" optuna alembic sqlalchemy greenlet mako colorlog nvidia-ml-py
 ls -la .whl

@@ -68,6 +68,43 @@ def test_header_change_invalidates_cache(tmp_cache, tmp_path):
     assert a.key != b.key and not b.from_cache
 
 
+def test_angle_included_header_change_invalidates_cache(tmp_cache, tmp_path):
+    """<...> includes are part of the key too (the toolkit's headers: an edited mma.h recompiles),
+    transitively through the headers they include."""
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    (inc / "outer.h").write_text("#include <sub/inner.h>\n")
+    (inc / "sub" / "inner.h").write_text("#define FACTOR 2\n")
+    src = "#include <outer.h>\n__global__ void k(float* x) { x[0] *= FACTOR; }"
+    a = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    (inc / "sub" / "inner.h").write_text("#define FACTOR 3\n")
+    b = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    assert a.key != b.key and not b.from_cache
+
+
+def test_the_key_names_the_nvrtc_build():
+    from simtlab.compile import nvrtc_build, nvrtc_version
+
+    major, minor = nvrtc_version()
+    assert nvrtc_build().startswith(f"{major}.{minor} libnvrtc")  # and the library file's size
+
+
+def test_headers_come_from_the_wheels(monkeypatch):
+    """cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h from the installed wheels, also with every
+    system toolkit excluded (SIMTLAB_WHEEL_HEADERS_ONLY=1, which .ci/run sets for a second run of
+    the compile tests)."""
+    from simtlab import compile as comp
+
+    monkeypatch.setenv(comp.WHEEL_HEADERS_ONLY, "1")
+    comp.toolkit_include_dirs.cache_clear()
+    try:
+        (d,) = comp.toolkit_include_dirs()
+        assert "site-packages" in d.parts and all((d / h).is_file() for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h",
+                                                                              "crt/mma.h"))
+    finally:
+        comp.toolkit_include_dirs.cache_clear()
+
+
 def test_corrupt_cache_entry_is_rebuilt(tmp_cache):
     first = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
     first.path.write_bytes(b"garbage")

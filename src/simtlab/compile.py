@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -26,7 +27,7 @@ __all__ = ["CompileError", "Cubin", "KernelResources", "compile_file", "compile_
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 INCLUDE_DIRS = (KERNELS_DIR / "include", KERNELS_DIR)
 _CACHE_FORMAT = 1  # bump when the cached entry layout changes
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)  # quoted and angle includes
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.MULTILINE)
 
 
@@ -81,11 +82,16 @@ def cache_dir() -> Path:
     return Path(base) / "simtlab" / "cubin"
 
 
+WHEEL_HEADERS_ONLY = "SIMTLAB_WHEEL_HEADERS_ONLY"  # =1: never a system toolkit's headers (CI proves the wheels do)
+
+
 @cache
 def toolkit_include_dirs() -> tuple[Path, ...]:
-    """The CUDA toolkit's headers (mma.h for WMMA, cuda/barrier, ...), which NVRTC does not carry:
-    found through cuda-pathfinder (CUDA_HOME, conda, the nvidia-* wheels) or /usr/local/cuda.
-    Empty where there is no toolkit; kernels that need none still compile."""
+    """The CUDA headers NVRTC does not carry (cuda_fp16.h, cuda_bf16.h, mma.h and the crt/
+    headers they include): from the nvidia-cuda-runtime and nvidia-cuda-crt wheels simtlab
+    depends on, found through cuda-pathfinder; else a toolkit (CUDA_HOME, CUDA_PATH,
+    /usr/local/cuda), unless SIMTLAB_WHEEL_HEADERS_ONLY=1. Empty where neither has a complete
+    set; kernels that need none still compile."""
     candidates = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
@@ -97,8 +103,10 @@ def toolkit_include_dirs() -> tuple[Path, ...]:
         pass
     candidates += [Path(b) / "include" for b in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
                                                    "/usr/local/cuda") if b]
-    for d in candidates:  # a complete set: some wheels ship mma.h without the crt/ headers it includes
-        if (d / "mma.h").is_file() and (d / "crt" / "mma.h").is_file():
+    if os.environ.get(WHEEL_HEADERS_ONLY) == "1":  # only what this Python environment installed
+        candidates = [d for d in candidates if {"site-packages", "dist-packages"} & set(d.resolve().parts)]
+    for d in candidates:  # a complete set: mma.h and the crt/ headers it includes come in two wheels
+        if (d / "mma.h").is_file() and (d / "crt" / "mma.h").is_file() and (d / "cuda_fp16.h").is_file():
             return (d,)
     return ()
 
@@ -113,6 +121,20 @@ def nvrtc_version() -> tuple[int, int]:
     return major, minor
 
 
+@cache
+def nvrtc_build() -> str:
+    """NVRTC's version as the cache key needs it: major.minor and the library file itself (its
+    name and size), so two builds of one minor version never share a cached binary."""
+    major, minor = nvrtc_version()
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = Path(load_nvidia_dynamic_lib("nvrtc").abs_path)
+        return f"{major}.{minor} {path.name} {path.stat().st_size}"
+    except Exception:  # an older cuda-pathfinder: the version alone
+        return f"{major}.{minor}"
+
+
 def normalise_arch(arch: str | None) -> str:
     if arch is None:
         from .device import current_arch
@@ -121,21 +143,54 @@ def normalise_arch(arch: str | None) -> str:
     arch = arch.strip().lower()
     if re.fullmatch(r"\d{2,3}a?", arch):
         arch = "sm_" + arch
-    if not re.fullmatch(r"sm_\d{2,3}a?", arch):
+    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
         raise ValueError(f"arch must look like 'sm_90' (or 'sm_90a'), got {arch!r}")
+    supported = nvrtc_archs()
+    if supported and int(arch[3:].rstrip("af")) not in supported:
+        major, minor = nvrtc_version()
+        raise ValueError(f"NVRTC {major}.{minor} does not compile for {arch}: it takes "
+                         f"{', '.join(f'sm_{a}' for a in sorted(supported))}")
     return arch
 
 
+@cache
+def nvrtc_archs() -> frozenset[int]:
+    """The architectures this NVRTC compiles for (75, 80, ... 121), or empty where it cannot say."""
+    try:
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        return frozenset(int(a) for a in archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else frozenset()
+    except Exception:  # pragma: no cover - an old binding
+        return frozenset()
+
+
 def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str, str]) -> None:
-    """Record the content hash of every quoted include, transitively."""
-    for name in _INCLUDE.findall(text):
-        candidates = ([here / name] if here else []) + [d / name for d in dirs]
+    """Record the content hash of every header a source includes, transitively: quoted includes
+    (looked up beside the including file first) and angle includes (the toolkit's: cuda_fp16.h,
+    mma.h and what they include), as NVRTC would find them. A header found nowhere is NVRTC's
+    error to report, or one of its built-in headers (versioned with NVRTC itself)."""
+    for kind, name in _INCLUDE.findall(text):
+        candidates = ([here / name] if here and kind == '"' else []) + [d / name for d in dirs]
         path = next((p for p in candidates if p.is_file()), None)
         if path is None or str(path) in seen:
-            continue  # a missing header is NVRTC's error to report
-        body = path.read_text()
-        seen[str(path)] = hashlib.sha256(body.encode()).hexdigest()
+            continue
+        body, digest = _header(path)
+        seen[str(path)] = digest
         _includes(body, path.parent, dirs, seen)
+
+
+_HEADERS: dict[tuple, tuple[str, str]] = {}  # (path, size, mtime) -> (text, sha256): the toolkit's are large
+
+
+def _header(path: Path) -> tuple[str, str]:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    hit = _HEADERS.get(key)
+    if hit is None:
+        body = path.read_text(errors="replace")
+        hit = _HEADERS[key] = (body, hashlib.sha256(body.encode()).hexdigest())
+    return hit
 
 
 def _key(source: str, name: str, exprs: tuple[str, ...], arch: str, options: Mapping, dirs: tuple[Path, ...]) -> str:
@@ -149,7 +204,7 @@ def _key(source: str, name: str, exprs: tuple[str, ...], arch: str, options: Map
         "exprs": list(exprs),
         "arch": arch,
         "options": sorted((k, repr(v)) for k, v in options.items()),
-        "nvrtc": nvrtc_version(),
+        "nvrtc": nvrtc_build(),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -202,16 +257,23 @@ def compile_source(
     from cuda.core import Program, ProgramOptions
 
     extra_ptxas = options.pop("ptxas_options", ())  # added to the -v the resource report needs
-    extra_ptxas = [extra_ptxas] if isinstance(extra_ptxas, str) else list(extra_ptxas)
-    opts = ProgramOptions(
-        name=name,
-        arch=arch,
-        std="c++17",
-        lineinfo=True,
-        include_path=[str(d) for d in dirs],
-        ptxas_options=["-v", *extra_ptxas],
-        **options,
-    )
+    extra_ptxas = shlex.split(extra_ptxas) if isinstance(extra_ptxas, str) else list(extra_ptxas)
+    try:
+        opts = ProgramOptions(
+            name=name,
+            arch=arch,
+            std="c++17",
+            lineinfo=True,
+            include_path=[str(d) for d in dirs],
+            ptxas_options=["-v", *extra_ptxas],
+            **options,
+        )
+    except TypeError as exc:  # an option cuda-core's ProgramOptions does not have
+        import dataclasses
+
+        known = ", ".join(f.name for f in dataclasses.fields(ProgramOptions)) if dataclasses.is_dataclass(
+            ProgramOptions) else "see cuda.core.ProgramOptions"
+        raise ValueError(f"unknown compile option in {sorted(options)}: {exc}; the options are {known}") from None
     log = io.StringIO()
     try:
         obj = Program(source, "c++", options=opts).compile("cubin", name_expressions=exprs, logs=log)
@@ -238,7 +300,9 @@ def compile_file(
 ) -> Cubin:
     """Compile a .cu file: a path relative to the package's kernels/ folder, or any path."""
     p = Path(path)
-    full = p if p.is_absolute() else KERNELS_DIR / p
+    # a relative path is the caller's (from the working directory) where such a file exists, else
+    # one of the package's kernels ("gemm/01_naive.cu")
+    full = p if p.is_absolute() or p.is_file() else KERNELS_DIR / p
     if not full.is_file():
         raise FileNotFoundError(f"no CUDA source at {full}")
     try:
