@@ -111,3 +111,85 @@ def test_merge_cli_names_a_missing_file(tmp_path):
 
     r = CliRunner().invoke(app, ["merge", str(tmp_path / "nope.db"), "--db", str(tmp_path / "x.db")])
     assert r.exit_code != 0 and "no results database" in r.output
+
+
+def _write_rows(path: str, worker: int, rows: int) -> None:
+    from simtlab.store import Store
+
+    store = Store(path)
+    run = store.start_run(f"writer {worker}")
+    for i in range(rows):
+        store.add_result(run, family="gemm", rung=f"r{worker}", problem=str(i), status="ok", median_ms=1.0)
+    store.close()
+
+
+def test_eight_writers_creating_one_store_lose_nothing(tmp_path):
+    """Eight processes open a store that does not exist yet, all at once, and write: every row
+    arrives (the change to WAL is retried while another process holds the lock)."""
+    import multiprocessing
+
+    path = str(tmp_path / "new.db")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_rows, args=(path, w, 20)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 8
+    store = Store(path, readonly=True)
+    assert len(store.runs(100)) == 8 and len(store.results(limit=1000)) == 160
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_store_in_a_read_only_folder_is_read(tmp_path, monkeypatch):
+    """A WAL store whose folder the reader cannot write (the committed stores, a shared mount):
+    read through immutable=1 when mode=ro cannot keep its shared-memory file beside it. Root
+    writes anywhere, so as root mode=ro is made to fail as it does for a user there."""
+    import sqlite3
+
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    path = folder / "results.db"
+    _write_rows(str(path), 0, 3)
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        real = sqlite3.connect
+
+        def connect(target, *args, **kwargs):
+            if "mode=ro" in str(target):
+                raise sqlite3.OperationalError("unable to open database file")
+            return real(target, *args, **kwargs)
+
+        monkeypatch.setattr(sqlite3, "connect", connect)
+    try:
+        store = Store(path, readonly=True)
+        assert len(store.runs()) == 1 and len(store.results(limit=10)) == 3
+        store.close()
+        assert sorted(p.name for p in folder.iterdir()) == ["results.db"]  # the reader left nothing beside it
+    finally:
+        folder.chmod(0o755)
+
+
+def test_readers_write_nothing_and_foreign_files_are_refused(tmp_path):
+    import sqlite3
+
+    from simtlab.store import StoreError
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreError, match="is empty: a writer"):
+        Store(empty, readonly=True)
+    assert empty.stat().st_size == 0  # a read command stamped nothing on it
+    Store(empty).close()  # a writer initialises it
+    assert Store(empty, readonly=True).results() == []
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE notes (x)")
+    for readonly in (True, False):
+        with pytest.raises(StoreError, match="not a simtlab results store \\(its tables: notes\\)"):
+            Store(foreign, readonly=readonly)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x13" * 4096)
+    with pytest.raises(sqlite3.DatabaseError):
+        Store(junk, readonly=True)

@@ -47,7 +47,7 @@ def _existing_store(db: Optional[Path], first: str = "simtlab ladder FAMILY"):
     path = db or default_path()
     if not Path(path).exists():
         _fail(f"no results database at {path} yet: run `{first}` first")
-    return Store(path)
+    return Store(path, readonly=True)
 
 
 def _command_line() -> str:
@@ -69,6 +69,9 @@ def device(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     try:
         info = device_info()
     except NoGpuError as exc:
+        if as_json:  # (machine-readable even when there is no GPU to describe)
+            print(json.dumps({"gpu": None, "error": str(exc)}, indent=2))
+            raise typer.Exit(EXIT_INPUT)
         _fail(str(exc))
     d = info.as_dict()
     d["sm_clock_now_mhz"] = current_sm_clock_mhz()
@@ -306,7 +309,7 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
     fam = _family(family)
     target, (r,) = _target(fam, arch, [rung])
     path = db or default_path()
-    store = Store(path) if Path(path).exists() else None
+    store = Store(path, readonly=True) if Path(path).exists() else None
     page = explain(fam, r, target, store, device_name, size)
     if as_json:
         print(json.dumps(page, indent=2, default=str))
@@ -528,7 +531,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
 def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             family: Optional[str] = typer.Option(None, help="only this family"),
             status: Optional[str] = typer.Option(None, help="only rows with this status"),
-            limit: Optional[int] = typer.Option(None, help="at most this many rows"),
+            limit: Optional[int] = typer.Option(None, min=1, help="at most this many rows"),
             runs: bool = typer.Option(False, "--runs", help="list runs instead of results"),
             db: Optional[Path] = typer.Option(None, help="results database"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -537,6 +540,8 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
     """Query the results store."""
     from .store import rows_as_json
 
+    if family is not None:
+        _family(family)  # (a family that does not exist is named, not an empty table)
     store = _existing_store(db)
     if export not in (None, "csv", "json"):
         _fail(f"--export takes csv or json, not {export!r}")
@@ -712,6 +717,9 @@ def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to
            db: Optional[Path] = typer.Option(None, help="results database")):
     """One self-contained HTML file: device, ceilings, ladder tables and charts, roofline, explanations."""
     from .report.html import write_report
+
+    if not output.parent.is_dir():  # (said before the work, not after it)
+        _fail(f"cannot write {output}: the folder {output.parent} does not exist")
     store = _existing_store(db)
     path = store.path
     runs = None
@@ -779,5 +787,52 @@ from .host.commands import register as _register_host  # noqa: E402  (commands t
 _register_host(app, console)
 
 
-def main() -> None:  # pragma: no cover
-    app()
+# Exit codes: 0 success, 1 a detected regression (`compare`) or a failed check, 2 a usage or input
+# error, 3 a damaged or unreadable results store, 4 anything unexpected (--debug shows its traceback).
+EXIT_INPUT, EXIT_STORE, EXIT_INTERNAL = 2, 3, 4
+
+
+def _one_line(exc: BaseException) -> str:
+    text = _message(exc) if isinstance(exc, Exception) else str(exc)
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The `simtlab` command: every error is one line on stderr naming the problem, with the exit
+    codes above; `--debug` (anywhere on the line) lets the traceback through instead."""
+    import sqlite3
+
+    from .compile import CompileError
+    from .device import NoGpuError
+    from .store import StoreError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    try:  # (usage errors are the command-line parser's own: one line, exit 2)
+        app(args=args, prog_name="simtlab")
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except Exception as exc:
+        if debug:
+            raise
+        if isinstance(exc, StoreError):
+            err.print(f"[red]error:[/] {_one_line(exc)}", soft_wrap=True)
+            return EXIT_STORE
+        if isinstance(exc, sqlite3.Error):
+            from .store import default_path
+
+            err.print(f"[red]error:[/] the results store ({default_path()}) is damaged or unreadable: "
+                      f"{_one_line(exc)}", soft_wrap=True)
+            return EXIT_STORE
+        if isinstance(exc, (ValueError, TypeError, KeyError, LookupError, OSError, NoGpuError, CompileError)):
+            err.print(f"[red]error:[/] {_one_line(exc)}", soft_wrap=True)
+            return EXIT_INPUT
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {_one_line(exc)} (run again with --debug for "
+                  "the traceback)", soft_wrap=True)
+        return EXIT_INTERNAL
+
+
+def entry() -> None:  # pragma: no cover - the console script
+    sys.exit(main())

@@ -401,7 +401,7 @@ def _store_params(rung_name: str, problem, vec: bool | None, device) -> tuple | 
     store = None
     if rung.from_store and default_path().exists():
         try:
-            store = Store(default_path())
+            store = Store(default_path(), readonly=True)
         except Exception:  # an unreadable store must not stop a matrix product
             store = None
     params = choose_params(rung, problem, device, vec, store)

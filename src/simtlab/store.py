@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["Store", "default_path", "SCHEMA_VERSION", "git_commit"]
+__all__ = ["Store", "StoreError", "default_path", "SCHEMA_VERSION", "git_commit"]
 
 SCHEMA_VERSION = 1
 
@@ -97,29 +97,98 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+class StoreError(RuntimeError):
+    """A file that is not a simtlab results store, or one this reader cannot use as it is."""
+
+
+_TABLES = {"runs", "results"}
+_RETRIES = 100  # opening attempts while another process holds a lock the busy handler does not wait for
+
+
+def _retrying(step):
+    """`step()`, again after a short sleep while SQLite says the database is locked or busy: eight
+    processes creating one store at once race for the change to WAL, which does not wait."""
+    for attempt in range(_RETRIES):
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if attempt == _RETRIES - 1 or not any(w in str(exc) for w in ("locked", "busy")):
+                raise
+            time.sleep(0.05)
+
+
 class Store:
-    def __init__(self, path: str | Path | None = None):
+    """The results store. A writer (the default) creates it where it does not exist, initialises an
+    empty file, migrates an older layout and uses WAL; `readonly=True` (the read commands) writes
+    nothing and works on a store in a read-only folder. Both refuse, by name, a file that is not a
+    simtlab store (StoreError)."""
+
+    def __init__(self, path: str | Path | None = None, readonly: bool = False):
         self.path = Path(path) if path else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self.readonly = readonly
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a folder, not a results store")
+        if readonly:
+            if not self.path.is_file():
+                raise StoreError(f"no results store at {self.path}")
+            self.db = self._open_readonly()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA busy_timeout=30000")
         self._migrate()
 
-    def _migrate(self) -> None:
+    def _open_readonly(self) -> sqlite3.Connection:
+        """mode=ro where SQLite can keep its shared-memory file beside the store; else (a read-only
+        folder, which a WAL store's readers need to write in) immutable=1, which reads the file as
+        it lies."""
+        uri = self.path.resolve().as_uri()
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+    def _state(self) -> tuple[int, set[str]]:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return version, tables
+
+    def _migrate(self) -> None:
+        version, tables = _retrying(self._state)
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} has schema version {version}; this simtlab knows up to {SCHEMA_VERSION}")
+            raise StoreError(f"{self.path} has schema version {version}; this simtlab knows up to {SCHEMA_VERSION}")
+        if version == 0 and tables:
+            raise StoreError(f"{self.path} is an SQLite database but not a simtlab results store (its tables: "
+                             f"{', '.join(sorted(tables))})")
         if version == SCHEMA_VERSION:
+            if not _TABLES <= tables:
+                raise StoreError(f"{self.path} claims simtlab's schema version but lacks its tables "
+                                 f"({', '.join(sorted(_TABLES - tables))})")
             return  # current: opening writes nothing
-        with self._tx():
-            if version == 0:
-                _run_script(self.db, _SCHEMA)
-            for v in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
-                _run_script(self.db, _MIGRATIONS[v])
-            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if self.readonly:
+            what = "is empty" if version == 0 else f"has an older layout (version {version})"
+            raise StoreError(f"{self.path} {what}: a writer (`simtlab ladder`, `simtlab merge`) initialises it first")
+        if version == 0:  # a new store: WAL, set once by its creator (readers never change it)
+            _retrying(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
+
+        def upgrade():
+            with self._tx():
+                current, present = self._state()  # (again under the lock: another writer may have done it)
+                if current == SCHEMA_VERSION:
+                    return
+                if current == 0:
+                    if present:
+                        raise StoreError(f"{self.path} is an SQLite database but not a simtlab results store")
+                    _run_script(self.db, _SCHEMA)
+                for v in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
+                    _run_script(self.db, _MIGRATIONS[v])
+                self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+        _retrying(upgrade)
 
     def _tx(self):
         db = self.db
@@ -198,7 +267,7 @@ class Store:
         under new ids; a run already merged (same start time, host, command and commit) is skipped.
         Returns the number of runs copied. Results from several machines or sessions can then be
         reported, compared and tuned from as one history."""
-        src = Store(other)
+        src = Store(other, readonly=True)
         try:
             run_cols = [c for c in _columns(src.db, "runs") if c != "id"]
             res_cols = [c for c in _columns(src.db, "results") if c not in ("id", "run_id")]

@@ -51,7 +51,7 @@ def load_rows(source: str, db: Path | None = None) -> list[dict]:
         path = db or default_path()
         if not Path(path).exists():
             raise FileNotFoundError(f"no results database at {path}")
-        rows = Store(path).results(run_id=int(source))
+        rows = Store(path, readonly=True).results(run_id=int(source))
         if not rows:
             raise LookupError(f"run {source} has no results in {path}")
         return rows
