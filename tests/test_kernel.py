@@ -115,3 +115,38 @@ def test_verify_time_and_bad_arguments():
     assert float(z.sum()) == 3000.0
     with pytest.raises(simtlab.launch.LaunchError, match="__launch_bounds__"):
         t(z, 3.0, np.int64(1000), block=256)
+
+
+AXPY = ("__global__ void axpy(float* y, const float* x, float a, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }")
+
+
+@pytest.mark.parametrize("block, error, says", [
+    ("abc", TypeError, "block is an int or 1 to 3 ints"), (True, TypeError, "1 to 3 ints"),
+    ((32, 2.5), TypeError, "1 to 3 ints"), ((1, 1, 1, 1), TypeError, "1 to 3 ints"),
+    (0, ValueError, "at least 1"), (-32, ValueError, "at least 1"), (2048, ValueError, "at most 1024"),
+    ((32, 64), ValueError, "2048 threads"),
+])
+def test_a_fixed_block_is_checked_when_the_kernel_is_made(block, error, says):
+    with pytest.raises(error, match=says):
+        simtlab.Kernel(AXPY, "axpy", block=block)
+    simtlab.Kernel(AXPY, "axpy", block=(32, 32), grid=lambda *a: 1)  # 1024 threads: fine
+
+
+def test_a_name_only_in_a_comment_is_not_a_kernel():
+    with pytest.raises(ValueError, match="outside its comments"):
+        simtlab.Kernel("// scale is next\n/* scale */\n" + AXPY, "scale")
+
+
+def test_compile_options_are_checked_and_ptxas_text_is_split(tmp_cache):
+    with pytest.raises(ValueError, match="unknown compile option in \\['fast_math'\\]"):
+        simtlab.compile_source(AXPY, arch="sm_90", options={"fast_math": True})
+    cub = simtlab.compile_source(AXPY, arch="sm_90", options={"ptxas_options": "-O1 --warn-on-spills"})
+    assert cub.resources()  # (one argument each: ptxas accepted both)
+
+
+def test_compile_file_takes_a_path_from_the_working_directory(tmp_path, monkeypatch, tmp_cache):
+    (tmp_path / "axpy.cu").write_text(AXPY)
+    monkeypatch.chdir(tmp_path)
+    assert b"axpy" in simtlab.compile_file("axpy.cu", arch="sm_90").data()  # the caller's file, not the package's
+    assert simtlab.compile_file("gemm/01_naive.cu", ["gemm_naive<16>"], arch="sm_90").symbols  # a package kernel

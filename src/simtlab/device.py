@@ -18,11 +18,17 @@ class NoGpuError(RuntimeError):
 
 @cache
 def _probe() -> tuple[int, str]:
+    import ctypes
+
+    try:  # (asked first: without a driver the runtime's answer is "driver version is insufficient")
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0, "no NVIDIA driver is installed (libcuda.so.1 not found)"
     try:
         import cupy
 
         return cupy.cuda.runtime.getDeviceCount(), ""
-    except Exception as exc:  # no driver, no libcuda, CUDA_VISIBLE_DEVICES="" ...
+    except Exception as exc:  # an old driver, CUDA_VISIBLE_DEVICES="" ...
         return 0, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 

@@ -27,11 +27,29 @@ __all__ = ["Kernel"]
 Geometry = Callable[..., "tuple | int"]
 
 
-def _dim3(v) -> tuple[int, int, int]:
-    t = (v,) if isinstance(v, int) else tuple(int(x) for x in v)
-    if not 1 <= len(t) <= 3:
-        raise ValueError(f"a launch dimension has 1 to 3 components, got {v!r}")
-    return t + (1,) * (3 - len(t))
+MAX_BLOCK_THREADS = 1024  # every architecture simtlab builds for
+
+
+def _dim3(v, what: str = "a launch dimension") -> tuple[int, int, int]:
+    """(x, y, z) of a grid or block given as an int or 1-3 ints, each >= 1, or a clear error."""
+    parts = (v,) if isinstance(v, (int, np.integer)) else v
+    if isinstance(parts, (str, bytes)) or not isinstance(parts, (tuple, list)):
+        raise TypeError(f"{what} is an int or 1 to 3 ints, got {v!r}")
+    if not 1 <= len(parts) <= 3 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in parts):
+        raise TypeError(f"{what} is an int or 1 to 3 ints, got {v!r}")
+    if any(x < 1 for x in parts):
+        raise ValueError(f"{what} must be at least 1 in every dimension, got {v!r}")
+    return tuple(int(x) for x in parts) + (1,) * (3 - len(parts))
+
+
+def _block(v) -> tuple[int, int, int]:
+    b = _dim3(v, "block")
+    if b[0] * b[1] * b[2] > MAX_BLOCK_THREADS:
+        raise ValueError(f"block {v!r} has {b[0] * b[1] * b[2]} threads; a block holds at most {MAX_BLOCK_THREADS}")
+    return b
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 class Kernel:
@@ -46,8 +64,12 @@ class Kernel:
             if not path.is_file():
                 raise FileNotFoundError(f"no CUDA source at {path} (pass a .cu path or source text)")
             self.source, self.filename, here = path.read_text(), path.name, (path.parent,)
-        if not re.search(rf"\b{re.escape(name)}\b", self.source):
-            raise ValueError(f"{name!r} does not appear in the source")
+        if not re.search(rf"\b{re.escape(name)}\b", _COMMENTS.sub(" ", self.source)):
+            raise ValueError(f"{name!r} does not appear in the source (outside its comments)")
+        if grid is not None and not callable(grid):  # (fixed geometry: checked now, not at the first launch)
+            _dim3(grid, "grid")
+        if block is not None and not callable(block):
+            _block(block)
         self.name = name
         self.template_args = list(template_args or [])
         self.expression = f"{name}<{', '.join(str(a) for a in self.template_args)}>" if self.template_args else name
@@ -90,7 +112,7 @@ class Kernel:
         if args:
             launch = self._launch(args)
         elif self.block is not None and not callable(self.block):
-            launch = Launch((1, 1, 1), _dim3(self.block), 0 if callable(self.shared) else int(self.shared))
+            launch = Launch((1, 1, 1), _block(self.block), 0 if callable(self.shared) else int(self.shared))
         if launch is not None:
             occ = occupancy(arch, launch.threads, res.registers, res.shared_static, launch.shared)
             out.update(block=launch.block, occupancy=occ.occupancy, limiter=occ.limiter,
@@ -110,8 +132,8 @@ class Kernel:
                 raise ValueError(f"no {what} given: pass {what}= to Kernel() or to the call")
             return v(*args) if callable(v) else v
 
-        grid = _dim3(resolve(self.grid, "grid"))
-        block = _dim3(resolve(self.block, "block"))
+        grid = _dim3(resolve(self.grid, "grid"), "grid")
+        block = _block(resolve(self.block, "block"))
         shared = int(self.shared(*args) if callable(self.shared) else self.shared)
         return Launch(grid, block, shared)
 
@@ -201,7 +223,9 @@ class Kernel:
     def time(self, *args, **kw):
         """Median time of a launch (CUDA events, warm-up, L2 flushed between repetitions)."""
         from .bench import time_gpu
+        from .device import require_gpu
 
+        require_gpu()  # (NoGpuError, as verify raises, rather than the runtime's own error)
         return time_gpu(lambda: self(*args), **kw)
 
     def variant(self, template_args: Sequence | None = None, **launch) -> "Kernel":

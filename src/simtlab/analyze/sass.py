@@ -57,12 +57,36 @@ def cuobjdump() -> str:
 
 
 def disassemble(cubin: Path, function: str | None = None) -> str:
-    cmd = [cuobjdump(), "--dump-sass"]
+    """cuobjdump's SASS of a cubin (or one function of it). For a cubin of the compile cache the
+    dump is kept beside it: a cached cubin's name is its content's key, so its disassembly never
+    changes (a second `simtlab sass` reads it back instead of running cuobjdump again)."""
+    import hashlib
+
+    from ..compile import cache_dir
+
+    tool = cuobjdump()
+    cubin = Path(cubin)
+    kept = None
+    if cubin.parent.resolve() == cache_dir().resolve():
+        tag = hashlib.sha256(f"{tool}:{function or ''}:{cubin.stat().st_size}:{cubin.stat().st_mtime_ns}".encode())
+        kept = cubin.with_name(f"{cubin.name}.{tag.hexdigest()[:16]}.sass")
+        try:
+            return kept.read_text()
+        except OSError:
+            pass
+    cmd = [tool, "--dump-sass"]
     if function:
         cmd += ["-fun", function]
     out = subprocess.run(cmd + [str(cubin)], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise RuntimeError(f"cuobjdump failed on {cubin}: {out.stderr.strip()[:400]}")
+    if kept is not None:
+        try:  # (a read-only cache folder: the dump is simply not kept)
+            tmp = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+            tmp.write_text(out.stdout)
+            os.replace(tmp, kept)
+        except OSError:
+            pass
     return out.stdout
 
 

@@ -10,6 +10,7 @@ __all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", 
            "to_bf16_bits", "bf16_bits_to_float32", "ITEMSIZE", "torch_reference"]
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+MAX_DIM = 2**31 - 1  # a matrix dimension the kernels' int arguments can hold
 DEFAULT_SMS = 132  # an H200's SMs: what size-dependent choices assume when no device is given (plans, CPU tests)
 
 

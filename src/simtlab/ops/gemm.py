@@ -8,7 +8,7 @@ import numpy as np
 
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
-from .base import Reference, parse_int, sm_count
+from .base import MAX_DIM, Reference, parse_int, sm_count
 
 DTYPE = "float32"
 
@@ -26,6 +26,9 @@ class GemmProblem:
         for name in ("M", "N", "K"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
+            if int(getattr(self, name)) > MAX_DIM:
+                raise ValueError(f"GEMM size {name} = {getattr(self, name)} exceeds 2^31 - 1 (the kernels' 32-bit "
+                                 "sizes)")
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..launch import Launch, LaunchError, function_handle, grid2
 from ..verify import dot_tolerance
-from .base import Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
+from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
@@ -46,6 +46,9 @@ class TcProblem:
         for name in ("M", "N", "K", "batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GEMM size {name} must be >= 1, got {getattr(self, name)}")
+            if int(getattr(self, name)) > MAX_DIM:
+                raise ValueError(f"GEMM size {name} = {getattr(self, name)} exceeds 2^31 - 1 (the kernels' 32-bit "
+                                 "sizes)")
         if self.dtype not in DT:
             raise ValueError(f"tensor-core GEMM inputs are float16, bfloat16 or float32 (as TF32), not {self.dtype}")
         if self.out not in OUT:
