@@ -71,17 +71,18 @@ class PackedLaunch:
         for i, v in enumerate(self.values):
             if v is not None:
                 self.params[i] = ctypes.addressof(v)
-        # Every argument but the stream made a ctypes object once and bound: a launch converts nothing.
-        self._stream = _vp(0)
-        self._bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
-                              _u32(self.shared), self._stream, self.params, None)
+        # Every argument made a ctypes object once and bound: a launch converts nothing. `bound()` is
+        # the driver call itself, on the stream in `stream_value` (a caller's hot path may use both).
+        self.stream_value = _vp(0)
+        self.bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
+                             _u32(self.shared), self.stream_value, self.params, None)
 
     def point_map(self, index: int, address: int) -> None:
         self.params[index] = address
 
     def launch(self, stream: int) -> None:
-        self._stream.value = stream
-        err = self._bound()
+        self.stream_value.value = stream
+        err = self.bound()
         if err:
             self.failed(err)
 
@@ -92,7 +93,7 @@ class PackedLaunch:
             import cupy
 
             cupy.cuda.runtime.setDevice(self.device)
-            err = self._bound()
+            err = self.bound()
             if not err:
                 return
         if err == CUDA_ERROR_INVALID_HANDLE:
