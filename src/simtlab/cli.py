@@ -50,6 +50,31 @@ def _existing_store(db: Optional[Path], first: str = "simtlab ladder FAMILY"):
     return Store(path, readonly=True)
 
 
+class _Steps:
+    """A progress bar on stderr, one step a rung, shown only on a terminal (gone once done):
+    `with _Steps(n, "compiling") as step: work(on_rung=step)`."""
+
+    def __init__(self, total: int, what: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
+        self.what, self.total, self.task = what, total, None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        self.task = self.progress.add_task(self.what, total=self.total)
+        return self
+
+    def __call__(self, rung) -> None:
+        if self.progress.tasks[0].description != self.what:  # (the previous rung is done)
+            self.progress.advance(self.task)
+        self.progress.update(self.task, description=f"{self.what} {rung.id}")
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+
 def _command_line() -> str:
     return " ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]])
 
@@ -137,7 +162,8 @@ def compile_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm
 
     fam = _family(family)
     target, rungs = _target(fam, arch, rung)
-    entries = static_report(fam, target, rungs, size)
+    with _Steps(len(rungs or fam.rungs), f"compiling for {target}") as step:
+        entries = static_report(fam, target, rungs, size, on_rung=step)
     if as_json:
         print(json.dumps(entries, indent=2, default=str))
     else:
@@ -162,7 +188,8 @@ def sass(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     fam = _family(family)
     target, rungs = _target(fam, arch, rung)
     try:
-        entries = sass_report(fam, target, rungs)
+        with _Steps(len(rungs or fam.rungs), f"disassembling for {target}") as step:
+            entries = sass_report(fam, target, rungs, on_rung=step)
     except SassUnavailable as exc:
         _fail(str(exc))
     if as_json:

@@ -10,11 +10,15 @@ from ..compile import CompileError
 from ..launch import UnsupportedArchError, build, choose_params, unsupported_reason
 
 
-def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None) -> list[dict]:
+def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size: str | None = None,
+                  on_rung=None) -> list[dict]:
+    """`on_rung(rung)` is called as each rung starts (a progress bar)."""
     op = fam.op()
     problem = op.parse_size(size or fam.default_sizes[-1])
     entries = []
     for rung in rungs or fam.rungs:
+        if on_rung:
+            on_rung(rung)
         base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
         reason = unsupported_reason(rung, problem)
         if reason:  # e.g. a TF32 problem for a rung with no TF32 form: said, not compiled into an error
@@ -48,13 +52,16 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
     return entries
 
 
-def sass_report(fam: Family, arch: str, rungs: list[Rung] | None = None) -> list[dict]:
+def sass_report(fam: Family, arch: str, rungs: list[Rung] | None = None, on_rung=None) -> list[dict]:
     """Per rung and path: the SASS summary and whether the rung's expected instructions are there
-    (checked on the 128-bit path, where the lesson lives) and no local-memory traffic appears."""
+    (checked on the 128-bit path, where the lesson lives) and no local-memory traffic appears.
+    `on_rung(rung)` is called as each rung starts."""
     from .sass import kernel_sass
 
     entries = []
     for rung in rungs or fam.rungs:
+        if on_rung:
+            on_rung(rung)
         base = {"rung": rung.id, "stage": rung.stage, "arch": arch, "expected": list(rung.sass_expect)}
         try:
             inst = build(rung, None, arch)
