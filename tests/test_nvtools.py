@@ -60,3 +60,26 @@ def test_cli_argument_errors():
     assert r.exit_code == 2 and "unknown sanitizer tool" in r.output
     r = CliRunner().invoke(app, ["sanitize", "gemm", "--rung", "fastest"])
     assert r.exit_code == 2 and "no rung" in r.output
+
+
+def test_a_timeout_kills_the_tool_and_what_it_started(tmp_path):
+    """compute-sanitizer and ncu start the kernel's process as their child: a timeout ends both."""
+    import subprocess
+    import time
+
+    from simtlab.tools.nvtools import run_group
+
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}; wait"
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group(["sh", "-c", script], timeout=1.0)
+    assert time.monotonic() - start < 10
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    try:  # gone, or a zombie waiting for whoever adopted it: not running either way
+        state = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), state
+    assert run_group(["sh", "-c", "echo out; echo err >&2"], timeout=10).stdout == "out\n"

@@ -86,6 +86,26 @@ def parse_sanitizer(output: str) -> tuple[int | None, str, str]:
     return errors, summary, first
 
 
+def run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd, capture_output=True, text=True, timeout=...) with the command in a
+    process group of its own, the whole group killed on a timeout: the tools start the kernel's
+    process as their child, and killing the tool alone would leave that child running."""
+    import os
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def sanitize_rung(family: str, rung: str, tool: str, size: str, timeout: float = 300) -> SanitizeResult:
     if tool not in SANITIZER_TOOLS:
         raise ValueError(f"--tool must be one of {', '.join(SANITIZER_TOOLS)}, not {tool!r}")
@@ -93,7 +113,7 @@ def sanitize_rung(family: str, rung: str, tool: str, size: str, timeout: float =
     if tool == "racecheck":
         cmd += ["--racecheck-report", "all"]
     try:
-        out = subprocess.run(cmd + _launch_cmd(family, rung, size), capture_output=True, text=True, timeout=timeout)
+        out = run_group(cmd + _launch_cmd(family, rung, size), timeout)
     except subprocess.TimeoutExpired:
         return SanitizeResult(rung, tool, None, f"timed out after {timeout:.0f} s", "")
     text = out.stdout + out.stderr
@@ -128,7 +148,7 @@ def profile_rung(family: str, rung: str, kernel: str, size: str, metrics=DEFAULT
     cmd = [find_tool("ncu"), "--clock-control", "none", "--csv", "--metrics", ",".join(metrics),
            "-k", f"regex:{kernel}"] + _launch_cmd(family, rung, size)
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out = run_group(cmd, timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"ncu timed out after {timeout:.0f} s") from None
     parsed = parse_ncu_csv(out.stdout)
