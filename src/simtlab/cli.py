@@ -766,7 +766,7 @@ def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to
 
 
 @app.command()
-def docs(output: Path = typer.Option(Path("docs"), "-o", "--output", help="folder for the pages"),
+def docs(output: Path = typer.Option(..., "-o", "--output", help="folder for the pages (this repository's are docs/)"),
          db: Optional[Path] = typer.Option(None, help="results database")):
     """One Markdown page per family (lessons, tables, charts) generated from the store."""
     from .report.docs import write_docs
