@@ -452,7 +452,8 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
              size: str = typer.Option("4096", help="problem size"),
              strategy: str = typer.Option("model", help="model (gradient-boosted cost model), tpe (Optuna), "
                                                          "random or brute"),
-             budget: int = typer.Option(40, help="new evaluations (history from the store is free)"),
+             budget: int = typer.Option(40, min=1, help="evaluations for this problem in all, those in the store "
+                                                         "included: a resumed search runs what is left"),
              time_budget: Optional[float] = typer.Option(None, help="stop starting evaluations after this many seconds"),
              jobs: int = typer.Option(0, help="compiler processes running ahead of the GPU (0: CPUs - 1)"),
              timeout: float = typer.Option(60.0, help="seconds an evaluation may take before its process is killed"),
@@ -501,6 +502,10 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
             if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
                 history.append(({k: config[k] for k in space.names}, value))
     seeds = warm_start_from_store(store, fam.name, r.id, problem.label, space.names, space.fixed) if warm_start else []
+    remaining = max(0, budget - len(history))  # (--budget is the total: the history has spent part of it)
+    if remaining == 0:
+        err.print(f"the budget of {budget} is spent ({len(history)} evaluations of {r.id} at {problem.label} are "
+                  "stored): showing them; raise --budget to search further, or --fresh to start over")
     run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
     kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
                   fixed=dict(space.fixed))
@@ -521,10 +526,10 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
 
     with Progress(console=console, transient=True) as progress, \
             Precompiler(fam.name, r.name, dev.arch, jobs or None, space.complete) as compiler:
-        task = progress.add_task(f"{r.id} {problem.label} {strategy}", total=budget)
+        task = progress.add_task(f"{r.id} {problem.label} {strategy}", total=remaining)
         extra = {"features": gemm_features} if strategy == "model" else {}
         try:
-            result = tune(configs, objective, strategy, budget, seed, history, on_eval=record,
+            result = tune(configs, objective, strategy, remaining, seed, history, on_eval=record,
                           time_budget_s=time_budget, prefetch=compiler.submit, batch=max(4, compiler.workers),
                           warm_start=seeds, **extra)
         finally:

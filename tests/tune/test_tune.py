@@ -152,3 +152,23 @@ def test_tpe_takes_history():
     result = tune(configs, _objective, "tpe", budget=10, seed=0, history=history)
     measured = [Space.key(e.config) for e in result.evaluations if e.status != "history"]
     assert len(measured) == 10 and not set(measured) & {Space.key(c) for c, _ in history}
+
+
+def test_a_resumed_search_retries_a_configuration_that_faulted_once(tmp_path):
+    """History from the store: a configuration whose only record is one fault (a timeout, a crash,
+    a sticky CUDA error that an earlier configuration may have caused) is tried again; a second
+    fault, or a failure of the configuration itself, stands."""
+    from simtlab.store import Store
+    from simtlab.tune.tuner import history_from_store
+
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("simtlab tune")
+    rows = [({"X": 1}, "timeout", None, None), ({"X": 2}, "crashed", None, None), ({"X": 2}, "crashed", None, None),
+            ({"X": 3}, "failed", "RuntimeError: cudaErrorIllegalAddress: an illegal memory access", None),
+            ({"X": 3}, "ok", None, 2.0), ({"X": 4}, "compile-error", "too much shared memory", None),
+            ({"X": 5}, "failed", "EvaluationFailed: an illegal memory access was encountered", None)]
+    for params, status, error, ms in rows:
+        store.add_result(run, family="gemm", rung="gemm/10_tuned", params=params, problem="64x64x64", status=status,
+                         error=error, median_ms=ms)
+    history = {c["X"]: v for c, v in history_from_store(store, "gemm", "gemm/10_tuned", "64x64x64", None)}
+    assert history == {2: None, 3: 2.0, 4: None}  # 1 and 5 faulted once: tried again

@@ -85,3 +85,58 @@ def test_one_worker_per_gpu_spreads_the_batch_and_records_in_order(monkeypatch):
     assert [int(e.value // 10) for e in res.evaluations] == list(range(12))
     single = tune(configs, lambda c: float(c["x"]) * 10, "brute", budget=12)
     assert [int(e.value // 10) for e in single.evaluations] == [int(e.value // 10) for e in res.evaluations]
+
+
+def test_a_sticky_cuda_error_restarts_the_measuring_process():
+    """A configuration that faults loses its process's CUDA context: only it fails; the next ones
+    are measured by a fresh child."""
+    configs = [{"x": x} for x in (1, 2, 3, 4)]
+    with IsolatedEvaluator("tune_objectives:faulting", {"fault_on": 2}, timeout_s=30) as ev:
+        result = tune(configs, ev, "brute", budget=len(configs))
+        assert ev.restarts == 1
+    status = {e.config["x"]: (e.status, e.value) for e in result.evaluations}
+    assert status[2][0] == "failed" and "restarted" in next(e.error for e in result.evaluations if e.config["x"] == 2)
+    assert status[3] == ("ok", 3.5) and status[4] == ("ok", 4.5)
+
+
+KILLED_PARENT = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from simtlab.tune.worker import IsolatedEvaluator, Precompiler
+pc = Precompiler("gemm", "tuned", "sm_90", workers=1)
+pc._pool.submit(time.sleep, 0.01).result()  # (the worker process exists once it has run something)
+ev = IsolatedEvaluator("tune_objectives:sleepy", {{"hang_on": 3}}, timeout_s=60)
+ev({{"x": 1}})
+print(" ".join(str(p) for p in list(pc._pool._processes) + [ev._proc.pid]), flush=True)
+time.sleep(600)
+"""
+
+
+def test_killing_tune_leaves_no_process_behind(tmp_path):
+    """SIGKILL of the tuning process (no chance to clean up): its compiling worker and its
+    measuring child die with it (PR_SET_PDEATHSIG), instead of waiting on a pipe for minutes."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = KILLED_PARENT.format(tests=str(Path(__file__).parent))
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        children = [int(p) for p in parent.stdout.readline().split()]
+        assert len(children) == 2
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+
+    def running(pid):
+        try:
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state not in ("Z", "X")
+
+    deadline = time.monotonic() + 20
+    while any(running(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(running(p) for p in children), [p for p in children if running(p)]

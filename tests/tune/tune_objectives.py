@@ -29,3 +29,17 @@ def which_gpu(delay: float = 0.05):
         return float(config["x"]) * 10 + int(os.environ.get("CUDA_VISIBLE_DEVICES", "-1")) / 100
 
     return objective
+
+
+def faulting(fault_on: int = 2):
+    """After x == fault_on every later call in this process fails, as a CUDA context does after an
+    illegal address; a fresh process measures again."""
+    state = {"lost": False}
+
+    def objective(config):
+        if state["lost"] or config["x"] == fault_on:
+            state["lost"] = True
+            raise RuntimeError("CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access was encountered")
+        return float(config["x"]) + 0.5
+
+    return objective

@@ -154,21 +154,36 @@ def warm_start_from_store(store, family: str, rung_id: str, problem: str, names,
     return out
 
 
+def _faulted(status: str, error: str | None) -> bool:
+    """A failure of the process rather than of the configuration: killed on a timeout, crashed, or a
+    sticky CUDA error that may have been left by an earlier configuration in the same process."""
+    from .worker import STICKY_ERRORS
+
+    return status in ("timeout", "crashed") or any(w in (error or "") for w in STICKY_ERRORS)
+
+
 def history_from_store(store, family: str, rung_id: str, problem: str, device: str | None):
-    """Earlier evaluations of a rung on a problem (and device) as (params, ms or None)."""
+    """Earlier evaluations of a rung on a problem (and device) as (params, ms or None). A
+    configuration whose only record is one fault (timeout, crash, sticky CUDA error) is left out,
+    so a resumed search tries it once more; a second fault, or any other failure, stands."""
     import json
 
-    sql = ("SELECT r.params, r.median_ms, r.status FROM results r JOIN runs u ON u.id = r.run_id "
+    sql = ("SELECT r.params, r.median_ms, r.status, r.error FROM results r JOIN runs u ON u.id = r.run_id "
            "WHERE r.family = ? AND r.rung = ? AND r.problem = ? AND r.params IS NOT NULL")
     args = [family, rung_id, problem]
     if device:
         sql += " AND u.device = ?"
         args.append(device)
-    seen = {}
-    for params, ms, status in store.db.execute(sql, args).fetchall():
+    seen, faults = {}, {}
+    for params, ms, status, error in store.db.execute(sql, args).fetchall():
         config = json.loads(params)
         key = Space.key(config)
+        if status != "ok" and _faulted(status, error):
+            faults[key] = faults.get(key, 0) + 1
+            if faults[key] < 2:
+                seen.setdefault(key, None)
+                continue
         value = ms if status == "ok" else None
-        if key not in seen or (value is not None and (seen[key][1] is None or value < seen[key][1])):
+        if seen.get(key) is None or (value is not None and (seen[key][1] is None or value < seen[key][1])):
             seen[key] = (config, value)
-    return list(seen.values())
+    return [v for v in seen.values() if v is not None]

@@ -15,9 +15,29 @@ from typing import Any, Callable, Mapping
 from .space import Config, Space
 
 __all__ = ["Precompiler", "IsolatedEvaluator", "EvaluationTimeout", "EvaluationFailed", "EvaluationCrashed",
-           "ladder_objective", "gpu_evaluators", "parse_gpus"]
+           "ladder_objective", "gpu_evaluators", "parse_gpus", "die_with_parent", "STICKY_ERRORS"]
 
 _SPAWN = mp.get_context("spawn")  # children start clean: no CUDA state inherited from the parent
+# CUDA errors after which a process's context is unusable: every later launch in it fails
+STICKY_ERRORS = ("illegal memory access", "illegal address", "IllegalAddress", "ILLEGAL_ADDRESS", "misaligned address",
+                 "unspecified launch failure", "LAUNCH_FAILED", "illegal instruction", "hardware stack error",
+                 "context is destroyed", "CONTEXT_IS_DESTROYED")
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (PR_SET_PDEATHSIG): a `simtlab tune`
+    killed with SIGKILL takes its compiling and measuring children with it instead of leaving them
+    blocked on a pipe. Elsewhere a no-op."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _compile(family: str, rung: str, params: Mapping[str, int], arch: str) -> str:
@@ -37,7 +57,7 @@ class Precompiler:
                  complete: Callable[[Config], Config] = dict):
         self.family, self.rung, self.arch, self.complete = family, rung, arch, complete
         self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=_SPAWN)
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=_SPAWN, initializer=die_with_parent)
         self._futures: dict[tuple, Future] = {}
 
     def submit(self, configs) -> None:
@@ -78,7 +98,10 @@ class EvaluationTimeout(TimeoutError):
 
 
 def _serve(conn, factory: str, kwargs: dict, env: dict | None = None) -> None:
-    """Child loop: build the objective once (CUDA context, references), then evaluate on request."""
+    """Child loop: build the objective once (CUDA context, references), then evaluate on request. An
+    evaluation that ends in a sticky CUDA error (an illegal address, a launch failure) is reported
+    as a fault and the child exits: its context is lost, and the parent starts a fresh one."""
+    die_with_parent()
     os.environ.update(env or {})
     module, name = factory.split(":")
     try:
@@ -97,7 +120,11 @@ def _serve(conn, factory: str, kwargs: dict, env: dict | None = None) -> None:
         try:
             conn.send(("ok", float(objective(config))))
         except BaseException as exc:  # noqa: BLE001
-            conn.send(("error", f"{type(exc).__name__}: {exc}"[:400] or traceback.format_exc(limit=1)))
+            text = f"{type(exc).__name__}: {exc}"[:400] or traceback.format_exc(limit=1)
+            if any(word in text for word in STICKY_ERRORS):
+                conn.send(("fault", text))
+                return
+            conn.send(("error", text))
 
 
 class IsolatedEvaluator:
@@ -159,6 +186,10 @@ class IsolatedEvaluator:
             code = self._proc.exitcode if self._proc else None
             self._kill()
             raise EvaluationCrashed(f"the measuring process died (exit code {code})") from None
+        if kind == "fault":  # (the child has exited: its CUDA context was lost)
+            self._kill()
+            self.restarts += 1
+            raise EvaluationFailed(f"{value} (a sticky CUDA error: the measuring process is restarted)")
         if kind != "ok":
             raise EvaluationFailed(value)
         return value
