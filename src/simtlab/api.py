@@ -34,13 +34,19 @@ def _keep(plans: dict, key, plan):
     return plan
 
 
-def _key(lib, A, B, C, *rest):
-    """The kind of call: each operand's type, shape, strides and device, and the options; None
-    where an operand is not of the first one's library (the plan then names the problem)."""
+def _plan(plans: dict, make, A, B, C, *options):
+    """The plan kept for this kind of call - each operand's type, shape, strides and device, and
+    the options - made (validated, compiled) on its first call. Operands of another library than
+    the first one's have no key: the plan's validation then names the problem."""
+    lib = _lib(A)
     try:
-        return (lib.key(A), lib.key(B), None if C is None else lib.key(C), *rest)
+        key = (lib.key(A), lib.key(B), None if C is None else lib.key(C), *options)
     except AttributeError:
-        return None
+        return make(lib, A, B, C, *options)
+    plan = plans.get(key)
+    if plan is None:
+        plan = _keep(plans, key, make(lib, A, B, C, *options))
+    return plan
 
 
 def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
@@ -59,14 +65,7 @@ def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
     sm_80+); any rung name or stage works too. Shapes whose rows are not whole 16-byte units (K or
     N not multiples of 8, for row-major operands) and misaligned addresses run on padded copies.
     """
-    lib = _lib(A)
-    key = _key(lib, A, B, C, out_dtype, rung)
-    plan = _TC_PLANS.get(key) if key is not None else None
-    if plan is None:
-        plan = TcPlan(lib, A, B, C, out_dtype, rung)
-        if key is not None:
-            _keep(_TC_PLANS, key, plan)
-    return plan.run(A, B, C)
+    return _plan(_TC_PLANS, TcPlan, A, B, C, out_dtype, rung).run(A, B, C)
 
 
 def gemm_tc_plan(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best") -> TcPlan:
@@ -89,14 +88,7 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     warp-tiled rung's KAHAN option): an error that stays near one rounding however long K is, for
     ~3x the time.
     """
-    lib = _lib(A)
-    key = _key(lib, A, B, C, rung, kahan)
-    plan = _GEMM_PLANS.get(key) if key is not None else None
-    if plan is None:
-        plan = GemmPlan(lib, A, B, C, rung, kahan)
-        if key is not None:
-            _keep(_GEMM_PLANS, key, plan)
-    return plan.run(A, B, C, float(alpha), float(beta))
+    return _plan(_GEMM_PLANS, GemmPlan, A, B, C, rung, kahan).run(A, B, C, float(alpha), float(beta))
 
 
 def gemm_plan(A, B, C=None, rung: str | int = "best", kahan: bool = False) -> GemmPlan:
