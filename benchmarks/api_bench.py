@@ -218,7 +218,7 @@ def call_times(rounds: int = ROUNDS, only: str | None = None) -> list[dict]:
                      "torch_tflops": round(flops / t / 1e9, 1), "diff_vs_torch": f"{diff:.1e}",
                      "ok": diff <= bound, "spread_pct": round(100 * (max(ms_ours) - min(ms_ours)) / o, 1)})
         print(rows[-1], flush=True)
-        del A, B
+        A = B = got = want = None  # (freed before the next case's operands)
         torch.cuda.empty_cache()
     return rows
 

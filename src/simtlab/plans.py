@@ -17,7 +17,7 @@ from functools import lru_cache
 from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
 from .catalog import family
 from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
-from .launch import LaunchError, build, choose_params, function_handle, prepare
+from .launch import build, choose_params, function_handle, prepare
 
 __all__ = ["TcPlan", "GemmPlan", "PlanMismatch"]
 
@@ -84,14 +84,14 @@ class _Plan:
 
     def matches(self, A, B, C=None) -> bool:
         """Whether A, B and C are of the kind the plan was made for, strides and device included."""
-        lib = self.lib
-        return all((None if x is None else lib.key(x) if lib.owns(x) else type(x)) == key
-                   for x, key in zip((A, B, C), self.keys))
+        return all(self._key(x) == key for x, key in zip((A, B, C), self.keys))
+
+    def _key(self, x):
+        return None if x is None else self.lib.key(x) if self.lib.owns(x) else type(x)
 
     def _mismatch(self, A, B, C):
-        lib = self.lib
         for name, x, key in zip("ABC", (A, B, C), self.keys):
-            if (None if x is None else lib.key(x) if lib.owns(x) else type(x)) != key:
+            if self._key(x) != key:
                 raise PlanMismatch(f"{name} differs from the {name} this plan was made for (shape, strides, type, "
                                    f"device or library; None for a C the plan allocates): make a plan for it")
 
@@ -110,7 +110,7 @@ class _Plan:
 
     def _remember(self, A, B, C) -> None:
         lib = self.lib
-        self.keys = (lib.key(A), lib.key(B), None if C is None else lib.key(C))
+        self.keys = (self._key(A), self._key(B), self._key(C))
         self.kinds = (lib.kind(A), lib.kind(B), None if C is None else lib.kind(C))
 
 
