@@ -271,6 +271,27 @@ def test_torch_matmul_gradients_match_torch_mm():
             assert _error(got, ref) <= _tolerance(M, N, k, "bfloat16", "bfloat16"), (M, N, K)
 
 
+def test_torch_matmul_as_a_linear_layer():
+    """(batch, tokens, K) @ (K, N): one product over all leading rows; the weight's gradient sums
+    them (one GEMM of the flattened rows), against float64."""
+    torch = _torch()
+    import simtlab.torch as st
+
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = (torch.rand(3, 40, 96, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16).requires_grad_()
+    w = (torch.rand(96, 72, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16).requires_grad_()
+    g = torch.rand(3, 40, 72, device="cuda", generator=gen) * 2 - 1
+    y = st.matmul(x, w)
+    assert y.shape == (3, 40, 72)
+    assert _error(y, x.detach().double() @ w.detach().double()) <= _tolerance(120, 72, 96, "bfloat16", "bfloat16")
+    (y.float() * g).sum().backward()
+    gd = g.to(torch.bfloat16).double().reshape(120, 72)
+    xd = x.detach().double().reshape(120, 96)
+    assert _error(w.grad, xd.T @ gd) <= _tolerance(96, 72, 120, "bfloat16", "bfloat16")
+    assert _error(x.grad.reshape(120, 96), gd @ w.detach().double().T) <= _tolerance(120, 96, 72, "bfloat16",
+                                                                                        "bfloat16")
+
+
 def test_torch_compile_traces_matmul_without_graph_breaks():
     torch = _torch()
     import simtlab.torch as st
