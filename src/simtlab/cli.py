@@ -71,6 +71,10 @@ class _Steps:
             self.progress.advance(self.task)
         self.progress.update(self.task, description=f"{self.what} {rung.id}")
 
+    def finished(self, label: str) -> None:
+        """One step done (steps that run side by side report as they end)."""
+        self.progress.update(self.task, advance=1, description=f"{self.what} ({label} done)")
+
     def __exit__(self, *exc):
         return self.progress.__exit__(*exc)
 
@@ -678,9 +682,14 @@ def sanitize(family: str = typer.Argument(..., help="kernel family"),
     problem = size or fam.check_size
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(jobs) as pool:  # each job is a subprocess: threads only wait on it
-        results = list(pool.map(lambda rt: sanitize_rung(fam.name, rt[0].name, rt[1], problem, timeout),
-                                [(r, t) for r in rungs for t in tools]))
+    pairs = [(r, t) for r in rungs for t in tools]
+    with _Steps(len(pairs), "compute-sanitizer") as steps, ThreadPoolExecutor(jobs) as pool:
+        def one(pair):  # (each job is a subprocess: the threads only wait on it)
+            result = sanitize_rung(fam.name, pair[0].name, pair[1], problem, timeout)
+            steps.finished(f"{pair[0].id} {pair[1]}")
+            return result
+
+        results = list(pool.map(one, pairs))
     if as_json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:
