@@ -84,7 +84,7 @@ def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]
     from simtlab.arrays import array_lib
 
     lib = array_lib(a)
-    direct = plan_c._direct
+    direct = plan_c._direct.launch
     pa, pb, pc, stream = lib.ptr(a), lib.ptr(b), lib.ptr(c16), lib.stream(0)
     pieces = {
         "piece: read 3 operands' kinds (dtype, shape, strides, device)": lambda: (lib.key(a), lib.key(b), lib.key(c16)),

@@ -14,8 +14,6 @@ from typing import Any
 
 __all__ = ["ArrayLib", "array_lib", "layout_of", "ROW", "TRANSPOSED"]
 
-# Element types by name: the kernels see a pointer; bfloat16 exists in PyTorch only.
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 ROW, TRANSPOSED = "n", "t"  # a matrix's layout: row-major, or the transposed view of a row-major matrix
 
 
@@ -56,8 +54,6 @@ class ArrayLib:
     def copy_into(self, dst, src) -> None: ...  # dst[...] = src (a view of dst may be passed)
     def fill_zero(self, x) -> None: ...  # x[...] = 0 (a view)
     def contiguous(self, x): ...
-    def as_type(self, x, dtype: str): ...
-    def view(self, x, index): return x[index]
 
 
 class TorchArrays(ArrayLib):
@@ -117,9 +113,6 @@ class TorchArrays(ArrayLib):
 
     def contiguous(self, x):
         return x.contiguous()
-
-    def as_type(self, x, dtype):
-        return x.to(self.by_name[dtype])
 
 
 class CupyArrays(ArrayLib):
@@ -184,9 +177,6 @@ class CupyArrays(ArrayLib):
 
     def contiguous(self, x):
         return self.cupy.ascontiguousarray(x)
-
-    def as_type(self, x, dtype):
-        return x.astype(dtype)
 
 
 @cache

@@ -59,7 +59,7 @@ class _Steps:
 
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
-        self.what, self.total, self.task = what, total, None
+        self.what, self.total, self.task, self.started = what, total, None, False
 
     def __enter__(self):
         self.progress.__enter__()
@@ -67,9 +67,9 @@ class _Steps:
         return self
 
     def __call__(self, rung) -> None:
-        if self.progress.tasks[0].description != self.what:  # (the previous rung is done)
-            self.progress.advance(self.task)
-        self.progress.update(self.task, description=f"{self.what} {rung.id}")
+        """The next rung starts (so the one before it is done)."""
+        self.progress.update(self.task, advance=int(self.started), description=f"{self.what} {rung.id}")
+        self.started = True
 
     def finished(self, label: str) -> None:
         """One step done (steps that run side by side report as they end)."""
@@ -833,9 +833,8 @@ _register_host(app, console)
 EXIT_INPUT, EXIT_STORE, EXIT_INTERNAL = 2, 3, 4
 
 
-def _one_line(exc: BaseException) -> str:
-    text = _message(exc) if isinstance(exc, Exception) else str(exc)
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
+def _one_line(exc: Exception) -> str:
+    return (_message(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -207,15 +207,11 @@ class TcPlan(_Plan):
 
     # --- running ----------------------------------------------------------------------------------
     def _direct_path(self):
-        """Every call's path where rung 6 reads the operands in place: one function with everything it
-        touches bound to locals - the addresses, the kept tensor maps, the packed parameters, the
-        stream, one driver call - and the general path for misaligned addresses."""
-        direct, lib, device, new_c, general = self._direct, self.lib, self.device, self._new_c, self._run
-        packed = direct.packed
-        params, c_value, stream_value, launch, failed = (packed.params, packed.values[7], packed.stream_value,
-                                                         packed.bound, packed.failed)
-        (ma, mb, mc), ptr, stream = direct.maps, lib.ptr, lib.stream
-        kept_a, kept_b, kept_c = ma.addresses, mb.addresses, mc.addresses
+        """Every call's path where rung 6 reads the operands in place: one function with what it
+        touches bound to locals - C's allocation, the addresses, the stream, the kernel's launch -
+        and the general path for misaligned addresses."""
+        lib, device, new_c, general, launch = self.lib, self.device, self._new_c, self._run, self._direct.launch
+        ptr, stream = lib.ptr, lib.stream
 
         def call(A, B, C=None):
             if C is None:
@@ -223,14 +219,7 @@ class TcPlan(_Plan):
             pa, pb, pc = ptr(A), ptr(B), ptr(C)
             if (pa | pb | pc) & 15:
                 return general(A, B, C)
-            params[4] = kept_a.get(pa) or ma.address(pa)
-            params[5] = kept_b.get(pb) or mb.address(pb)
-            params[6] = kept_c.get(pc) or mc.address(pc)
-            c_value.value = pc
-            stream_value.value = stream(device)
-            err = launch()
-            if err:
-                failed(err)
+            launch(pa, pb, pc, stream(device))
             return C
 
         return call
@@ -243,7 +232,7 @@ class TcPlan(_Plan):
             ptr = lib.ptr
             pa, pb, pc = ptr(A), ptr(B), ptr(C)
             if not (pa | pb | pc) & 15:
-                self._direct(pa, pb, pc, lib.stream(self.device))
+                self._direct.launch(pa, pb, pc, lib.stream(self.device))
                 return C
         if self.rung.name == "wgmma_cluster":
             self._run_padded(A, B, C)
@@ -269,7 +258,7 @@ class TcPlan(_Plan):
         Cp = C if np_ == p.N and not lib.ptr(C) & 15 else lib.empty(lead + (p.M, np_), p.out, self.device)
         lib.copy_into(Ap[..., :p.K], A)
         lib.copy_into(Bp[..., :p.K, :p.N], B)
-        self._padded(lib.ptr(Ap), lib.ptr(Bp), lib.ptr(Cp), lib.stream(self.device))
+        self._padded.launch(lib.ptr(Ap), lib.ptr(Bp), lib.ptr(Cp), lib.stream(self.device))
         if Cp is not C:
             lib.copy_into(C, Cp[..., :p.N])
 

@@ -374,7 +374,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         transpose_b = batched_transposer(B, Bt)
         B = Bt
     if inst.rung.name == "wgmma_cluster":
-        kernel = ClusterKernel(inst, padded, device, prepare)
+        kernel = ClusterKernel(inst, padded, device, prepare).launch
         pa, pb, pc = A.data.ptr, B.data.ptr, C.data.ptr
         current_stream = cupy.cuda.get_current_stream
 
@@ -408,9 +408,9 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
 
 class ClusterKernel:
     """Rung 6 on one problem's shapes, launched through the driver: the geometry, the compiled
-    function and its packed parameters are made once; a call encodes (or finds) the tensor maps
-    of the three addresses and is one cuLaunchKernel on the given stream. What simtlab.gemm_tc
-    and the ladder both run."""
+    function and its packed parameters are made once; `launch(pa, pb, pc, stream)` encodes (or
+    finds) the tensor maps of the three addresses and is one cuLaunchKernel on the given stream.
+    What simtlab.gemm_tc and the ladder both run."""
 
     def __init__(self, inst, p: TcProblem, device, prepare):
         from ..driver import I32, MAP, PTR, PackedLaunch
@@ -430,20 +430,31 @@ class ClusterKernel:
         self.maps = (tensor_map_encoder(box_a, p.dtype), tensor_map_encoder(box_b, p.dtype),
                      tensor_map_encoder(store_box(p), p.out, swizzle))
         index = device.index if device is not None else 0
-        self.packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                                   (I32, I32, I32, I32, MAP, MAP, MAP, PTR), index)
+        self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
+                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR), index)
         for i, v in enumerate((p.M, p.N, p.K, p.batch)):
-            self.packed.values[i].value = v
+            packed.values[i].value = v
+        self.launch = self._launcher()
 
-    def __call__(self, pa: int, pb: int, pc: int, stream: int) -> None:
+    def _launcher(self):
+        """launch(pa, pb, pc, stream): every call's path, with everything it touches bound to locals -
+        the kept maps read straight from the encoders' tables, the packed parameters, one driver call."""
         (ma, mb, mc), packed = self.maps, self.packed
-        # (the kept maps read straight from the encoders' tables: this is every call's path)
-        params = packed.params
-        params[4] = ma.addresses.get(pa) or ma.address(pa)
-        params[5] = mb.addresses.get(pb) or mb.address(pb)
-        params[6] = mc.addresses.get(pc) or mc.address(pc)
-        packed.values[7].value = pc
-        packed.launch(stream)
+        params, c_value, stream_value, bound, failed = (packed.params, packed.values[7], packed.stream_value,
+                                                        packed.bound, packed.failed)
+        kept_a, kept_b, kept_c = ma.addresses, mb.addresses, mc.addresses
+
+        def launch(pa: int, pb: int, pc: int, stream: int) -> None:
+            params[4] = kept_a.get(pa) or ma.address(pa)
+            params[5] = kept_b.get(pb) or mb.address(pb)
+            params[6] = kept_c.get(pc) or mc.address(pc)
+            c_value.value = pc
+            stream_value.value = stream
+            err = bound()
+            if err:
+                failed(err)
+
+        return launch
 
 
 def resident_clusters(func, launch: Launch, cs: int) -> Launch:
