@@ -82,6 +82,53 @@ def test_angle_included_header_change_invalidates_cache(tmp_cache, tmp_path):
     assert a.key != b.key and not b.from_cache
 
 
+def test_macro_included_header_change_invalidates_cache(tmp_cache, tmp_path):
+    """`#include SOME_MACRO` names its file only to the preprocessor: every header in the include
+    path is then part of the key."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "factor.cuh").write_text("#define FACTOR 2\n")
+    src = '#define HEADER "factor.cuh"\n#include HEADER\n__global__ void k(float* x) { x[0] *= FACTOR; }'
+    a = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    assert compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc]).from_cache
+    (inc / "factor.cuh").write_text("#define FACTOR 3\n")
+    b = compile_source(src, "k.cu", arch="sm_90", include_dirs=[inc])
+    assert a.key != b.key and not b.from_cache
+
+
+# ~180 KB of straight-line volatile loads and stores: several seconds of NVRTC (the time grows with
+# the square of the length)
+RUNAWAY = ("__global__ void k(volatile float* x) { float a = x[threadIdx.x];\n"
+           + "".join(f"a = a * x[{i}] + 1.0f; x[{i + 1}] = a;\n" for i in range(5000)) + "}")
+
+
+def test_a_compile_past_its_limit_is_stopped_with_a_clear_error(tmp_cache):
+    """NVRTC runs in a child process that is killed at the limit; the next compile starts a new one."""
+    import time
+
+    from simtlab.nvrtc_worker import shared_worker
+
+    t0 = time.monotonic()
+    with pytest.raises(CompileError, match=r"did not finish within 1 s.*SIMTLAB_COMPILE_TIMEOUT"):
+        compile_source(RUNAWAY, "slow.cu", arch="sm_90", timeout=1)
+    assert time.monotonic() - t0 < 5
+    assert shared_worker()._proc is None  # killed, not left running
+    assert compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90").symbols
+
+
+def test_the_limit_comes_from_the_environment(tmp_cache, monkeypatch):
+    from simtlab.compile import compile_timeout
+
+    monkeypatch.setenv("SIMTLAB_COMPILE_TIMEOUT", "12.5")
+    assert compile_timeout() == 12.5
+    monkeypatch.setenv("SIMTLAB_COMPILE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="SIMTLAB_COMPILE_TIMEOUT='soon'"):
+        compile_timeout()
+    monkeypatch.setenv("SIMTLAB_COMPILE_TIMEOUT", "0")  # no limit: NVRTC in this process
+    cub = compile_source(SIMPLE + "// in process", "scale.cu", ["scale<2>"], arch="sm_90")
+    assert cub.resources("scale<2>").registers > 0
+
+
 def test_the_key_names_the_nvrtc_build():
     from simtlab.compile import nvrtc_build, nvrtc_version
 

@@ -9,7 +9,6 @@ expressions and the NVRTC version, so a stale binary is never reused.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -28,6 +27,8 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 INCLUDE_DIRS = (KERNELS_DIR / "include", KERNELS_DIR)
 _CACHE_FORMAT = 1  # bump when the cached entry layout changes
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)  # quoted and angle includes
+_MACRO_INCLUDE = re.compile(r"^\s*#\s*include\s+[A-Za-z_]", re.MULTILINE)  # #include SOME_MACRO
+_HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".inc", ".inl", ".cu"}
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.MULTILINE)
 
 
@@ -80,6 +81,24 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "simtlab" / "cubin"
+
+
+TIMEOUT_ENV = "SIMTLAB_COMPILE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def compile_timeout() -> float:
+    """Seconds a compile may take (SIMTLAB_COMPILE_TIMEOUT; 0 means no limit, in this process)."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={text!r}: give seconds, e.g. 300 (0 for no limit)") from None
+    if value < 0 or value != value:
+        raise ValueError(f"{TIMEOUT_ENV}={text!r}: give seconds >= 0 (0 for no limit)")
+    return value
 
 
 WHEEL_HEADERS_ONLY = "SIMTLAB_WHEEL_HEADERS_ONLY"  # =1: never a system toolkit's headers (CI proves the wheels do)
@@ -170,6 +189,8 @@ def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str
     (looked up beside the including file first) and angle includes (the toolkit's: cuda_fp16.h,
     mma.h and what they include), as NVRTC would find them. A header found nowhere is NVRTC's
     error to report, or one of its built-in headers (versioned with NVRTC itself)."""
+    if _MACRO_INCLUDE.search(text):
+        seen["<macro include>"] = ""  # the file it names is known only to the preprocessor: see _key
     for kind, name in _INCLUDE.findall(text):
         candidates = ([here / name] if here and kind == '"' else []) + [d / name for d in dirs]
         path = next((p for p in candidates if p.is_file()), None)
@@ -193,9 +214,29 @@ def _header(path: Path) -> tuple[str, str]:
     return hit
 
 
+def _folders_digest(dirs: Iterable[Path]) -> str:
+    """One digest of every header-like file under `dirs`: by content for ours and the caller's,
+    by name and size for a toolkit's (hundreds of files, versioned with their wheel)."""
+    toolkit = set(toolkit_include_dirs())
+    h = hashlib.sha256()
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for path in sorted(d.rglob("*")):
+            if path.suffix not in _HEADER_SUFFIXES and not (d in toolkit and path.is_file()):
+                continue
+            if not path.is_file():
+                continue
+            h.update(str(path.relative_to(d)).encode())
+            h.update(str(path.stat().st_size).encode() if d in toolkit else _header(path)[1].encode())
+    return h.hexdigest()
+
+
 def _key(source: str, name: str, exprs: tuple[str, ...], arch: str, options: Mapping, dirs: tuple[Path, ...]) -> str:
     headers: dict[str, str] = {}
     _includes(source, None, dirs, headers)
+    if "<macro include>" in headers:  # any file in the include path may be the one it names
+        headers["<macro include>"] = _folders_digest(dirs)
     material = {
         "format": _CACHE_FORMAT,
         "source": hashlib.sha256(source.encode()).hexdigest(),
@@ -235,12 +276,15 @@ def compile_source(
     options: Mapping | None = None,
     include_dirs: Iterable[Path] = (),
     use_cache: bool = True,
+    timeout: float | None = None,
 ) -> Cubin:
     """Compile CUDA C++ `source` to a cubin for `arch`.
 
     `name_expressions` instantiate templates (``"gemm_naive<16>"``); `options`
     are extra `cuda.core.ProgramOptions` fields (``{"use_fast_math": True}``).
-    Raises `CompileError` with the NVRTC log on failure.
+    A compile that is not cached runs in a child process and is stopped after `timeout` seconds
+    (default: SIMTLAB_COMPILE_TIMEOUT, else 300; 0 compiles in this process with no limit).
+    Raises `CompileError` with the NVRTC log on failure or timeout.
     """
     arch = normalise_arch(arch)
     exprs = tuple(dict.fromkeys(name_expressions))
@@ -254,36 +298,38 @@ def compile_source(
         if meta is not None:
             return Cubin(cubin_path, arch, meta["symbols"], meta["log"], key, True)
 
-    from cuda.core import Program, ProgramOptions
+    from cuda.core import ProgramOptions
 
     extra_ptxas = options.pop("ptxas_options", ())  # added to the -v the resource report needs
     extra_ptxas = shlex.split(extra_ptxas) if isinstance(extra_ptxas, str) else list(extra_ptxas)
+    fields = dict(name=name, arch=arch, std="c++17", lineinfo=True, include_path=[str(d) for d in dirs],
+                  ptxas_options=["-v", *extra_ptxas], **options)
     try:
-        opts = ProgramOptions(
-            name=name,
-            arch=arch,
-            std="c++17",
-            lineinfo=True,
-            include_path=[str(d) for d in dirs],
-            ptxas_options=["-v", *extra_ptxas],
-            **options,
-        )
+        ProgramOptions(**fields)  # checked here, so a bad option is named before any process starts
     except TypeError as exc:  # an option cuda-core's ProgramOptions does not have
         import dataclasses
 
         known = ", ".join(f.name for f in dataclasses.fields(ProgramOptions)) if dataclasses.is_dataclass(
             ProgramOptions) else "see cuda.core.ProgramOptions"
         raise ValueError(f"unknown compile option in {sorted(options)}: {exc}; the options are {known}") from None
-    log = io.StringIO()
-    try:
-        obj = Program(source, "c++", options=opts).compile("cubin", name_expressions=exprs, logs=log)
-    except Exception as exc:  # cuda-core raises NVRTCError (a RuntimeError) carrying the log
-        text = str(exc)
-        text = text.split("compilation log:", 1)[-1] if "compilation log:" in text else text
-        raise CompileError(name, text.strip("\x00 \n")) from None
-    blob = bytes(obj.code)
-    symbols = {e: (m.decode() if isinstance(m, bytes) else m) for e, m in (obj.symbol_mapping or {}).items()}
-    text = log.getvalue().replace("\x00", "")
+    limit = compile_timeout() if timeout is None else timeout
+    if limit > 0:
+        from .nvrtc_worker import CompileTimeout, CompilerDied, shared_worker
+
+        try:
+            reply = shared_worker().compile(source, fields, exprs, limit)
+        except CompileTimeout:
+            raise CompileError(name, f"NVRTC did not finish within {limit:g} s and was stopped (raise the "
+                                     f"limit with {TIMEOUT_ENV}=<seconds>, or 0 for none)") from None
+        except CompilerDied as exc:
+            raise CompileError(name, f"NVRTC crashed: {exc}") from None
+    else:
+        from .nvrtc_worker import nvrtc_compile
+
+        reply = nvrtc_compile(source, fields, exprs)
+    if reply[0] != "ok":
+        raise CompileError(name, reply[1])
+    _, blob, symbols, text = reply
     folder.mkdir(parents=True, exist_ok=True)
     _atomic_write(cubin_path, blob)
     meta = {"symbols": symbols, "log": text, "sha256": hashlib.sha256(blob).hexdigest(), "arch": arch, "name": name}
@@ -297,6 +343,7 @@ def compile_file(
     arch: str | None = None,
     options: Mapping | None = None,
     use_cache: bool = True,
+    timeout: float | None = None,
 ) -> Cubin:
     """Compile a .cu file: a path relative to the package's kernels/ folder, or any path."""
     p = Path(path)
@@ -310,6 +357,7 @@ def compile_file(
     except ValueError:
         display = full.name
     return compile_source(
-        full.read_text(), display, name_expressions, arch, options, include_dirs=(full.parent,), use_cache=use_cache
+        full.read_text(), display, name_expressions, arch, options, include_dirs=(full.parent,), use_cache=use_cache,
+        timeout=timeout,
     )
 
