@@ -24,6 +24,7 @@ BAD_INPUT = [  # (arguments, exit code, what the message says)
     (["compile", "nosuch", "--arch", "sm_90"], EXIT_INPUT, "nosuch"),
     (["results", "--family", "nosuch"], EXIT_INPUT, "nosuch"),
     (["report", "-o", "/missing/dir/r.html"], EXIT_INPUT, "the folder /missing/dir does not exist"),
+    (["ladder", "gemm", "--timeout", "0"], EXIT_INPUT, "--timeout 0: give a positive number of seconds"),
 ]
 
 

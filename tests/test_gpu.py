@@ -258,6 +258,29 @@ def test_small_ladder_end_to_end(tmp_path):
     assert all(r.median_ms > 0 and r.rel_error is not None and r.pct_of_reference for r in rungs)
 
 
+def test_isolated_ladder_kills_a_rung_past_its_limit_and_goes_on(tmp_path):
+    """`simtlab ladder` measures in a child process: a rung that outlives --timeout is killed, its
+    row stored as a timeout, and a fresh process measures the next one."""
+    from simtlab.children import IsolatedEvaluator
+    from simtlab.ladder import LadderOptions, run_ladder_isolated
+    from simtlab.store import Store
+
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("isolated")
+    fam = family("gemm")
+    rungs = [fam.rung("naive"), fam.rung("tuned")]
+    endless = LadderOptions(target_ms=30_000, max_reps=10**6)  # far past the limit below
+    kwargs = {"family": "gemm", "db": str(store.path), "run_id": run, "opts": endless}
+    with IsolatedEvaluator("simtlab.ladder:ladder_child", kwargs, timeout_s=8) as child:
+        rows = run_ladder_isolated(fam, ["255x257x129"], rungs, store, run, endless, child=child)
+        assert [r.status for r in rows] == ["timeout"] * 3, [(r.name, r.status, r.error) for r in rows]
+        assert child.restarts == 3
+    assert [r["status"] for r in store.results(run_id=run)] == ["timeout"] * 3
+    rows = run_ladder_isolated(fam, ["127x129x65"], rungs, store, run, LadderOptions(target_ms=5))
+    assert all(r.status in ("ok", "reference") for r in rows), [(r.name, r.status, r.error) for r in rows]
+    assert len(store.results(run_id=run)) == 3 + len(rows)
+
+
 def test_clock_log_samples_the_gpu_while_it_works(tmp_path):
     import time
 

@@ -219,14 +219,20 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
            db: Optional[Path] = typer.Option(None, help="results database (default: $SIMTLAB_DB or user data dir)"),
            plot: Optional[Path] = typer.Option(None, help="write a bar chart of the ladder (PNG)"),
            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or tables; failures only"),
-           json_out: Optional[Path] = typer.Option(None, "--json-out", help="also write the rows as JSON")):
+           json_out: Optional[Path] = typer.Option(None, "--json-out", help="also write the rows as JSON"),
+           isolate: bool = typer.Option(True, help="measure in a child process, so a hang or a sticky CUDA error "
+                                                   "costs one rung (its row stored with the reason)"),
+           timeout: float = typer.Option(300.0, help="seconds a rung may take (compile, check and timing) "
+                                                     "before its process is killed; with --isolate")):
     """Verify and time every rung of a ladder beside its reference; store every row."""
     from .device import NoGpuError, current_sm_clock_mhz, device_info
-    from .ladder import LadderOptions, run_ladder
+    from .ladder import LadderOptions, run_ladder, run_ladder_isolated
     from .report.table import ladder_table
     from .store import Store
 
     fam = _family(family)
+    if not timeout > 0:
+        _fail(f"--timeout {timeout:g}: give a positive number of seconds")
     try:
         dev = device_info()
     except NoGpuError as exc:
@@ -253,10 +259,9 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=quiet) as progress:
         task = progress.add_task("starting", total=total)
-        rows = run_ladder(fam, sizes, rungs, store, run_id,
-                          LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms),
-                          on_row=lambda r: progress.advance(task),
-                          on_step=lambda s: progress.update(task, description=s))
+        run = (lambda *a, **k: run_ladder_isolated(*a, timeout_s=timeout, **k)) if isolate else run_ladder
+        rows = run(fam, sizes, rungs, store, run_id, LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms),
+                   on_row=lambda r: progress.advance(task), on_step=lambda s: progress.update(task, description=s))
     for prob in ([] if quiet else dict.fromkeys(r.problem for r in rows)):
         sub = [r for r in rows if r.problem == prob]
         ref = next((r.name for r in sub if r.is_reference and r.median_ms), None)

@@ -20,7 +20,7 @@ from .store import Store
 from .tools.clock_log import ClockLog
 from .verify import Verdict, compare
 
-__all__ = ["Row", "run_ladder", "LadderOptions"]
+__all__ = ["Row", "run_ladder", "run_ladder_isolated", "LadderOptions", "store_row"]
 
 
 @dataclass
@@ -144,6 +144,16 @@ def _measure(row: Row, problem, ws, run, tol: float | None, opts: LadderOptions,
     return timing
 
 
+def store_row(store: Store, run_id: int, row: Row, dtype: str | None, ref_name: str | None) -> None:
+    store.add_result(run_id, family=row.family, rung=row.name, stage=row.stage, params=row.params,
+                     problem=row.problem, dtype=dtype, median_ms=row.median_ms,
+                     spread=row.spread, reps=row.reps, gflops=row.gflops, gbs=row.gbs,
+                     pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
+                     tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
+                     shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
+                     extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts_instant": row.watts})
+
+
 def run_ladder(
     fam: Family,
     sizes: Iterable[str],
@@ -156,7 +166,8 @@ def run_ladder(
     reference_cache: dict | None = None,
 ) -> list[Row]:
     """Rows for every (size, reference) and (size, rung). `reference_cache` (problem label ->
-    (ms, name)) lets repeated calls, e.g. a parameter sweep, time the references once."""
+    (ms, name), or None where no reference gave a time) lets repeated calls, e.g. a parameter
+    sweep, time the references once."""
     from .device import device_info
 
     device = device_info()
@@ -167,13 +178,7 @@ def run_ladder(
     def emit(row: Row, dtype: str | None, ref_name: str | None) -> None:
         rows.append(row)
         if store is not None and run_id is not None:
-            store.add_result(run_id, family=row.family, rung=row.name, stage=row.stage, params=row.params,
-                             problem=row.problem, dtype=dtype, median_ms=row.median_ms,
-                             spread=row.spread, reps=row.reps, gflops=row.gflops, gbs=row.gbs,
-                             pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
-                             tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
-                             shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
-                             extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts_instant": row.watts})
+            store_row(store, run_id, row, dtype, ref_name)
         if on_row:
             on_row(row)
 
@@ -184,10 +189,12 @@ def run_ladder(
             problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
             ref_ms: float | None = None
             ref_name: str | None = None
-            cached = reference_cache.get(problem.label) if reference_cache is not None else None
+            # a label in the cache was timed before (None: no reference gave a time then)
+            timed_before = reference_cache is not None and problem.label in reference_cache
+            cached = reference_cache.get(problem.label) if timed_before else None
             if cached:
                 ref_ms, ref_name = cached
-            for ref in ([] if cached else op.references()):
+            for ref in ([] if timed_before else op.references()):
                 if ref.applies is not None and not ref.applies(problem):
                     continue
                 if on_step:
@@ -208,8 +215,8 @@ def run_ladder(
                 ws = None  # (dropped before the pool is emptied)
                 _release(row, problem, oom)
                 emit(row, problem.dtype, ref_name)
-            if reference_cache is not None and ref_ms:
-                reference_cache[problem.label] = (ref_ms, ref_name)
+            if reference_cache is not None:
+                reference_cache[problem.label] = (ref_ms, ref_name) if ref_ms else None
 
             for rung in rungs:
                 if on_step:
@@ -252,4 +259,89 @@ def run_ladder(
                 ws = None  # (dropped before the pool is emptied)
                 _release(row, problem, oom)
                 emit(row, problem.dtype, ref_name)
+    return rows
+
+
+def ladder_child(family: str, db: str | None, run_id: int | None, opts: LadderOptions) -> Callable[[dict], tuple]:
+    """The measuring side of `run_ladder_isolated`, built once in the child: one request measures
+    one size's references, or one rung at one size against references timed before; its rows go to
+    the store from here and back to the parent."""
+    from .catalog import family as get_family
+
+    fam = get_family(family)
+    store = Store(db) if db is not None else None
+
+    def measure(request: dict) -> tuple[list[Row], dict]:
+        refs = dict(request["refs"] or {})
+        rungs = [fam.rung(name) for name in request["rungs"]]
+        rows = run_ladder(fam, [request["size"]], rungs, store, run_id, opts, reference_cache=refs)
+        return rows, refs
+
+    return measure
+
+
+def run_ladder_isolated(
+    fam: Family,
+    sizes: Iterable[str],
+    rungs: Iterable[Rung] | None = None,
+    store: Store | None = None,
+    run_id: int | None = None,
+    opts: LadderOptions = LadderOptions(),
+    on_row: Callable[[Row], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
+    timeout_s: float = 300.0,
+    child: Callable[[dict], tuple] | None = None,
+) -> list[Row]:
+    """`run_ladder`, with each size's references and each rung measured in a child process: a rung
+    that hangs past `timeout_s` (compile, verify and timing together) or ends in a sticky CUDA error
+    (an illegal address) costs that rung only. Its row is stored with the reason and a fresh child
+    measures the next one. The child starts once (about the cost of importing CuPy and creating a
+    context) and is replaced only after such a failure."""
+    from .children import EvaluationFailed, EvaluationTimeout, IsolatedEvaluator, is_sticky
+
+    op = fam.op()
+    rungs = list(rungs) if rungs is not None else list(fam.rungs)
+    owned = child is None
+    if owned:
+        child = IsolatedEvaluator("simtlab.ladder:ladder_child", {
+            "family": fam.name, "db": str(store.path) if store is not None else None, "run_id": run_id,
+            "opts": opts}, timeout_s=timeout_s)
+    rows: list[Row] = []
+
+    def ask(request: dict, failed: Row, dtype: str | None, ref_name: str | None) -> dict:
+        """Rows from the child, or `failed` (stored here) with the reason it gave none."""
+        try:
+            got, refs = child(request)
+        except (EvaluationFailed, EvaluationTimeout) as exc:
+            failed.status = "timeout" if isinstance(exc, EvaluationTimeout) else "error"
+            failed.error = _short(exc)
+            got, refs = [failed], request["refs"] or {}
+            if store is not None and run_id is not None:
+                store_row(store, run_id, failed, dtype, ref_name)
+        for row in got:
+            rows.append(row)
+            if on_row:
+                on_row(row)
+        if any(is_sticky(r.error) for r in got) and hasattr(child, "reset"):
+            child.reset()  # its context is unusable: the next request gets a fresh process
+        return refs
+
+    try:
+        for size in sizes:
+            problem = op.parse_size(size, alpha=opts.alpha, beta=opts.beta)
+            if on_step:
+                on_step(f"{problem.label} references")
+            refs = ask({"size": size, "rungs": [], "refs": None},
+                       Row(fam.name, problem.label, "references", None, "error"), problem.dtype, None)
+            refs.setdefault(problem.label, None)  # (timed, or failed: the rungs do not time them again)
+            ref_name = refs[problem.label][1] if refs[problem.label] else None
+            for rung in rungs:
+                if on_step:
+                    on_step(f"{problem.label} {rung.id}")
+                ask({"size": size, "rungs": [rung.name], "refs": refs},
+                    Row(fam.name, problem.label, rung.id, rung.stage, "error", lesson=rung.lesson),
+                    problem.dtype, ref_name)
+    finally:
+        if owned:
+            child.close()
     return rows

@@ -1,0 +1,69 @@
+"""The isolated ladder's bookkeeping, with a stand-in for the measuring child (no GPU needed)."""
+
+from simtlab.catalog import family
+from simtlab.children import EvaluationFailed, EvaluationTimeout
+from simtlab.ladder import LadderOptions, Row, run_ladder_isolated
+from simtlab.store import Store
+
+
+class FakeChild:
+    """Answers like `ladder_child`: references time 1 ms; `hang` rungs time out, `fault` rungs come
+    back with a sticky error, `crash` rungs lose the process."""
+
+    def __init__(self, hang=(), fault=(), crash=()):
+        self.hang, self.fault, self.crash = set(hang), set(fault), set(crash)
+        self.requests, self.resets = [], 0
+
+    def __call__(self, request):
+        self.requests.append(request)
+        label = family("gemm").op().parse_size(request["size"]).label
+        if not request["rungs"]:
+            return [Row("gemm", label, "cuBLAS", None, "reference", median_ms=1.0)], {label: (1.0, "cuBLAS")}
+        name = request["rungs"][0]
+        if name in self.hang:
+            raise EvaluationTimeout("no result within 1 s: the process was killed")
+        if name in self.crash:
+            raise EvaluationFailed("the measuring process died (exit code -11)")
+        row = Row("gemm", label, name, 1, "ok", median_ms=2.0)
+        if name in self.fault:
+            row.status, row.error = "error", "CUDARuntimeError: cudaErrorIllegalAddress: an illegal memory access"
+        return [row], request["refs"]
+
+    def reset(self):
+        self.resets += 1
+
+
+def test_a_hung_or_faulting_rung_costs_that_rung_only(tmp_path):
+    fam = family("gemm")
+    rungs = fam.rungs[:4]
+    child = FakeChild(hang={rungs[1].name}, fault={rungs[2].name}, crash={rungs[3].name})
+    store = Store(tmp_path / "r.db")
+    run = store.start_run("isolated")
+    seen = []
+    rows = run_ladder_isolated(fam, ["128"], rungs, store, run, LadderOptions(), on_row=seen.append, child=child)
+    assert [r.status for r in rows] == ["reference", "ok", "timeout", "error", "error"]
+    assert "killed" in rows[2].error and "died" in rows[4].error
+    assert child.resets == 1  # after the sticky error, a fresh process for the next rung
+    assert seen == rows
+    # the child stored its own rows; the ones it could not give were stored here, with the reason
+    stored = store.results(run_id=run)
+    assert {(r["rung"], r["status"]) for r in stored} == {(rungs[1].id, "timeout"), (rungs[3].id, "error")}
+    # every rung request carried the references timed once, so none timed them again
+    label = fam.op().parse_size("128").label
+    assert all(req["refs"] == {label: (1.0, "cuBLAS")} for req in child.requests[1:])
+
+
+def test_references_that_fail_are_not_timed_again_per_rung():
+    fam = family("gemm")
+
+    class NoReferences(FakeChild):
+        def __call__(self, request):
+            if not request["rungs"]:
+                raise EvaluationTimeout("no result within 1 s: the process was killed")
+            return super().__call__(request)
+
+    child = NoReferences()
+    rows = run_ladder_isolated(fam, ["128"], fam.rungs[:2], child=child)
+    assert [r.status for r in rows] == ["timeout", "ok", "ok"]
+    assert rows[0].name == "references"
+    assert all(req["refs"] == {fam.op().parse_size("128").label: None} for req in child.requests[1:])
