@@ -5,8 +5,8 @@ instead, in one process (GPU):
    in a kernel queued before them (so the host's own time is measured, not the GPU's: the launch
    queue holds about a thousand launches, and cuBLAS's fp32 call makes two), with the
    same tensors every call, with eight pairs in turn, and with a new pair every call (every
-   address new: tensor maps encoded anew); prepared plans beside them, and the pieces of a call
-   timed alone. Medians of nine interleaved rounds.
+   address new: tensor maps encoded anew); prepared plans beside them (and bound to their
+   operands: plan.bind(A, B, C), one driver launch a call), and the pieces of a call timed alone. Medians of nine interleaved rounds.
 2. time of a call with L2 cleared before each (triton.testing.do_bench, median), simtlab and torch
    interleaved over five rounds, the public function exactly as a user calls it: nothing prepared
    outside the timed call; each result checked against torch's.
@@ -58,6 +58,8 @@ def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]
     plan = simtlab.gemm_tc_plan(a, b, out_dtype="bfloat16")
     plan_c = simtlab.gemm_tc_plan(a, b, c16, out_dtype="bfloat16")
     plan32 = simtlab.gemm_plan(a32, b32)
+    c32 = torch.empty(n, n, device=dev)
+    plan32_c = simtlab.gemm_plan(a32, b32, c32)
 
     def cycling(pairs, call):
         it = itertools.cycle(pairs)
@@ -76,9 +78,11 @@ def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]
         "plan(A, B) bf16": lambda: plan(a, b),
         "plan(A, B, C) bf16": lambda: plan_c(a, b, c16),
         "plan(A, B) bf16, a new pair every call": cycling(fresh, plan),
+        "bound plan: plan.bind(A, B, C)() bf16": plan_c.bind(a, b, c16),
         "torch.mm fp32": lambda: torch.mm(a32, b32),
         "simtlab.gemm fp32": lambda: simtlab.gemm(a32, b32),
         "plan(A, B) fp32": lambda: plan32(a32, b32),
+        "bound plan: plan.bind(A, B, C)() fp32": plan32_c.bind(a32, b32, c32),
     }
     # the pieces of a call, each alone (what the table's differences are made of)
     from simtlab.arrays import array_lib

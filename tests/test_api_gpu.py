@@ -232,6 +232,45 @@ def test_prepared_plans_launch_new_operands_and_refuse_other_kinds():
     assert _error(C, expect) <= 1e-5
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_a_bound_plan_launches_its_operands_with_one_driver_call(layout):
+    """plan.bind(A, B, C): everything set once; each call is one launch on the current stream (or
+    the named one) and sees the operands' new contents. Shapes a single launch cannot take (an
+    fp32 transposed view: a copy first) run the plan's full path."""
+    import simtlab
+
+    torch = _torch()
+    M, N, K = 320, 192, 256
+    A = _operand(torch, M, K, layout[0] == "t", torch.bfloat16)
+    B = _operand(torch, K, N, layout[1] == "t", torch.bfloat16)
+    bound = simtlab.gemm_tc_plan(A, B, out_dtype="bfloat16").bind(A, B)
+    assert bound.one_launch
+    side = torch.cuda.Stream()
+    for i in range(3):
+        A.copy_(_operand(torch, M, K, layout[0] == "t", torch.bfloat16))  # new contents, same buffers
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            C = bound() if i < 2 else None
+        if i == 2:
+            C = bound(side.cuda_stream)
+        torch.cuda.current_stream().wait_stream(side)
+        assert C is bound.C
+        assert _error(C, A.double() @ B.double()) <= _tolerance(M, N, K, "bfloat16", "bfloat16")
+    with pytest.raises(simtlab.plans.PlanMismatch, match="B differs"):
+        simtlab.gemm_tc_plan(A, B).bind(A, B.contiguous() if layout[1] == "t" else B.T.contiguous().T)
+    A32, B32, C32 = torch.rand(M, K, device="cuda"), torch.rand(K, N, device="cuda"), torch.rand(M, N, device="cuda")
+    start = C32.clone()
+    fbound = simtlab.gemm_plan(A32, B32, C32).bind(A32, B32, C32, 2.0, 0.5)
+    assert fbound.one_launch
+    fbound()
+    assert _error(C32, 2.0 * (A32.double() @ B32.double()) + 0.5 * start.double()) <= 1e-5
+    copies = simtlab.gemm_plan(A32.T.contiguous().T, B32).bind(A32.T.contiguous().T, B32)
+    assert not copies.one_launch
+    assert _error(copies(), A32.double() @ B32.double()) <= 1e-5
+    with pytest.raises(ValueError, match="more than one launch"):
+        copies(side.cuda_stream)
+
+
 def test_gemm_fp32_takes_transposed_views_and_misaligned_tensors():
     import simtlab
 

@@ -77,6 +77,17 @@ class PackedLaunch:
         self.bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
                              _u32(self.shared), self.stream_value, self.params, None)
 
+    def clone(self) -> "PackedLaunch":
+        """The same launch with its own parameter block (values copied): one that is set once and
+        kept, beside this one that every call rewrites."""
+        twin = PackedLaunch(self.function.value, self.grid, self.block, self.shared, self.kinds, self.device)
+        for i, (mine, theirs) in enumerate(zip(self.values, twin.values)):
+            if mine is not None:
+                theirs.value = mine.value
+            else:  # (a tensor map: the same 128 bytes)
+                twin.params[i] = self.params[i]
+        return twin
+
     def point_map(self, index: int, address: int) -> None:
         self.params[index] = address
 
@@ -140,6 +151,12 @@ class TensorMapEncoder:
             raise DriverError(f"cuTensorMapEncodeTiled ({self.describe}, address {ptr:#x}) failed: {error_name(err)}")
         self._maps[ptr], self.addresses[ptr] = raw, addr
         return addr
+
+    def keep(self, ptr: int) -> tuple[int, ctypes.Array]:
+        """The map over `ptr` and its storage, for a holder that outlives this encoder's eviction of
+        old maps (a bound launch keeps the storage while it points at it)."""
+        addr = self.address(ptr)
+        return addr, self._maps[ptr]
 
     def encode(self, ptr: int) -> bytes:
         """The map's 128 bytes (for a copy into device memory, as rungs 4-5 and conv2d take them)."""

@@ -19,7 +19,7 @@ from .catalog import family
 from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
 from .launch import build, choose_params, function_handle, prepare
 
-__all__ = ["TcPlan", "GemmPlan", "PlanMismatch"]
+__all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
 
 TC_INPUTS = ("float16", "bfloat16")
 PAD_MIN_MACS = 1 << 27  # fp32 products from 512^3 up run on padded copies when K or N is not a multiple of 4
@@ -108,10 +108,63 @@ class _Plan:
     def _call(self, A, B, C=None, *args):  # (a plan may bind a leaner path for its common case)
         return self._run(A, B, C, *args)
 
+    def bind(self, A, B, C=None, *args) -> "BoundCall":
+        """This plan on these very operands (and alpha, beta for `gemm_plan`): validated, addresses
+        and parameters set once, so each `bound()` is one launch on the caller's current stream
+        (`bound(stream)` names another). For a loop over the same buffers - a static-shape
+        inference step, a benchmark - at the cost of the driver's launch alone. The bound call
+        holds its operands (their memory stays allocated while it lives); C=None allocates one C
+        now, reused by every call."""
+        if not self.matches(A, B, C):
+            self._mismatch(A, B, C)  # (raises, naming the operand)
+        guard = _current(self.lib, self.device)
+        with guard if guard is not None else nullcontext():
+            if C is None:
+                if args[1:2] and args[1] != 0:
+                    raise ValueError("beta != 0 needs an input C")
+                C = self._new_c(A)
+            packed = self._bound_launch(A, B, C, *args)
+        return BoundCall(self, (A, B, C), args, packed)
+
+    def _bound_launch(self, A, B, C, *args):
+        """The one launch these operands need with everything set, or None where the call does more
+        than one launch (copies, padding): then the bound call runs the plan."""
+        return None
+
     def _remember(self, A, B, C) -> None:
         lib = self.lib
         self.keys = (self._key(A), self._key(B), self._key(C))
         self.kinds = (lib.kind(A), lib.kind(B), None if C is None else lib.kind(C))
+
+
+class BoundCall:
+    """A plan bound to its operands (see `_Plan.bind`): `bound()` launches and returns C."""
+
+    def __init__(self, plan: _Plan, operands: tuple, args: tuple, packed: PackedLaunch | None):
+        self.plan, self.operands, self.args, self.packed = plan, operands, args, packed
+        self.C = operands[2]
+        self.one_launch = packed is not None  # else each call runs the plan's full path
+        lib, device = plan.lib, plan.device
+        if packed is not None:
+            stream_of, launch, C = lib.stream, packed.launch, self.C
+
+            def call(stream: int | None = None):
+                try:
+                    launch(stream_of(device) if stream is None else stream)
+                except ContextMismatch:  # (called where another device is current)
+                    with lib.device_guard(device):
+                        launch(stream_of(device) if stream is None else stream)
+                return C
+        else:
+            def call(stream: int | None = None):
+                if stream is not None:
+                    raise ValueError("this bound call does more than one launch (copies or padding): it runs on "
+                                     "the current stream; make that stream current instead of naming it")
+                return plan.run(*operands, *args)
+        self._call = call
+
+    def __call__(self, stream: int | None = None):
+        return self._call(stream)
 
 
 class TcPlan(_Plan):
@@ -223,6 +276,21 @@ class TcPlan(_Plan):
             return C
 
         return call
+
+    def _bound_launch(self, A, B, C):
+        ptr = self.lib.ptr
+        pa, pb, pc = ptr(A), ptr(B), ptr(C)
+        if self._direct is not None and not (pa | pb | pc) & 15:
+            return self._direct.bind(pa, pb, pc)
+        if isinstance(self._pointer, dict):
+            vec = None
+            if self.rung.vec_variant:
+                vec = not (pa | pb | pc) & 15 and self.problem.K % 8 == 0 and self.problem.N % 8 == 0
+            if self.problem.layout == "nn":
+                packed = self._pointer[vec].clone()
+                packed.values[3].value, packed.values[4].value, packed.values[5].value = pa, pb, pc
+                return packed
+        return None
 
     def _run(self, A, B, C):
         lib = self.lib
@@ -390,6 +458,16 @@ class GemmPlan(_Plan):
             vec = not (pa | pb | pc) & 15 and True in self.launches
         self._go(self.launches[vec], alpha, pa, pb, beta, pc)
         return C
+
+    def _bound_launch(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
+        if self.pad is not None or any(self.copies):
+            return None
+        pa, pb, pc = self.lib.ptr(A), self.lib.ptr(B), self.lib.ptr(C)
+        vec = (not (pa | pb | pc) & 15 and True in self.launches) if self.rung.vec_variant else None
+        packed = self.launches[vec].clone()
+        v = packed.values
+        v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = float(alpha), pa, pb, float(beta), pc
+        return packed
 
     def _go(self, packed: PackedLaunch, alpha, pa, pb, beta, pc) -> None:
         v = packed.values

@@ -436,6 +436,17 @@ class ClusterKernel:
             packed.values[i].value = v
         self.launch = self._launcher()
 
+    def bind(self, pa: int, pb: int, pc: int):
+        """A launch of these three addresses with its own parameter block and maps, all set now:
+        each call then only sets the stream (`packed.launch(stream)`)."""
+        packed = self.packed.clone()
+        packed.kept = []  # the maps' storage, alive as long as the launch points at it
+        for i, (encoder, ptr) in enumerate(zip(self.maps, (pa, pb, pc)), start=4):
+            packed.params[i], storage = encoder.keep(ptr)
+            packed.kept.append(storage)
+        packed.values[7].value = pc
+        return packed
+
     def _launcher(self):
         """launch(pa, pb, pc, stream): every call's path, with everything it touches bound to locals -
         the kept maps read straight from the encoders' tables, the packed parameters, one driver call."""
