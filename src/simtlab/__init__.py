@@ -1,10 +1,9 @@
 """simtlab: compile hand-written CUDA kernels from Python, prove them correct,
 time them honestly, explain and tune them."""
 
-__version__ = "0.1.0"
-
-from .compile import CompileError, compile_file, compile_source  # noqa: E402
-from .kernel import Kernel  # noqa: E402
+from .compile import CompileError, compile_file, compile_source
+from .kernel import Kernel
+from .version import __version__
 
 
 _LAZY = ("gemm", "gemm_tc", "gemm_plan", "gemm_tc_plan")  # simtlab.api's, imported on first use

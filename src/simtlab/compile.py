@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .analyze.resources import KernelResources, kernel_resources
+from .hw.resources import KernelResources, kernel_resources
 
 __all__ = ["CompileError", "Cubin", "KernelResources", "compile_file", "compile_source", "cache_dir", "nvrtc_version",
            "KERNELS_DIR"]

@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .analyze.resources import KernelResources, param_sizes_from_cubin
+from .hw.occupancy import SMEM_WITHOUT_OPT_IN
+from .hw.resources import KernelResources, param_sizes_from_cubin
 from .compile import Cubin, compile_source, normalise_arch
 from .launch import Launch, check_launch
 
@@ -100,7 +101,7 @@ class Kernel:
 
     def explain(self, *args, arch: str | None = None) -> dict:
         """Resources, SASS summary and (given arguments, or a fixed block) occupancy."""
-        from .analyze.occupancy import max_threads_per_block, occupancy
+        from .hw.occupancy import max_threads_per_block, occupancy
         from .analyze.sass import SassUnavailable, parse_sass, summarize, disassemble
 
         arch = normalise_arch(arch)
@@ -192,7 +193,7 @@ class Kernel:
             self.grid, self.block, self.shared = saved
         check_launch(self.resources(dev.arch), launch, dev.arch, dev)
         func = self._function(dev.arch)
-        if launch.shared > 48 * 1024:
+        if launch.shared > SMEM_WITHOUT_OPT_IN:
             func.max_dynamic_shared_size_bytes = launch.shared
         func(launch.grid, launch.block, kernel_args, shared_mem=launch.shared)
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from .api_calls import api_references
 from .bench import Timing, time_gpu
 from .catalog import Family, Rung
 from .compile import CompileError
@@ -194,7 +195,7 @@ def run_ladder(
             cached = reference_cache.get(problem.label) if timed_before else None
             if cached:
                 ref_ms, ref_name = cached
-            for ref in ([] if timed_before else op.references()):
+            for ref in ([] if timed_before else op.references() + api_references(fam.name)):
                 if ref.applies is not None and not ref.applies(problem):
                     continue
                 if on_step:

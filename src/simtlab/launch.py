@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .analyze.occupancy import Occupancy, arch_limits, occupancy
-from .analyze.resources import KernelResources
+from .hw.occupancy import SMEM_WITHOUT_OPT_IN, Occupancy, arch_limits, occupancy
+from .hw.resources import KernelResources
 from .catalog import Rung
 from .compile import Cubin, compile_file
 
 __all__ = ["Launch", "LaunchError", "RungInstance", "build", "check_launch"]
 
-DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to dynamic shared memory
 
 
 class LaunchError(RuntimeError):
@@ -184,7 +183,7 @@ def prepare(instance: RungInstance, launch: Launch, vec: bool | None, device=Non
     """Check limits, opt in to large dynamic shared memory, return the CUDA function."""
     check_launch(instance.resources(vec), launch, instance.arch, device)
     func = instance.function(vec)
-    if launch.shared > DEFAULT_SMEM_LIMIT:
+    if launch.shared > SMEM_WITHOUT_OPT_IN:
         func.max_dynamic_shared_size_bytes = launch.shared
     return func
 

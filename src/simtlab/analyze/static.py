@@ -5,7 +5,7 @@ rung's launch geometry for a representative problem."""
 from __future__ import annotations
 
 from ..catalog import Family, Rung
-from .occupancy import max_threads_per_block
+from ..hw.occupancy import max_threads_per_block
 from ..compile import CompileError
 from ..launch import UnsupportedArchError, build, choose_params, unsupported_reason
 

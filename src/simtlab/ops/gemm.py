@@ -163,9 +163,6 @@ def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict
 
 # --- inputs, outputs, references ---------------------------------------------------------------
 
-API_CALL = "simtlab.gemm (API call)"  # the public function's row in the ladder: what a caller gets
-
-
 class Workspace:
     """Fresh random inputs in [-1, 1) for one problem; C is the output every runner writes."""
 
@@ -239,16 +236,8 @@ def _triton(ws: Workspace):
     return triton_sgemm_runner(ws.A, ws.B, ws.C, ws.p.alpha, ws.p.beta)
 
 
-def _api_call(ws: Workspace):
-    """simtlab.gemm exactly as a user calls it on the workspace's arrays: plan lookup, launch."""
-    from ..api import gemm
-
-    p = ws.p
-    return lambda: gemm(ws.A, ws.B, ws.C, p.alpha, p.beta)
-
-
 def references() -> list[Reference]:
-    refs = [Reference("cuBLAS", _cublas_sgemm), Reference(API_CALL, _api_call)]
+    refs = [Reference("cuBLAS", _cublas_sgemm)]  # (and simtlab.gemm itself: see simtlab.api_calls)
     try:
         import triton  # noqa: F401
         import torch  # noqa: F401

@@ -269,7 +269,7 @@ def cluster_work(params, p: TcProblem) -> int:
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
     there is less work), each block a producer warpgroup plus one or two consumers."""
-    from ..analyze.occupancy import arch_limits
+    from ..hw.occupancy import arch_limits
 
     smem = cluster_smem(params)
     limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
@@ -617,30 +617,12 @@ def _triton(ws: Workspace):
     return triton_tc_gemm_runner(ws.A, ws.B, ws.C, ws.p.dtype, ws.p.out)
 
 
-API_CALL = "simtlab.gemm_tc (API call)"  # the public function's row in the ladder: what a caller gets
-
-
-def _api_call(ws: Workspace):
-    """simtlab.gemm_tc exactly as a user calls it: on PyTorch tensors over the workspace's arrays
-    where an operand or C is bf16 (CuPy has no bfloat16 type), else on the CuPy arrays."""
-    from ..api import gemm_tc
-
-    p = ws.p
-    A, B, C = ws.A, ws.B, ws.C
-    if "bfloat16" in (p.dtype, p.out):
-        import torch
-
-        A, B, C = (torch.from_dlpack(x).view(torch.bfloat16) if x.dtype.kind == "u" else torch.from_dlpack(x)
-                   for x in (A, B, C))
-    return lambda: gemm_tc(A, B, C, out_dtype=p.out)
-
-
 def references() -> list[Reference]:
     # (GemmStridedBatchedEx for a batched problem; one name, so stored rows stay comparable. C's type
     # follows the problem, whose label names a 16-bit one, '...:bf16:bf16'; runs before 16-bit C
     # existed named these "..., fp32 out")
-    refs = [Reference("cuBLAS (GemmEx, fp32 sums)", _cublas),
-            Reference(API_CALL, _api_call, applies=lambda p: p.dtype != "float32")]  # (the API takes 16-bit inputs)
+    # (and simtlab.gemm_tc itself: see simtlab.api_calls)
+    refs = [Reference("cuBLAS (GemmEx, fp32 sums)", _cublas)]
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401

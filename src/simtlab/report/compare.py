@@ -94,7 +94,7 @@ def compare_rows(base: list[dict], new: list[dict], floor: float = FLOOR, k: flo
         if key not in b:
             changes.append(Change(fam, kernel, problem, None, n[key][1], None, None, "new"))
             continue
-        (bg, bms, bs, _), (ng, nms, ns, nstatus) = b[key], n[key]
+        (bg, bms, bs, _), (ng, nms, ns, _) = b[key], n[key]
         if bg and not ng:
             changes.append(Change(fam, kernel, problem, bms, None, None, None, "regression"))
             continue

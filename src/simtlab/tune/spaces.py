@@ -3,9 +3,10 @@ device's limits written as restrictions so invalid points never reach NVRTC."""
 
 from __future__ import annotations
 
+from ..hw.occupancy import arch_limits
 from .space import Space
 
-OPTIN_SMEM = 227 * 1024  # sm_80 and sm_90 opt-in shared memory per block (sm_86/89: 99 KiB)
+OPTIN_SMEM = arch_limits("sm_90").smem_per_block_optin  # the spaces are drawn for the H200 (sm_90)
 
 
 def _warptile_restrictions(max_smem: int, with_stages: bool):

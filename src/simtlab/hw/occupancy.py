@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["ArchLimits", "ARCHS", "Occupancy", "occupancy", "arch_limits", "max_threads_per_block"]
+__all__ = ["ArchLimits", "ARCHS", "SMEM_WITHOUT_OPT_IN", "Occupancy", "occupancy", "arch_limits", "max_threads_per_block"]
 
 KB = 1024
+SMEM_WITHOUT_OPT_IN = 48 * KB  # shared memory per block a kernel gets without opting in (every arch)
 
 
 @dataclass(frozen=True)

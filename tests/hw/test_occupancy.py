@@ -1,6 +1,6 @@
 import pytest
 
-from simtlab.analyze.occupancy import arch_limits, occupancy
+from simtlab.hw.occupancy import arch_limits, occupancy
 
 
 def test_register_limited():
@@ -48,7 +48,7 @@ def test_sm90a_uses_sm90_table_and_unknown_arch_is_clear():
 
 
 def test_max_threads_per_block():
-    from simtlab.analyze.occupancy import max_threads_per_block
+    from simtlab.hw.occupancy import max_threads_per_block
 
     assert max_threads_per_block("sm_90", 32) == 1024
     assert max_threads_per_block("sm_90", 255) == 256  # 8192 registers per warp: 8 warps

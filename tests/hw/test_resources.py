@@ -1,4 +1,4 @@
-from simtlab.analyze.resources import kernel_resources, launch_bounds_from_cubin, parse_ptxas_log
+from simtlab.hw.resources import kernel_resources, launch_bounds_from_cubin, parse_ptxas_log
 from simtlab.compile import compile_source
 
 LOG = """ptxas info    : 0 bytes gmem
@@ -43,7 +43,7 @@ def test_real_spills_are_reported(tmp_cache):
 
 
 def test_elf_and_ptxas_log_agree_for_every_rung():
-    from simtlab.analyze.resources import elf_resources
+    from simtlab.hw.resources import elf_resources
     from simtlab.catalog import all_rungs
     from simtlab.launch import arch_capability, build
 
@@ -72,7 +72,7 @@ def test_without_a_log_the_elf_still_reports(tmp_cache):
 
 
 def test_parameter_sizes_from_the_cubin(tmp_cache):
-    from simtlab.analyze.resources import param_sizes_from_cubin
+    from simtlab.hw.resources import param_sizes_from_cubin
 
     src = "__global__ void k(float* x, int n, double d, char c, float4 v) { x[n] = d + c + v.x; }"
     cubin = compile_source(src, "params.cu", arch="sm_90")

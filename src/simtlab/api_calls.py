@@ -1,0 +1,47 @@
+"""The public functions as rows of their ladders: `simtlab.gemm` and `simtlab.gemm_tc` timed exactly as
+a user calls them (plan lookup and launch inside the timed call), beside the libraries and the
+rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
+ops' kernels); the ladder asks here for a family's extra rows."""
+
+from __future__ import annotations
+
+from .ops.base import Reference
+
+__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL"]
+
+GEMM_CALL = "simtlab.gemm (API call)"
+GEMM_TC_CALL = "simtlab.gemm_tc (API call)"
+
+
+def _gemm(ws):
+    """simtlab.gemm on the workspace's arrays, alpha and beta from the problem."""
+    from .api import gemm
+
+    p = ws.p
+    return lambda: gemm(ws.A, ws.B, ws.C, p.alpha, p.beta)
+
+
+def _gemm_tc(ws):
+    """simtlab.gemm_tc on PyTorch tensors over the workspace's arrays where an operand or C is bf16
+    (CuPy has no bfloat16 type), else on the CuPy arrays."""
+    from .api import gemm_tc
+
+    p = ws.p
+    A, B, C = ws.A, ws.B, ws.C
+    if "bfloat16" in (p.dtype, p.out):
+        import torch
+
+        A, B, C = (torch.from_dlpack(x).view(torch.bfloat16) if x.dtype.kind == "u" else torch.from_dlpack(x)
+                   for x in (A, B, C))
+    return lambda: gemm_tc(A, B, C, out_dtype=p.out)
+
+
+_CALLS = {
+    "gemm": [Reference(GEMM_CALL, _gemm)],
+    "gemm_tc": [Reference(GEMM_TC_CALL, _gemm_tc, applies=lambda p: p.dtype != "float32")],  # (16-bit inputs)
+}
+
+
+def api_references(family: str) -> list[Reference]:
+    """The public calls timed as rows of `family`'s ladder (none for most families)."""
+    return list(_CALLS.get(family, ()))
