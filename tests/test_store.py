@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -193,3 +194,68 @@ def test_readers_write_nothing_and_foreign_files_are_refused(tmp_path):
     junk.write_bytes(b"\x13" * 4096)
     with pytest.raises(sqlite3.DatabaseError):
         Store(junk, readonly=True)
+
+
+def _two_runs(path):
+    store = Store(path)
+    for label in ("a", "b"):
+        run = store.start_run(f"ladder {label}")
+        for k in range(3):
+            store.add_result(run, family="gemm", rung=f"gemm/0{k + 1}_x", stage=k + 1, problem="64x64x64",
+                             status="ok", median_ms=float(k + 1), params={"K": k}, extra={"sm_mhz": 1980})
+    return store
+
+
+def test_results_as_text_read_back_equal_and_merge(tmp_path):
+    """A store written as JSON Lines (what the repository commits) reads back row for row, opens
+    only for reading, and merges into a database like a database does."""
+    from simtlab.store import StoreError
+
+    store = _two_runs(tmp_path / "a.db")
+    assert store.write_text(tmp_path / "a.jsonl") == 6
+    text = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert len(text) == 8 and text[0].startswith('{"run": ') and text[2].startswith('{"result": ')
+    back = Store(tmp_path / "a.jsonl", readonly=True)
+    assert back.runs() == store.runs() and back.results() == store.results()
+    assert back.best("gemm", "gemm/01_x", "64x64x64", None) is None  # (no device recorded: still answers)
+    with pytest.raises(StoreError, match="is read, not written"):
+        Store(tmp_path / "a.jsonl")
+    merged = Store(tmp_path / "m.db")
+    assert merged.merge_from(tmp_path / "a.jsonl") == 2
+    assert [r["median_ms"] for r in merged.results()] == [r["median_ms"] for r in store.results()]
+    assert store.write_text(tmp_path / "one.jsonl", [store.runs()[0]["id"]]) == 3
+
+
+def test_a_damaged_text_store_names_its_line(tmp_path):
+    from simtlab.store import StoreError
+
+    _two_runs(tmp_path / "a.db").write_text(tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines[:3] + ['{"result": {"nosuch": 1}}'] + lines[3:]))
+    with pytest.raises(StoreError, match=r"bad.jsonl:4 is not a simtlab results line.*nosuch"):
+        Store(tmp_path / "bad.jsonl", readonly=True)
+    (tmp_path / "junk.jsonl").write_text("not json\n")
+    with pytest.raises(StoreError, match="junk.jsonl:1"):
+        Store(tmp_path / "junk.jsonl", readonly=True)
+
+
+def test_the_cli_exports_text_and_reads_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    _two_runs(tmp_path / "a.db").close()
+    out = tmp_path / "a.jsonl"
+    r = CliRunner().invoke(app, ["results", "--db", str(tmp_path / "a.db"), "--export", "jsonl", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["results", "--db", str(out), "--json"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) == 6
+
+
+def test_the_shipped_results_open_as_text():
+    """The repository's H200 results are text a machine with no GPU reads."""
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200.jsonl"
+    store = Store(shipped, readonly=True)
+    assert len(store.runs(10**6)) > 100 and store.results(family="gemm_tc", status="ok")

@@ -226,6 +226,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
                                                      "before its process is killed; with --isolate")):
     """Verify and time every rung of a ladder beside its reference; store every row."""
     from .device import NoGpuError, current_sm_clock_mhz, device_info
+    from .api_calls import api_references
     from .ladder import LadderOptions, run_ladder, run_ladder_isolated
     from .report.table import ladder_table
     from .store import Store
@@ -254,7 +255,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
         console.print(f"[bold]{fam.name}[/] on {dev.name} ({dev.arch}), run {run_id} -> {store.path}")
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    n_refs = len(op.references())
+    n_refs = len(op.references() + api_references(fam.name))
     total = len(sizes) * (n_refs + len(rungs or fam.rungs))
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=quiet) as progress:
@@ -576,7 +577,8 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
             runs: bool = typer.Option(False, "--runs", help="list runs instead of results"),
             db: Optional[Path] = typer.Option(None, help="results database"),
             as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-            export: Optional[str] = typer.Option(None, help="write the rows as csv or json (to --output or stdout)"),
+            export: Optional[str] = typer.Option(None, help="write the rows as csv or json (to --output or stdout), "
+                                                            "or the store's runs and results as jsonl text (-o)"),
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="file for --export")):
     """Query the results store."""
     from .store import rows_as_json
@@ -584,8 +586,14 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
     if family is not None:
         _family(family)  # (a family that does not exist is named, not an empty table)
     store = _existing_store(db)
-    if export not in (None, "csv", "json"):
-        _fail(f"--export takes csv or json, not {export!r}")
+    if export not in (None, "csv", "json", "jsonl"):
+        _fail(f"--export takes csv, json or jsonl, not {export!r}")
+    if export == "jsonl":  # the store itself as text (its runs and their results), for committing
+        if output is None:
+            _fail("--export jsonl writes a file: give it with -o FILE.jsonl")
+        n = store.write_text(output, None if run is None else [run])
+        err.print(f"{n} results -> {output}")
+        return
     rows = store.runs(limit or 20) if runs else store.results(run, family, status, limit)
     if export:
         import csv

@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["Store", "StoreError", "default_path", "SCHEMA_VERSION", "git_commit"]
+from .version import __version__
+
+__all__ = ["Store", "StoreError", "default_path", "SCHEMA_VERSION", "TEXT_SUFFIX", "git_commit"]
 
 SCHEMA_VERSION = 1
 
@@ -128,6 +130,13 @@ class Store:
         self.readonly = readonly
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a folder, not a results store")
+        if self.path.suffix == TEXT_SUFFIX:  # results as text: read into memory, never written
+            if not readonly:
+                raise StoreError(f"{self.path} is results as text (JSON Lines), which is read, not written: store "
+                                 f"into a database (--db results.db) and `simtlab merge {self.path.name}` into it")
+            self.db = _load_text(self.path)
+            self.db.row_factory = sqlite3.Row
+            return
         if readonly:
             if not self.path.is_file():
                 raise StoreError(f"no results store at {self.path}")
@@ -206,8 +215,6 @@ class Store:
         self.db.close()
 
     def start_run(self, command: str = "", device: Any = None, sm_clock_mhz: int | None = None) -> int:
-        from . import __version__
-
         row = {
             "started": _now(), "simtlab_version": __version__, "git_commit": git_commit(), "command": command,
             "host": socket.gethostname(),
@@ -289,8 +296,60 @@ class Store:
         finally:
             src.close()
 
+    def write_text(self, path: str | Path, run_ids: Iterable[int] | None = None) -> int:
+        """The store (or these runs) as JSON Lines: a line per run ({"run": {...}}), then a line per
+        result ({"result": {...}}, its run_id the run's id here), keys sorted - diffable text that
+        `Store(path, readonly=True)` reads back and `merge` copies from. Returns the results written."""
+        runs = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        if run_ids is not None:
+            wanted = set(run_ids)
+            runs = [r for r in runs if r["id"] in wanted]
+        tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+        n = 0
+        with open(tmp, "w") as out:
+            for run in runs:
+                out.write(json.dumps({"run": dict(run)}, sort_keys=True) + "\n")
+            for run in runs:
+                for r in self.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)):
+                    out.write(json.dumps({"result": {k: r[k] for k in r.keys() if k != "id"}}, sort_keys=True) + "\n")
+                    n += 1
+        os.replace(tmp, path)
+        return n
+
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+TEXT_SUFFIX = ".jsonl"
+
+
+def _load_text(path: Path) -> sqlite3.Connection:
+    """An in-memory store holding the runs and results of a JSON Lines file (Store.write_text)."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    _run_script(db, _SCHEMA)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    columns = {t: set(_columns(db, t)) for t in _TABLES}
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read results text {path}: {exc}") from None
+    db.execute("BEGIN")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            (kind, row), = entry.items()
+            table = {"run": "runs", "result": "results"}[kind]
+            unknown = set(row) - columns[table]
+            if unknown:
+                raise ValueError(f"unknown {kind} fields {sorted(unknown)}")
+            db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                       list(row.values()))
+        except (ValueError, KeyError, TypeError, AttributeError, sqlite3.Error) as exc:
+            raise StoreError(f"{path}:{number} is not a simtlab results line ({type(exc).__name__}: {exc})") from None
+    db.execute("COMMIT")
+    return db
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:
