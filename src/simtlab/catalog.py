@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import Mapping
 
+from .hw.arch import Arch
+
 __all__ = ["Rung", "Family", "FAMILIES", "family", "families", "all_rungs"]
 
 
@@ -48,7 +50,7 @@ class Rung:
     def params(self, arch: str | None = None, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         p = dict(self.defaults)
         if arch is not None:
-            p.update(self.arch_defaults.get(arch.rstrip("a"), {}))
+            p.update(self.arch_defaults.get(Arch(arch).base, {}))
         for k, v in (overrides or {}).items():
             if k not in p:
                 raise ValueError(f"{self.id} has no parameter {k!r}; it has {', '.join(p)}")
@@ -79,7 +81,7 @@ class Rung:
 
     def build_arch(self, arch: str) -> str:
         """The target a cubin is built for: the "a" variant for architecture-specific rungs."""
-        return arch if not self.arch_specific or arch.endswith("a") else arch + "a"
+        return Arch(arch).specific if self.arch_specific else Arch(arch)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .hw.arch import Arch
 from .hw.resources import KernelResources, kernel_resources
 
 __all__ = ["CompileError", "Cubin", "KernelResources", "compile_file", "compile_source", "cache_dir", "nvrtc_version",
@@ -154,18 +155,15 @@ def nvrtc_build() -> str:
         return f"{major}.{minor}"
 
 
-def normalise_arch(arch: str | None) -> str:
+def normalise_arch(arch: str | None) -> Arch:
+    """The architecture to build for, parsed once (an `Arch`), and one this NVRTC compiles for."""
     if arch is None:
         from .device import current_arch
 
-        return current_arch()
-    arch = arch.strip().lower()
-    if re.fullmatch(r"\d{2,3}a?", arch):
-        arch = "sm_" + arch
-    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
-        raise ValueError(f"arch must look like 'sm_90' (or 'sm_90a'), got {arch!r}")
+        return Arch(current_arch())
+    arch = Arch(arch)
     supported = nvrtc_archs()
-    if supported and int(arch[3:].rstrip("af")) not in supported:
+    if supported and arch.number not in supported:
         major, minor = nvrtc_version()
         raise ValueError(f"NVRTC {major}.{minor} does not compile for {arch}: it takes "
                          f"{', '.join(f'sm_{a}' for a in sorted(supported))}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from .hw.arch import Arch
+
 __all__ = ["NoGpuError", "gpu_count", "require_gpu", "current_arch", "DeviceInfo", "device_info"]
 
 NO_GPU_HINT = "static reports still work here: `simtlab compile FAMILY --arch sm_90`"
@@ -67,8 +69,8 @@ class DeviceInfo:
     runtime_version: int
 
     @property
-    def arch(self) -> str:
-        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+    def arch(self) -> Arch:
+        return Arch.of(self.compute_capability)
 
     @property
     def datasheet_bandwidth_gbs(self) -> float:
@@ -135,7 +137,7 @@ def device_info(index: int | None = None) -> DeviceInfo:
     )
 
 
-def current_arch() -> str:
+def current_arch() -> Arch:
     return device_info().arch
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .hw.arch import Arch
 from .hw.occupancy import SMEM_WITHOUT_OPT_IN, Occupancy, arch_limits, occupancy
 from .hw.resources import KernelResources
 from .catalog import Rung
@@ -30,8 +31,7 @@ class UnsupportedArchError(LaunchError):
 
 def arch_capability(arch: str) -> tuple[int, int]:
     """'sm_90a' -> (9, 0), 'sm_120' -> (12, 0)."""
-    digits = arch.removeprefix("sm_").rstrip("af")
-    return int(digits[:-1]), int(digits[-1])
+    return Arch(arch).capability
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .arch import Arch
+
 __all__ = ["ArchLimits", "ARCHS", "SMEM_WITHOUT_OPT_IN", "Occupancy", "occupancy", "arch_limits", "max_threads_per_block"]
 
 KB = 1024
@@ -50,7 +52,7 @@ ARCHS: dict[str, ArchLimits] = {
 
 
 def arch_limits(arch: str) -> ArchLimits:
-    base = arch.rstrip("a")  # sm_90a has sm_90's resources
+    base = Arch(arch).base  # sm_90a has sm_90's resources
     try:
         return ARCHS[base]
     except KeyError:
