@@ -376,8 +376,12 @@ def test_tune_cli_small(tmp_path):
             "--db", str(db), "--json"]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
-    again = CliRunner().invoke(app, args)  # resumes: the three earlier evaluations come from history
+    again = CliRunner().invoke(app, args)  # --budget is the problem's total: all three are in history
     assert again.exit_code == 0, again.output
+    rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
+    assert len(rows) == 3
+    more = CliRunner().invoke(app, [*args[:5], "6", *args[6:]])  # a larger total runs only what is left
+    assert more.exit_code == 0, more.output
     rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
     assert len(rows) == 6 and len({r["params"] for r in rows}) == 6
 

@@ -107,7 +107,7 @@ def test_verify_time_and_bad_arguments():
         good(np.ones(n, np.float32), x, y, 2.0, n)
     with pytest.raises(ValueError, match="not contiguous"):
         good(out[::2], x, y, 2.0, n)
-    with pytest.raises(simtlab.launch.LaunchError, match="threads per block"):
+    with pytest.raises(ValueError, match="block 2048 has 2048 threads; a block holds at most 1024"):
         good(out, x, y, 2.0, n, block=2048)
     t = Kernel(TEMPLATED, "scale", [128], grid=lambda x, s, n: (-(-int(n) // 128),), block=128)
     z = cupy.ones(1000, cupy.float32)
