@@ -13,7 +13,7 @@ def test_every_rung_is_one_file_with_a_header_lesson():
         assert text.startswith(f"// Rung {r.stage} - "), r.source
         assert f"{r.stage:02d}_{r.name}.cu" == r.source.split("/")[-1]
         assert r.kernel in text and r.lesson
-        assert hasattr(family(r.family).op(), r.geometry)
+        assert callable(r.geometry) and r.ops is family(r.family).op()
 
 
 def test_stages_are_consecutive():
@@ -49,7 +49,7 @@ ODD = [(1, 1, 1), (127, 129, 65), (1000, 1013, 37), (4097, 4095, 4093), (1, 4096
 def test_gemm_geometry_covers_every_output(rung, mnk):
     p = gemm.GemmProblem(*mnk)
     params = rung.params("sm_90")
-    L = getattr(gemm, rung.geometry)(params, p)
+    L = rung.geometry(params, p)
     assert 1 <= L.threads <= 1024
     # outputs per block x blocks must cover C; reconstruct the block tile from the parameters
     if rung.name == "naive":
@@ -128,10 +128,14 @@ def test_every_family_op_module_meets_the_contract(name):
 
     from simtlab.launch import check_grid
 
+    from simtlab.family import FamilyOps
+
     fam = family(name)
     op = fam.op()
-    for attr in ("parse_size", "tolerance", "requested_bytes", "workspace", "references", "DTYPE"):
-        assert hasattr(op, attr), (name, attr)
+    hooks = ("DTYPE", "parse_size", "workspace", "references", "tolerance", "requested_bytes", "unsupported",
+             "make_runner", "work_units")
+    assert isinstance(op, FamilyOps), [a for a in hooks if not hasattr(op, a)]
+    assert op.FAMILY is fam and all(r.ops is op for r in fam.rungs)
     assert "ws" in inspect.signature(op.tolerance).parameters
     for size in fam.default_sizes + (fam.check_size,):
         p = op.parse_size(size)
@@ -140,8 +144,8 @@ def test_every_family_op_module_meets_the_contract(name):
         for rung in fam.rungs:
             params = rung.params("sm_90")
             if rung.size_defaults:
-                params.update(getattr(op, rung.size_defaults)(p, None, True))
-            launch = getattr(op, rung.geometry)(params, p, None)
+                params.update(rung.size_defaults(p, None, True))
+            launch = rung.geometry(params, p, None)
             assert launch.threads >= 32 and launch.blocks >= 1
             check_grid(launch)
             assert op.requested_bytes(rung.name, params, p) >= p.bytes or fam.name == "gemm"

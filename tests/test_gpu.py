@@ -262,7 +262,7 @@ def test_isolated_ladder_kills_a_rung_past_its_limit_and_goes_on(tmp_path):
     """`simtlab ladder` measures in a child process: a rung that outlives --timeout is killed, its
     row stored as a timeout, and a fresh process measures the next one."""
     from simtlab.children import IsolatedEvaluator
-    from simtlab.ladder import LadderOptions, run_ladder_isolated
+    from simtlab.ladder import LadderOptions, ladder_child, run_ladder_isolated
     from simtlab.store import Store
 
     store = Store(tmp_path / "r.db")
@@ -271,7 +271,7 @@ def test_isolated_ladder_kills_a_rung_past_its_limit_and_goes_on(tmp_path):
     rungs = [fam.rung("naive"), fam.rung("tuned")]
     endless = LadderOptions(target_ms=30_000, max_reps=10**6)  # far past the limit below
     kwargs = {"family": "gemm", "db": str(store.path), "run_id": run, "opts": endless}
-    with IsolatedEvaluator("simtlab.ladder:ladder_child", kwargs, timeout_s=8) as child:
+    with IsolatedEvaluator(ladder_child, kwargs, timeout_s=8) as child:
         rows = run_ladder_isolated(fam, ["255x257x129"], rungs, store, run, endless, child=child)
         assert [r.status for r in rows] == ["timeout"] * 3, [(r.name, r.status, r.error) for r in rows]
         assert child.restarts == 3
@@ -597,7 +597,7 @@ def test_tf32_matches_float64_and_cublas_tf32(size, rung_name):
 
     fam = family("gemm_tc")
     p = gemm_tc.parse_size(size)
-    assert rung_name in gemm_tc.TF32_RUNGS
+    assert family("gemm_tc").rung(rung_name).can(gemm_tc.TF32)
     ws = _run_rung(fam, fam.rung(rung_name), p, 17, ladder_params=True)
     _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
     assert compare(ws.C, ws.expected(), gemm_tc.tolerance(p)).ok  # cuBLAS's TF32 lands in the same band

@@ -6,12 +6,11 @@ limit or after such an error, and a fresh one carries on."""
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing as mp
 import os
 import sys
 import traceback
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["die_with_parent", "IsolatedEvaluator", "EvaluationFailed", "EvaluationCrashed", "EvaluationTimeout",
            "STICKY_ERRORS", "is_sticky"]
@@ -56,15 +55,14 @@ class EvaluationTimeout(TimeoutError):
     """The evaluation outlived its limit and its process was killed."""
 
 
-def _serve(conn, factory: str, kwargs: dict, env: dict | None = None) -> None:
+def _serve(conn, factory: Callable, kwargs: dict, env: dict | None = None) -> None:
     """Child loop: build the objective once (CUDA context, references), then evaluate on request. An
     evaluation that ends in a sticky CUDA error (an illegal address, a launch failure) is reported
     as a fault and the child exits: its context is lost, and the parent starts a fresh one."""
     die_with_parent()
     os.environ.update(env or {})
-    module, name = factory.split(":")
     try:
-        objective = getattr(importlib.import_module(module), name)(**kwargs)
+        objective = factory(**kwargs)
     except BaseException as exc:  # noqa: BLE001 - the parent reports it
         conn.send(("setup", f"{type(exc).__name__}: {exc}"))
         return
@@ -88,10 +86,10 @@ def _serve(conn, factory: str, kwargs: dict, env: dict | None = None) -> None:
 
 class IsolatedEvaluator:
     """A callable objective that runs `factory(**kwargs)(config)` in a spawned child process.
-    `factory` is "module:function". An evaluation that takes longer than `timeout_s` kills the child
+    `factory` is a module-level function (pickled by its name for the child). An evaluation that takes longer than `timeout_s` kills the child
     and raises EvaluationTimeout; the next call starts a new child."""
 
-    def __init__(self, factory: str, kwargs: Mapping[str, Any] | None = None, timeout_s: float = 60.0,
+    def __init__(self, factory: Callable, kwargs: Mapping[str, Any] | None = None, timeout_s: float = 60.0,
                  setup_timeout_s: float = 300.0, env: Mapping[str, str] | None = None):
         self.factory, self.kwargs = factory, dict(kwargs or {})
         self.env = dict(env or {})  # set in the child before it imports anything (CUDA_VISIBLE_DEVICES)

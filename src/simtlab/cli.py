@@ -520,9 +520,9 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
     kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
                   fixed=dict(space.fixed))
     if isolate and len(gpu_ids) > 1:
-        objective = gpu_evaluators("simtlab.tune.worker:ladder_objective", kwargs, gpu_ids, timeout)
+        objective = gpu_evaluators(ladder_objective, kwargs, gpu_ids, timeout)
     elif isolate:
-        objective = IsolatedEvaluator("simtlab.tune.worker:ladder_objective", kwargs, timeout_s=timeout)
+        objective = IsolatedEvaluator(ladder_objective, kwargs, timeout_s=timeout)
     else:
         objective = ladder_objective(**kwargs)
 

@@ -304,7 +304,7 @@ def run_ladder_isolated(
     rungs = list(rungs) if rungs is not None else list(fam.rungs)
     owned = child is None
     if owned:
-        child = IsolatedEvaluator("simtlab.ladder:ladder_child", {
+        child = IsolatedEvaluator(ladder_child, {
             "family": fam.name, "db": str(store.path) if store is not None else None, "run_id": run_id,
             "opts": opts}, timeout_s=timeout_s)
     rows: list[Row] = []

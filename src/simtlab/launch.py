@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .compile import Cubin, compile_file
+from .family import Rung
 from .hw.arch import Arch
 from .hw.occupancy import SMEM_WITHOUT_OPT_IN, Occupancy, arch_limits, occupancy
 from .hw.resources import KernelResources
-from .catalog import Rung
-from .compile import Cubin, compile_file
 
 __all__ = ["Launch", "LaunchError", "RungInstance", "build", "check_launch"]
 
@@ -80,8 +80,7 @@ class RungInstance:
         return self.cubin.resources(self.expression(vec))
 
     def geometry(self, problem, device=None) -> Launch:
-        fn = getattr(_family_op(self.rung), self.rung.geometry)
-        return fn(self.params, problem, device)
+        return self.rung.geometry(self.params, problem, device)
 
     def occupancy(self, launch: Launch, vec: bool | None = True) -> Occupancy:
         r = self.resources(vec)
@@ -108,12 +107,6 @@ class RungInstance:
         return self._functions[key]
 
 
-def _family_op(rung: Rung):
-    from .catalog import family
-
-    return family(rung.family).op()
-
-
 def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None = None) -> RungInstance:
     """Compile `rung` (cached on disk). `params` override the rung's defaults for `arch`."""
     from .compile import normalise_arch
@@ -134,14 +127,14 @@ def choose_params(rung: Rung, problem, device, vec: bool | None, store=None,
     import json
 
     if explicit:  # over the size defaults, which may carry what the problem fixes (operator, dtype)
-        base = getattr(_family_op(rung), rung.size_defaults)(problem, device, vec) if rung.size_defaults else {}
+        base = rung.size_defaults(problem, device, vec) if rung.size_defaults else {}
         return {**base, **explicit}
     if rung.from_store and store is not None and device is not None:
         best = store.best(rung.family, rung.id, problem.label, device.name)
         if best and best.get("params"):
             return json.loads(best["params"])
     if rung.size_defaults:
-        return getattr(_family_op(rung), rung.size_defaults)(problem, device, vec)
+        return rung.size_defaults(problem, device, vec)
     return None
 
 
@@ -189,24 +182,21 @@ def prepare(instance: RungInstance, launch: Launch, vec: bool | None, device=Non
 
 
 def unsupported_reason(rung: Rung, problem) -> str | None:
-    """Why a rung cannot take this problem at all (e.g. an input type it has no form for), from the
-    family's optional `unsupported(rung, problem)` hook; None when it can."""
-    op = _family_op(rung)
-    return op.unsupported(rung, problem) if hasattr(op, "unsupported") else None
+    """Why a rung cannot take this problem at all (e.g. an input type it has no form for), from its
+    family's `unsupported(rung, problem)` hook; None when it can."""
+    return rung.ops.unsupported(rung, problem)
 
 
 def runner(instance: RungInstance, problem, ws, vec: bool | None, device=None):
     """A zero-argument callable that runs the rung once on the workspace: the family's own
     `make_runner` where it has one (several launches, __constant__ data, per-rung arguments; it may
     return None for a rung it leaves to the default), else one launch with `ws.args()`."""
-    op = _family_op(instance.rung)
     reason = unsupported_reason(instance.rung, problem)
     if reason:
         raise LaunchError(f"{instance.rung.id} cannot run {problem.label}: {reason}")
-    if hasattr(op, "make_runner"):
-        run = op.make_runner(instance, problem, ws, device, vec, prepare)
-        if run is not None:
-            return run
+    run = instance.rung.ops.make_runner(instance, problem, ws, device, vec, prepare)
+    if run is not None:
+        return run
     launch = instance.geometry(problem, device)
     func = prepare(instance, launch, vec, device)
     args = ws.args()

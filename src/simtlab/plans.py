@@ -18,6 +18,7 @@ from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
 from .catalog import family
 from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
 from .launch import build, choose_params, function_handle, prepare
+from .ops.gemm_tc import CLUSTER, TMA
 
 __all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
 
@@ -250,7 +251,7 @@ class TcPlan(_Plan):
         guard = _current(lib, dev)
         with guard if guard is not None else nullcontext():
             row_major = TcProblem(M, N, K, ta, batch, out_dtype)
-            if r.name == "wgmma_cluster":
+            if r.can(CLUSTER):
                 if tma_ready(p):  # read where the operands lie (16-byte aligned addresses: checked per call)
                     self._direct = self._cluster(p)
                     self._call = self._direct_path()
@@ -272,7 +273,7 @@ class TcPlan(_Plan):
         variant where the rung has one - or through the ladder's runner for the TMA rungs 4-5."""
         params = choose_params(self.rung, p, self.info, None)
         inst = _instance("gemm_tc", self.rung.name, _frozen(params), self.info.arch)
-        if self.rung.name.startswith("wgmma"):
+        if self.rung.can(TMA):
             return inst
         launches = {}
         for vec in ((True, False) if self.rung.vec_variant else (None,)):
@@ -329,7 +330,7 @@ class TcPlan(_Plan):
             if not (pa | pb | pc) & 15:
                 self._direct.launch(pa, pb, pc, lib.stream(self.device))
                 return C
-        if self.rung.name == "wgmma_cluster":
+        if self.rung.can(CLUSTER):
             self._run_padded(A, B, C)
         else:
             self._run_pointer(A, B, C)

@@ -20,8 +20,8 @@ def test_parse_labels_and_counts():
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 1013), (33, 65), (8192, 8192)])
 def test_every_pixel_has_a_thread(rung, shape):
     p = cv.ConvProblem(*shape, 7)
-    params = rung.params("sm_90", getattr(cv, rung.size_defaults)(p) if rung.size_defaults else None)
-    L = getattr(cv, rung.geometry)(params, p)
+    params = rung.params("sm_90", rung.size_defaults(p) if rung.size_defaults else None)
+    L = rung.geometry(params, p)
     cols = params["BX"] * (params.get("TX", cv.TX) if rung.stage >= 4 else 1)
     rows = params["BY"] * params.get("TY", 1) * params.get("NT", 1)
     assert L.grid[0] * cols >= p.W and (L.grid[0] - 1) * cols < p.W
@@ -31,7 +31,7 @@ def test_every_pixel_has_a_thread(rung, shape):
 def test_tiling_cuts_the_requested_bytes():
     p = cv.parse_size("8192:r3")
     fam = family("conv2d")
-    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", getattr(cv, r.size_defaults)(p) if r.size_defaults
+    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", r.size_defaults(p) if r.size_defaults
                                                         else None), p)
            for r in fam.rungs}
     assert req["naive"] > req["constant"] > 10 * req["smem_tile"]

@@ -26,7 +26,7 @@ def test_parse_labels_and_counts():
 def test_every_output_has_a_block(rung, mnk):
     p = tc.TcProblem(*mnk)
     params = rung.params("sm_90", tc.dtype_params(p))
-    L = getattr(tc, rung.geometry)(params, p)
+    L = rung.geometry(params, p)
     if rung.name == "wgmma_ws":  # persistent: one block per SM (or per tile), each walks tiles
         tiles = tc.wgmma_tiles(params, p)
         assert L.grid == (min(132, tiles), 1, 1) and tiles * params["BM"] * params["BN"] >= p.M * p.N
@@ -46,7 +46,7 @@ def test_every_output_has_a_block(rung, mnk):
         bm, bn = params["BM"], params["BN"]
     assert L.grid[0] * bn >= p.N and (L.grid[0] - 1) * bn < p.N
     assert L.grid[1] * bm >= p.M and (L.grid[1] - 1) * bm < p.M
-    assert L.grid[2] == 1 and getattr(tc, rung.geometry)(params, tc.TcProblem(*mnk, batch=7)).grid[2] == 7
+    assert L.grid[2] == 1 and rung.geometry(params, tc.TcProblem(*mnk, batch=7)).grid[2] == 7
     assert L.threads <= 1024 and L.shared <= 227 * 1024
 
 
@@ -160,7 +160,7 @@ def test_tf32_problems_and_the_rungs_that_take_them():
     assert tc.tolerance(p) == pytest.approx(tc.tolerance(tc.parse_size("4096")) + 2 ** -9)
     for rung in family("gemm_tc").rungs:
         reason = unsupported_reason(rung, p)
-        assert (reason is None) == (rung.name in tc.TF32_RUNGS), rung.name
+        assert (reason is None) == rung.can(tc.TF32), rung.name
         assert unsupported_reason(rung, tc.parse_size("64:bf16")) is None
     assert "wgmma_ws" in unsupported_reason(family("gemm_tc").rung("wmma"), p)
 
@@ -175,7 +175,7 @@ def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
     assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
     assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0, **row_major}
     rung = family("gemm_tc").rung("wgmma_cluster")
-    assert rung.size_defaults == "cluster_params" and rung.params("sm_90")["KEEP"] == 4
+    assert rung.size_defaults is tc.cluster_params and rung.params("sm_90")["KEEP"] == 4
 
 
 def test_sixteen_bit_output_is_a_second_suffix_for_rung_6_only():

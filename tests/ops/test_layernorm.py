@@ -21,8 +21,8 @@ def test_parse_and_counts():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_every_row_is_covered(rung, shape, dtype):
     p = ln.LayerNormProblem(*shape, dtype)
-    params = rung.params("sm_90", getattr(ln, rung.size_defaults)(p))
-    L = getattr(ln, rung.geometry)(params, p)
+    params = rung.params("sm_90", rung.size_defaults(p))
+    L = rung.geometry(params, p)
     per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
     assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows
     if rung.name in ("welford", "two_sums"):

@@ -37,8 +37,8 @@ def test_rung4_refuses_rows_it_cannot_hold():
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 3), (5, 1024), (32768, 4096), (7, 32768)])
 def test_every_row_has_a_block_or_warp(rung, shape):
     p = sm.SoftmaxProblem(*shape)
-    params = rung.params("sm_90", getattr(sm, rung.size_defaults)(p) if rung.size_defaults else None)
-    L = getattr(sm, rung.geometry)(params, p)
+    params = rung.params("sm_90", rung.size_defaults(p) if rung.size_defaults else None)
+    L = rung.geometry(params, p)
     per_block = params["BLOCK"] // 32 if params.get("WARP_ROWS") else 1
     assert L.grid[0] * per_block >= p.rows and (L.grid[0] - 1) * per_block < p.rows
 

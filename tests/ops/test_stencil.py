@@ -20,7 +20,7 @@ def test_parse_labels_and_counts():
 def test_every_point_has_a_thread(rung, shape):
     p = st.StencilProblem(*shape)
     params = rung.params("sm_90")
-    L = getattr(st, rung.geometry)(params, p)
+    L = rung.geometry(params, p)
     assert L.grid[0] * params["BX"] >= p.NX and (L.grid[0] - 1) * params["BX"] < p.NX
     rows = params["BY"] * params.get("RY", 1)
     assert L.grid[1] * rows >= p.NY and (L.grid[1] - 1) * rows < p.NY

@@ -19,7 +19,7 @@ def test_parse_and_counts():
 def test_every_element_has_a_block(rung, shape):
     p = tr.TransposeProblem(*shape)
     params = rung.params("sm_90")
-    L = getattr(tr, rung.geometry)(params, p)
+    L = rung.geometry(params, p)
     t = params["TILE"]
     assert L.grid[0] * t >= p.cols and L.grid[1] * t >= p.rows
     assert (L.grid[0] - 1) * t < p.cols and (L.grid[1] - 1) * t < p.rows

@@ -5,7 +5,9 @@ import pytest
 from simtlab.tune import tune
 from simtlab.tune.worker import EvaluationCrashed, EvaluationFailed, EvaluationTimeout, IsolatedEvaluator, Precompiler
 
-FACTORY = "tune_objectives:sleepy"
+import tune_objectives  # (beside this file: pytest puts the folder on sys.path, which a spawned child inherits)
+
+FACTORY = tune_objectives.sleepy
 
 
 def test_a_hang_is_killed_recorded_as_timeout_and_the_sweep_goes_on():
@@ -32,7 +34,7 @@ def test_a_dying_process_is_reported_as_crashed():
 
 
 def test_a_child_that_cannot_start_says_why():
-    with IsolatedEvaluator("tune_objectives:broken", timeout_s=5) as ev:
+    with IsolatedEvaluator(tune_objectives.broken, timeout_s=5) as ev:
         with pytest.raises(EvaluationCrashed, match="no GPU here"):
             ev({"x": 1})
     with pytest.raises(EvaluationTimeout):
@@ -73,7 +75,7 @@ def test_one_worker_per_gpu_spreads_the_batch_and_records_in_order(monkeypatch):
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     configs = [{"x": x} for x in range(12)]
-    workers = gpu_evaluators("tune_objectives:which_gpu", {}, [0, 1, 2], timeout_s=30)
+    workers = gpu_evaluators(tune_objectives.which_gpu, {}, [0, 1, 2], timeout_s=30)
     try:
         res = tune(configs, workers, "brute", budget=12, batch=6)
     finally:
@@ -91,7 +93,7 @@ def test_a_sticky_cuda_error_restarts_the_measuring_process():
     """A configuration that faults loses its process's CUDA context: only it fails; the next ones
     are measured by a fresh child."""
     configs = [{"x": x} for x in (1, 2, 3, 4)]
-    with IsolatedEvaluator("tune_objectives:faulting", {"fault_on": 2}, timeout_s=30) as ev:
+    with IsolatedEvaluator(tune_objectives.faulting, {"fault_on": 2}, timeout_s=30) as ev:
         result = tune(configs, ev, "brute", budget=len(configs))
         assert ev.restarts == 1
     status = {e.config["x"]: (e.status, e.value) for e in result.evaluations}
@@ -105,7 +107,8 @@ sys.path.insert(0, {tests!r})
 from simtlab.tune.worker import IsolatedEvaluator, Precompiler
 pc = Precompiler("gemm", "tuned", "sm_90", workers=1)
 pc._pool.submit(time.sleep, 0.01).result()  # (the worker process exists once it has run something)
-ev = IsolatedEvaluator("tune_objectives:sleepy", {{"hang_on": 3}}, timeout_s=60)
+import tune_objectives
+ev = IsolatedEvaluator(tune_objectives.sleepy, {{"hang_on": 3}}, timeout_s=60)
 ev({{"x": 1}})
 print(" ".join(str(p) for p in list(pc._pool._processes) + [ev._proc.pid]), flush=True)
 time.sleep(600)

@@ -33,7 +33,7 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     launch = inst.geometry(problem, None)
     res = inst.resources(vec)
     occ = inst.occupancy(launch, vec)
-    op = __import__(f"simtlab.ops.{rung.family}", fromlist=["requested_bytes"])
+    op = rung.ops
     facts = {
         "expression": inst.expression(vec), "threads": launch.threads, "registers": res.registers,
         "shared_bytes": res.shared_static + launch.shared, "spill_bytes": res.spill_bytes,

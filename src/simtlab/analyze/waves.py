@@ -34,8 +34,7 @@ class Waves:
 def waves(op, rung_name: str, params, problem, grid_blocks: int, blocks_per_sm: int, sms: int) -> Waves | None:
     """The rounds of one rung's launch on a GPU of `sms` SMs; None when no block fits on an SM.
     Persistent rungs name their own units through their op module's `work_units`."""
-    own = getattr(op, "work_units", None)
-    persistent = own(rung_name, params, problem, sms) if own else None
+    persistent = op.work_units(rung_name, params, problem, sms)
     if persistent is not None:
         return Waves(*persistent)
     if blocks_per_sm < 1:

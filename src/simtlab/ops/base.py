@@ -146,3 +146,21 @@ def device_copy(nbytes: int):
         dst.data.copy_from_device_async(src.data, nbytes)
 
     return run
+
+
+# --- the optional hooks of FamilyOps (simtlab.family), as their defaults: an ops module imports the
+# ones it has nothing of its own to say about --------------------------------------------------------
+
+def unsupported(rung, problem) -> str | None:
+    """Default: every rung of the family takes every problem it can parse."""
+    return None
+
+
+def make_runner(instance, problem, ws, device, vec, prepare):
+    """Default: None, one launch of the rung's geometry with the workspace's arguments."""
+    return None
+
+
+def work_units(rung_name: str, params, problem, sms: int):
+    """Default: None, the grid's blocks are the units of work (a persistent grid says otherwise)."""
+    return None

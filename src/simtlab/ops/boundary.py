@@ -4,10 +4,13 @@ reference (float64) agrees bit for bit - including which side of a wall each par
 
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 LO, HI, DT = 0.0, 1.0, 0.125
@@ -79,3 +82,21 @@ def workspace(p: BoundaryProblem, seed: int) -> Workspace:
 
 def references() -> list[Reference]:
     return [Reference("device copy", lambda ws: device_copy(8 * ws.p.n), verifiable=False)]
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="boundary",
+    title="warp divergence: particles reflecting off walls, if/else chain vs select",
+    ops=sys.modules[__name__],
+    reference="device copy of the same bytes",
+    default_sizes=("268435456",),
+    rungs=(
+        Rung("boundary", 1, "if_else_chain", "boundary/01_if_else_chain.cu", "boundary_if_else", ("BLOCK",),
+             frozen({"BLOCK": 256}), "data-dependent if/else: lanes of a warp disagree on the branch", geometry),
+        Rung("boundary", 2, "select", "boundary/02_select.cu", "boundary_select", ("BLOCK",),
+             frozen({"BLOCK": 256}), "the same reflection as selects: no control flow", geometry),
+    ),
+    metric="gbs",
+)

@@ -3,11 +3,14 @@ two DEGREE-term polynomials (compute-bound at DEGREE = 64)."""
 
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 DEGREE = 64
@@ -81,3 +84,23 @@ def workspace(p: BranchProblem, seed: int) -> Workspace:
 
 def references() -> list[Reference]:
     return [Reference("device copy", lambda ws: device_copy(4 * ws.p.n), verifiable=False)]
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="branch",
+    title="warp divergence: even/odd branch vs branch-free (64-term polynomials, compute-bound)",
+    ops=sys.modules[__name__],
+    reference="device copy of the same bytes (the memory floor)",
+    default_sizes=("67108864",),
+    rungs=(
+        Rung("branch", 1, "even_odd", "branch/01_even_odd.cu", "branch_even_odd", ("BLOCK", "DEGREE"),
+             frozen({"BLOCK": 256, "DEGREE": 64}), "neighbouring lanes take opposite sides: each warp runs both loops",
+             geometry),
+        Rung("branch", 2, "branch_free", "branch/02_branch_free.cu", "branch_free", ("BLOCK", "DEGREE"),
+             frozen({"BLOCK": 256, "DEGREE": 64}), "select the coefficients, not the code: one loop for every lane",
+             geometry),
+    ),
+    metric="tflops",
+)

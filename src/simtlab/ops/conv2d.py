@@ -4,18 +4,24 @@ out[y, x] = sum over dy, dx in [-R, R] of in[y + dy, x + dx] * filt[dy + R, dx +
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
+from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 from .tma import TMA_SWIZZLE_NONE, TmaBox, encode_tensor_map
 
 DTYPE = "float32"
 MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
-CONSTANT_FILTER = ("constant", "smem_tile", "register_x", "register_xy", "pipelined", "tma")  # rungs that read c_filter
+# What a rung does beyond the naive launch (Rung.capabilities):
+CONSTANT_FILTER = "c_filter"  # reads the filter from its module's __constant__ c_filter (rungs 2-7)
+RADIUS_ARGUMENT = "radius_argument"  # takes the radius at run time, not as a template argument (rung 2)
+TMA = "tma"  # reads the image through a tensor map instead of its pointer (rung 7)
 TX = 4  # outputs per thread along x in rungs 4-5 (rungs 6-7: their TX parameter)
 
 
@@ -207,7 +213,7 @@ def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare)
     Rung 1 is the default single launch (None)."""
     import cupy
 
-    if inst.rung.name not in CONSTANT_FILTER:
+    if not inst.rung.can(CONSTANT_FILTER):
         return None
     p = problem
     launch = inst.geometry(p, device)
@@ -215,10 +221,10 @@ def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare)
     symbol = inst.module().get_global("c_filter")
     cupy.ndarray(((2 * MAX_RADIUS + 1) ** 2,), cupy.float32, memptr=symbol)[: p.taps] = ws.filt.ravel()
     args = (ws.img, ws.out, np.int32(p.H), np.int32(p.W))
-    if inst.rung.name == "constant":
+    if inst.rung.can(RADIUS_ARGUMENT):
         args += (np.int32(p.R),)
     padded = None
-    if inst.rung.name == "tma":  # a tensor map over the image (rows padded to 16 bytes on a copy)
+    if inst.rung.can(TMA):  # a tensor map over the image (rows padded to 16 bytes on a copy)
         width = -(-p.W // 4) * 4
         img = ws.img
         if width != p.W:
@@ -264,3 +270,51 @@ def _torch(ws: Workspace):
 def references() -> list[Reference]:
     return [Reference("device copy", _device_copy, verifiable=False),
             Reference("cupyx ndimage.correlate", _cupyx)] + torch_reference("PyTorch conv2d (cuDNN)", _torch)
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="conv2d",
+    title="single-channel 2D filter, fp32, same size, zeros outside, radius 1-7",
+    ops=sys.modules[__name__],
+    reference="device copy of the image (read + write), cupyx.scipy.ndimage.correlate, PyTorch conv2d",
+    default_sizes=("8192:r3",),
+    rungs=(
+        Rung("conv2d", 1, "naive", "conv2d/01_naive.cu", "conv2d_naive", ("BX", "BY"), frozen({"BX": 32, "BY": 8}),
+             "one thread per pixel; every tap's input and filter value loaded from global memory", geometry_pixel),
+        Rung("conv2d", 2, "constant", "conv2d/02_constant.cu", "conv2d_constant", ("BX", "BY"),
+             frozen({"BX": 32, "BY": 8}),
+             "filter in __constant__ memory: one broadcast per tap for the whole warp, half the loads",
+             geometry_pixel, capabilities=frozenset({CONSTANT_FILTER, RADIUS_ARGUMENT})),
+        Rung("conv2d", 3, "smem_tile", "conv2d/03_smem_tile.cu", "conv2d_smem_tile", ("BX", "BY", "R"),
+             frozen({"BX": 32, "BY": 8, "R": 3}),
+             "haloed input tile loaded once per block into shared memory; taps unrolled for the radius",
+             geometry_pixel, size_defaults=radius_params, sass_expect=("LDS", "BAR"),
+             capabilities=frozenset({CONSTANT_FILTER})),
+        Rung("conv2d", 4, "register_x", "conv2d/04_register_x.cu", "conv2d_register_x", ("BX", "BY", "R"),
+             frozen({"BX": 32, "BY": 8, "R": 3}),
+             "four outputs per thread: each window row read once (LDS.128) feeds 4(2R+1) FMAs",
+             geometry_register_x, size_defaults=radius_params, sass_expect=("LDS.128", "STG.128"),
+             capabilities=frozenset({CONSTANT_FILTER})),
+        Rung("conv2d", 5, "register_xy", "conv2d/05_register_xy.cu", "conv2d_register_xy", ("BX", "BY", "TY", "R"),
+             frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3}),
+             "a TYx4 patch per thread: each input row read once feeds every output row it touches; FMA-bound",
+             geometry_register_xy, size_defaults=radius_rows_params, sass_expect=("LDS.128", "STG.128"),
+             capabilities=frozenset({CONSTANT_FILTER})),
+        Rung("conv2d", 6, "pipelined", "conv2d/06_pipelined.cu", "conv2d_pipelined", ("BX", "BY", "TX", "TY", "R", "NT"),
+             frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
+             "a block walks NT tiles down a strip; cp.async fills the next tile (16-byte copies) while "
+             "this one computes",
+             geometry_pipelined, min_cc=(8, 0), size_defaults=radius_rows_params,
+             sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER})),
+        Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
+             frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 8, "R": 3, "NT": 8}),
+             "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
+             "no fill instructions left",
+             geometry_tma, min_cc=(9, 0), size_defaults=tma_params, sass_expect=("UTMALDG", "SYNCS"),
+             capabilities=frozenset({CONSTANT_FILTER, TMA})),
+    ),
+    metric="gbs",
+    check_size="333x517:r7",
+)

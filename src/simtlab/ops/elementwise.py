@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch
 from ..verify import elementwise_tolerance
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 
@@ -105,3 +108,26 @@ def _cupy_add(ws: Workspace):
 def references() -> list[Reference]:
     return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy add", _cupy_add)]
 
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="elementwise",
+    title="fp32 vector add z = x + y (memory-bound)",
+    ops=sys.modules[__name__],
+    reference="device-to-device copy of the same bytes",
+    default_sizes=("268435456",),
+    rungs=(
+        Rung("elementwise", 1, "scalar", "elementwise/01_scalar.cu", "vadd_scalar", ("BLOCK",),
+             frozen({"BLOCK": 256}), "one 4-byte element per thread: coalesced but few bytes in flight",
+             geometry_scalar),
+        Rung("elementwise", 2, "float4", "elementwise/02_float4.cu", "vadd_float4", ("BLOCK",),
+             frozen({"BLOCK": 256}), "one 16-byte access per operand per thread: 4x fewer instructions",
+             geometry_float4, vec_variant=True, sass_expect=("LDG.128", "STG.128")),
+        Rung("elementwise", 3, "grid_stride", "elementwise/03_grid_stride.cu", "vadd_grid_stride",
+             ("BLOCK", "UNROLL"), frozen({"BLOCK": 256, "UNROLL": 4}),
+             "grid sized to the GPU, UNROLL independent float4 loads in flight per thread",
+             geometry_grid_stride, vec_variant=True, tunable=("BLOCK", "UNROLL"), sass_expect=("LDG.128", "STG.128")),
+    ),
+    metric="gbs",
+)

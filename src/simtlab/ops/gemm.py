@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, parse_int, sm_count
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 
@@ -239,11 +242,80 @@ def _triton(ws: Workspace):
 def references() -> list[Reference]:
     refs = [Reference("cuBLAS", _cublas_sgemm)]  # (and simtlab.gemm itself: see simtlab.api_calls)
     try:
-        import triton  # noqa: F401
         import torch  # noqa: F401
+        import triton  # noqa: F401
 
         refs.append(Reference("Triton (ieee fp32)", _triton))
     except Exception:
         pass  # Triton is optional: a second reference where a Python user would have it
     return refs
 
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+# Tile shapes of the warp-tiled rungs, shared by the tunable entries.
+_WARP = ("BM", "BN", "BK", "WM", "WN", "WMITER", "WNITER")
+_WARP_TUNABLE = _WARP + ("STAGES", "MINB")
+# sm_80's ptxas needs a few more than 128 registers for the cp.async rungs: capping at two
+# blocks per SM (MINB=2) spills there, so one block per SM is the spill-free default.
+_SM80_NO_SPILL = frozen({"sm_80": frozen({"MINB": 1}), "sm_86": frozen({"MINB": 1}), "sm_89": frozen({"MINB": 1})})
+
+
+FAMILY = Family(
+    name="gemm",
+    title="fp32 GEMM on CUDA cores: C = alpha*A@B + beta*C, row-major",
+    ops=sys.modules[__name__],
+    reference="cuBLAS SGEMM (TF32 off)",
+    default_sizes=("1024", "2048", "4096"),
+    rungs=(
+        Rung("gemm", 1, "naive", "gemm/01_naive.cu", "gemm_naive", ("BLOCK",), frozen({"BLOCK": 16}),
+             "one thread per output; a warp's A loads are K*4 bytes apart: uncoalesced, no reuse",
+             geometry_naive),
+        Rung("gemm", 2, "coalesced", "gemm/02_coalesced.cu", "gemm_coalesced", ("BX", "BY"),
+             frozen({"BX": 32, "BY": 8}),
+             "threadIdx.x walks columns: B and C accesses coalesce, A is a broadcast",
+             geometry_coalesced),
+        Rung("gemm", 3, "smem_tiling", "gemm/03_smem_tiling.cu", "gemm_smem_tiling", ("TILE",),
+             frozen({"TILE": 32}),
+             "tiles of A and B staged in shared memory: global traffic / TILE, now bound by shared loads",
+             geometry_square_tile, sass_expect=("LDS", "BAR")),
+        Rung("gemm", 4, "1d_blocktiling", "gemm/04_1d_blocktiling.cu", "gemm_1d_blocktiling",
+             ("BM", "BN", "BK", "TM"), frozen({"BM": 64, "BN": 64, "BK": 8, "TM": 8}),
+             "TM outputs per thread: one B value in a register feeds TM FMAs",
+             geometry_1d),
+        Rung("gemm", 5, "2d_blocktiling", "gemm/05_2d_blocktiling.cu", "gemm_2d_blocktiling",
+             ("BM", "BN", "BK", "TM", "TN"), frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "TMxTN register tile per thread (outer product): 1/4 shared load per FMA at 8x8",
+             geometry_2d),
+        Rung("gemm", 6, "vectorized", "gemm/06_vectorized.cu", "gemm_vectorized",
+             ("BM", "BN", "BK", "TM", "TN"), frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "float4 global/shared accesses, A transposed in shared memory: 4x fewer memory instructions",
+             geometry_2d, vec_variant=True, sass_expect=("LDG.128", "LDS.128", "STG.128")),
+        Rung("gemm", 7, "bank_conflict_free", "gemm/07_bank_conflict_free.cu", "gemm_bank_conflict_free",
+             ("BM", "BN", "BK", "TM", "TN"), frozen({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+             "padded A tile and float4-strided thread fragments: no shared-memory bank conflicts",
+             geometry_2d, vec_variant=True, sass_expect=("LDG.128", "LDS.128", "STG.128")),
+        Rung("gemm", 8, "warptiling", "gemm/08_warptiling.cu", "gemm_warptiling", _WARP + ("MINB", "KAHAN"),
+             frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2,
+                      "KAHAN": 0}),
+             "block -> warp -> thread tiles: compact per-warp fragments, whole-line C stores",
+             geometry_warptile, vec_variant=True, tunable=_WARP + ("MINB",),
+             sass_expect=("LDG.128", "LDS.128", "STG.128"), aliases=("warptile",)),
+        Rung("gemm", 9, "multistage", "gemm/09_multistage.cu", "gemm_multistage", _WARP_TUNABLE,
+             frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
+                      "STAGES": 3, "MINB": 2}),
+             "cp.async ring of STAGES shared buffers: loads of the next slices overlap this slice's FMAs",
+             geometry_multistage, vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
+             arch_defaults=_SM80_NO_SPILL, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
+        Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M", "INTERIOR"),
+             # 128x256 blocks, 8x16 outputs per thread, four stages, one block per SM: the optimum of
+             # the H200 brute-force tables at 2048^3 and 4096^3; spill-free on sm_80 and sm_90.
+             frozen({"BM": 128, "BN": 256, "BK": 16, "WM": 32, "WN": 128, "WMITER": 2, "WNITER": 4,
+                      "STAGES": 4, "MINB": 1, "GROUP_M": 8, "INTERIOR": 1}),
+             "rung 9 + grouped tile order for L2 reuse, interior slices copied without bounds checks, parameters "
+             "from the tuner's store or per-arch defaults",
+             geometry_tuned, vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
+             from_store=True, size_defaults=tuned_defaults, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
+    ),
+    check_size="127x129x65",
+)

@@ -7,10 +7,12 @@ multiplies A^T B with A stored K x M, as autograd's backward asks for."""
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, LaunchError, function_handle, grid2
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
@@ -21,14 +23,17 @@ DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
 SHORT = {v: k for k, v in DTYPES.items()}
 DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-TF32_RUNGS = ("wgmma_ws", "wgmma_cluster")  # the rungs with a TF32 form (wgmma's tf32 shape, B transposed first)
-OUT_RUNGS = ("wgmma_cluster",)  # the rungs that can write C in fp16 / bf16 (rounded in their epilogue)
+# What a rung can do beyond fp16/bf16 in, fp32 out, row-major operands (Rung.capabilities):
+TF32 = "tf32"  # fp32 inputs through wgmma's tf32 form (B transposed to K-major first)
+OUT16 = "out16"  # C written in fp16 / bf16 (rounded in the epilogue)
+TRANSPOSED = "transposed"  # A^T / B^T views read in place (TMA boxes, wgmma's transpose modes)
+TMA = "tma"  # A and B (and C) through tensor maps rather than pointers: the Hopper rungs
+CLUSTER = "cluster"  # maps as kernel parameters, launched through the driver (ClusterKernel): rung 6
+_CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 OUTS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # C's type, a second size suffix
 OUT_SHORT = {v: k for k, v in OUTS.items()}
 OUT = {"float32": 0, "float16": 1, "bfloat16": 2}  # rung 6's OUT template argument
 LAYOUTS = ("nn", "nt", "tn", "tt")  # A and B each row-major (n) or a transposed view (t), BLAS-style
-LAYOUT_RUNGS = ("wgmma_cluster",)  # the rungs that read transposed views (TMA boxes, wgmma's transposes)
-_CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 68, 77, -1
 
 
@@ -142,17 +147,21 @@ def tolerance(p: TcProblem, ws=None) -> float:
 
 
 def unsupported(rung, p: TcProblem) -> str | None:
-    """Why `rung` cannot run `p`, or None: TF32 needs a rung with wgmma's tf32 form."""
-    if p.dtype == "float32" and rung.name not in TF32_RUNGS:
-        return (f"TF32 inputs run on rungs {' and '.join(TF32_RUNGS)} only (wgmma's tf32 form; B transposed to "
+    """Why `rung` cannot run `p`, or None: TF32, a 16-bit C and transposed views each need a rung
+    with that capability."""
+    if p.dtype == "float32" and not rung.can(TF32):
+        return (f"TF32 inputs run on rungs {_named(TF32)} only (wgmma's tf32 form; B transposed to "
                 "K-major first)")
-    if p.out != "float32" and rung.name not in OUT_RUNGS:
-        return (f"a {p.out} C is written by rung {' and '.join(OUT_RUNGS)} only (rounded in its epilogue); "
-                "the other rungs write fp32")
-    if p.layout != "nn" and rung.name not in LAYOUT_RUNGS:
-        return (f"transposed operands ({p.layout}) are read by rung {' and '.join(LAYOUT_RUNGS)} only (TMA boxes and "
+    if p.out != "float32" and not rung.can(OUT16):
+        return f"a {p.out} C is written by rung {_named(OUT16)} only (rounded in its epilogue); the other rungs write fp32"
+    if p.layout != "nn" and not rung.can(TRANSPOSED):
+        return (f"transposed operands ({p.layout}) are read by rung {_named(TRANSPOSED)} only (TMA boxes and "
                 "wgmma's transpose modes); simtlab.gemm_tc copies them for the other rungs")
     return None
+
+
+def _named(capability: str) -> str:
+    return " and ".join(r.name for r in FAMILY.rungs if r.can(capability))
 
 
 def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
@@ -355,7 +364,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     with simtlab's own transpose, inside the timed call. Rung 6 launches as simtlab.gemm_tc does
     (ClusterKernel: maps as kernel parameters, one driver call on CuPy's current stream); rungs
     4-5 read their maps from device memory. Other rungs: one launch."""
-    if not inst.rung.name.startswith("wgmma"):
+    if not inst.rung.can(TMA):
         return None
     import cupy
 
@@ -373,7 +382,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
         Bt = cupy.empty(B.shape[:-2] + (np_, kp), dtype=cupy.float32)
         transpose_b = batched_transposer(B, Bt)
         B = Bt
-    if inst.rung.name == "wgmma_cluster":
+    if inst.rung.can(CLUSTER):
         kernel = ClusterKernel(inst, padded, device, prepare).launch
         pa, pb, pc = A.data.ptr, B.data.ptr, C.data.ptr
         current_stream = cupy.cuda.get_current_stream
@@ -631,3 +640,56 @@ def references() -> list[Reference]:
     except Exception:
         pass  # optional, as for the fp32 GEMM: the matmul a Python user would write
     return refs
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="gemm_tc",
+    title="tensor-core GEMM: fp16/bf16 in, fp32 accumulate and out, C = A@B, row-major",
+    ops=sys.modules[__name__],
+    reference="cuBLAS GemmEx (same types)",
+    default_sizes=("4096", "4096:bf16"),
+    rungs=(
+        Rung("gemm_tc", 1, "wmma", "gemm_tc/01_wmma.cu", "gemm_tc_wmma", ("DT", "WARPS_M", "WARPS_N"),
+             frozen({"DT": 0, "WARPS_M": 2, "WARPS_N": 2}),
+             "one warp, one 16x16 tile: WMMA fragments loaded straight from global, 4096 MACs per HMMA",
+             geometry_wmma, min_cc=(8, 0), size_defaults=dtype_params, sass_expect=("HMMA",)),
+        Rung("gemm_tc", 2, "wmma_smem", "gemm_tc/02_wmma_smem.cu", "gemm_tc_wmma_smem",
+             ("DT", "BM", "BN", "BK", "WARPS_M", "WARPS_N"),
+             frozen({"DT": 0, "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4}),
+             "block tiles in shared memory: each fragment loaded there feeds several HMMAs",
+             geometry_wmma_smem, vec_variant=True, min_cc=(8, 0), size_defaults=dtype_params,
+             sass_expect=("HMMA", "LDS", "BAR")),
+        Rung("gemm_tc", 3, "mma_multistage", "gemm_tc/03_mma_multistage.cu", "gemm_tc_mma",
+             ("DT", "BM", "BN", "WM", "WN", "STAGES"),
+             frozen({"DT": 0, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 4}),
+             "mma.sync + ldmatrix on XOR-swizzled tiles, a cp.async ring of STAGES slices (the Ampere way)",
+             geometry_mma, vec_variant=True, min_cc=(8, 0), size_defaults=dtype_params,
+             sass_expect=("HMMA", "LDSM", "LDGSTS.128")),
+        Rung("gemm_tc", 4, "wgmma_tma", "gemm_tc/04_wgmma_tma.cu", "gemm_tc_wgmma", ("DT", "BM", "BN", "STAGES"),
+             frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4}),
+             "Hopper: TMA copies whole swizzled slices onto mbarriers; wgmma multiplies straight from shared memory",
+             geometry_wgmma, min_cc=(9, 0), arch_specific=True, size_defaults=dtype_params,
+             tunable=("BM", "BN", "STAGES"), sass_expect=("HGMMA", "UTMALDG", "SYNCS"), capabilities=frozenset({TMA})),
+        Rung("gemm_tc", 5, "wgmma_ws", "gemm_tc/05_wgmma_ws.cu", "gemm_tc_wgmma_ws",
+             ("DT", "BM", "BN", "STAGES", "GROUP_M"), frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 8}),
+             "warp-specialised: a TMA producer warpgroup and wgmma consumers on full/empty mbarriers, "
+             "setmaxnreg, a persistent grid whose next loads overlap the last tile's stores",
+             geometry_wgmma_ws, min_cc=(9, 0), arch_specific=True, size_defaults=dtype_params,
+             tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
+             capabilities=frozenset({TF32, TMA})),
+        Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
+             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "OUT", "WAIT", "LEAN", "TA",
+              "TB"),
+             frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3, "BUFS": 2,
+                      "KEEP": 4, "OUT": 0, "WAIT": 0, "LEAN": 1, "TA": 0, "TB": 0}),
+             "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
+             "through swizzled shared memory and TMA stores",
+             geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
+             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "WAIT", "LEAN"),
+             sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
+             capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER})),
+    ),
+    check_size="127x129x65",
+)

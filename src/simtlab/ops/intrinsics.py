@@ -6,13 +6,16 @@ puts operations per second beside the measured error in ulps."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, parse_int
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 OPS = ("exp", "div", "int")
@@ -153,3 +156,26 @@ def references() -> list[Reference]:
     """None in the ladder's sense: the two rungs are each other's reference for speed, float64 is the
     reference for accuracy (benchmarks/intrinsics_table.py prints them side by side)."""
     return []
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="intrinsics",
+    title="fast-math intrinsics vs accurate spellings: exp, division by a run-time value, int / and % by 2^k",
+    ops=sys.modules[__name__],
+    reference="float64 (accuracy); the rungs against each other (speed)",
+    default_sizes=("exp:2^24", "div:2^24", "int:2^24"),
+    rungs=(
+        Rung("intrinsics", 1, "precise", "intrinsics/01_precise.cu", "intrinsics_precise", ("OP", "REPS"),
+             frozen({"OP": 0, "REPS": 64}),
+             "expf, IEEE a / d, int / and % by a run-time divisor: accurate, several instructions each",
+             geometry, size_defaults=op_params, sass_expect=("MUFU",)),
+        Rung("intrinsics", 2, "fast", "intrinsics/02_fast.cu", "intrinsics_fast", ("OP", "REPS"),
+             frozen({"OP": 0, "REPS": 64}),
+             "__expf, a * (1/d), >> and &: one or two instructions each, for a measured loss of accuracy",
+             geometry, size_defaults=op_params, sass_expect=("MUFU",)),
+    ),
+    metric="tflops",
+    check_size="exp:1000003:r4",
+)

@@ -4,12 +4,15 @@ y[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * w[c] + b[c], var the biased (
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
                    row_references, store, torch_view, vec_ok)
 from .rows import row_params as _row_params
@@ -119,3 +122,35 @@ def _torch(ws: Workspace):
 
 def references() -> list[Reference]:
     return row_references("PyTorch layer_norm", _torch)
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="layernorm",
+    title="LayerNorm forward over the last dimension with weight and bias, fp32 or bf16 storage, fp32 math",
+    ops=sys.modules[__name__],
+    reference="device copy of the matrix (read + write), PyTorch layer_norm",
+    default_sizes=("32768x4096",),
+    rungs=(
+        Rung("layernorm", 1, "two_pass", "layernorm/01_two_pass.cu", "layernorm_two_pass", ("DT", "BLOCK"),
+             frozen({"DT": 0, "BLOCK": 256}),
+             "mean, then variance around it (no cancellation), then normalise: three reads of each row",
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL", "MUFU")),
+        Rung("layernorm", 2, "welford", "layernorm/02_welford.cu", "layernorm_welford",
+             ("DT", "BLOCK", "VPT", "WARP_ROWS", "EARLY"),
+             frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),
+             "the row in registers, per-thread moments merged by Chan/Welford in one shuffle reduction: one read",
+             geometry_vectorized, vec_variant=True, size_defaults=row_params,
+             sass_expect=("LDG.128", "STG.128", "SHFL")),
+        Rung("layernorm", 3, "two_sums", "layernorm/03_two_sums.cu", "layernorm_two_sums",
+             ("DT", "BLOCK", "VPT", "WARP_ROWS", "EARLY"),
+             frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),
+             "issue-bound, not memory-bound: two one-value sums (mean, then squared deviations) over the "
+             "row in registers replace the three-value Chan merge; each value unpacked once",
+             geometry_vectorized, vec_variant=True, size_defaults=row_params,
+             sass_expect=("LDG.128", "STG.128", "SHFL")),
+    ),
+    metric="gbs",
+    check_size="333x517",
+)

@@ -7,13 +7,16 @@ until a single value is left (the runner below); rung 9 finishes in one launch.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, LaunchError
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
+from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 OPS = {"sum": 0, "max": 1}
@@ -208,3 +211,44 @@ def _device_copy(ws: Workspace):
 def references() -> list[Reference]:
     # CUB's reduction (through CuPy) is the bar: "% of reference" is against it; the copy shows the bandwidth.
     return [Reference("CuPy (CUB)", _cupy), Reference("device copy", _device_copy, verifiable=False)]
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+def _reduction_rung(stage: int, name: str, kernel: str, lesson: str, **kw) -> Rung:
+    return Rung("reduction", stage, name, f"reduction/{stage:02d}_{name}.cu", kernel, ("BLOCK", "OP"),
+                frozen({"BLOCK": 256, "OP": 0}), lesson, _geometry(name), size_defaults=operator_params,
+                tunable=("BLOCK",), **kw)
+
+
+FAMILY = Family(
+    name="reduction",
+    title="fp32 reduction to one value (sum, or max with n:max)",
+    ops=sys.modules[__name__],
+    reference="CuPy sum/max (CUB), and a device copy of the bytes read",
+    default_sizes=("1073741824",),
+    rungs=(
+        _reduction_rung(1, "interleaved_divergent", "reduce_interleaved_divergent",
+                        "tid % (2s) == 0: half the lanes of every warp idle through each step (divergence)",
+                        sass_expect=("BAR",)),
+        _reduction_rung(2, "interleaved_strided", "reduce_interleaved_strided",
+                        "contiguous active threads (no divergence), but a 2s word stride: bank conflicts"),
+        _reduction_rung(3, "sequential", "reduce_sequential",
+                        "s[tid] += s[tid + s]: no divergence, conflict-free; half the threads idle from step 1"),
+        _reduction_rung(4, "first_add_during_load", "reduce_first_add",
+                        "two elements per thread added on the way in: no idle first step, half the blocks"),
+        _reduction_rung(5, "unrolled_last_warp", "reduce_unrolled_last_warp",
+                        "the last six steps inside one warp with __syncwarp: six block barriers fewer"),
+        _reduction_rung(6, "completely_unrolled", "reduce_completely_unrolled",
+                        "BLOCK as a template constant: every step unrolled, no loop control"),
+        _reduction_rung(7, "multiple_per_thread", "reduce_multiple_per_thread",
+                        "grid-stride loop, many elements per thread in a register: few blocks, one tree each"),
+        _reduction_rung(8, "warp_shuffle", "reduce_warp_shuffle",
+                        "__shfl_down_sync inside warps: one shared write per warp, one barrier per block",
+                        sass_expect=("SHFL",)),
+        _reduction_rung(9, "vectorized_single_pass", "reduce_vectorized_single_pass",
+                        "LDG.128 loads and a last-block finish: one launch, deterministic order",
+                        vec_variant=True, sass_expect=("SHFL", "LDG.128", "ATOMG")),
+    ),
+    metric="gbs",
+)

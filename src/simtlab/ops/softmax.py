@@ -3,12 +3,15 @@ y[r, c] = exp(x[r, c] - max_r) / sum_c' exp(x[r, c'] - max_r)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
+from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geometry_row, geometry_vectorized, load,
                    poison_value, row_params, row_references, store, torch_view, vec_ok)
 
@@ -109,3 +112,32 @@ def _torch(ws: Workspace):
 
 def references() -> list[Reference]:
     return row_references("PyTorch softmax", _torch)
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="softmax",
+    title="row-wise softmax over the last dimension, fp32 or bf16 storage, fp32 math",
+    ops=sys.modules[__name__],
+    reference="device copy of the matrix (read + write), PyTorch softmax",
+    default_sizes=("32768x4096",),
+    rungs=(
+        Rung("softmax", 1, "three_pass", "softmax/01_three_pass.cu", "softmax_three_pass", ("DT", "BLOCK"),
+             frozen({"DT": 0, "BLOCK": 256}), "max, sum of exponentials, normalise: three launches, three reads of x",
+             geometry_row, size_defaults=dtype_params),
+        Rung("softmax", 2, "fused", "softmax/02_fused.cu", "softmax_fused", ("DT", "BLOCK"),
+             frozen({"DT": 0, "BLOCK": 256}), "one launch per matrix, shuffle reductions; rereads of a row hit L2",
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",)),
+        Rung("softmax", 3, "online", "softmax/03_online.cu", "softmax_online", ("DT", "BLOCK"),
+             frozen({"DT": 0, "BLOCK": 256}), "running max and rescaled running sum: the statistics in one read",
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",)),
+        Rung("softmax", 4, "vectorized", "softmax/04_vectorized.cu", "softmax_vectorized",
+             ("DT", "BLOCK", "VPT", "WARP_ROWS"), frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
+             "the row held in registers (LDG.128), __expf, a warp or a block per row by length: one read, one write",
+             geometry_vectorized, vec_variant=True, size_defaults=row_params,
+             sass_expect=("LDG.128", "STG.128", "MUFU")),
+    ),
+    metric="gbs",
+    check_size="333x517",
+)

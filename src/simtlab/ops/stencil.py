@@ -3,13 +3,16 @@ out[z, y, x] = C0 * u[z, y, x] + C1 * (sum of the six face neighbours of u[z, y,
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 C0, C1 = 0.4, 0.1  # Jacobi-style weights (centre and each face neighbour)
@@ -155,3 +158,33 @@ def _cupy_slices(ws: Workspace):
 
 def references() -> list[Reference]:
     return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy slices", _cupy_slices)]
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="stencil",
+    title="3D 7-point Jacobi step, fp32, zeros outside the grid",
+    ops=sys.modules[__name__],
+    reference="device copy of the grid (read + write), CuPy slices",
+    default_sizes=("512",),
+    rungs=(
+        Rung("stencil", 1, "naive", "stencil/01_naive.cu", "stencil_naive", ("BX", "BY"), frozen({"BX": 32, "BY": 8}),
+             "one thread per point, seven global loads: the z neighbours are a plane away", geometry_naive),
+        Rung("stencil", 2, "blocking_25d", "stencil/02_blocking_25d.cu", "stencil_25d", ("BX", "BY", "ZC"),
+             frozen({"BX": 32, "BY": 8, "ZC": 64}),
+             "2.5D: the plane in shared memory with its halo, z neighbours in registers, marching along z",
+             geometry_25d, sass_expect=("LDS", "BAR")),
+        Rung("stencil", 3, "pipelined_25d", "stencil/03_pipelined_25d.cu", "stencil_25d_pipelined",
+             ("BX", "BY", "RY", "ZC"), frozen({"BX": 32, "BY": 8, "RY": 4, "ZC": 32}),
+             "2.5D with plane z+2 loading while plane z computes (double-buffered tile, one barrier a plane)",
+             geometry_25d_pipelined, sass_expect=("LDS", "BAR")),
+        Rung("stencil", 4, "async_ring", "stencil/04_async_ring.cu", "stencil_async_ring",
+             ("BX", "BY", "RY", "ZC", "P"), frozen({"BX": 256, "BY": 2, "RY": 8, "ZC": 32, "P": 2}),
+             "planes stream by cp.async into a ring of shared slots P planes ahead: loads in flight "
+             "without registers",
+             geometry_async_ring, min_cc=(8, 0), sass_expect=("LDGSTS", "BAR")),
+    ),
+    metric="gbs",
+    check_size="33x65x17",
+)

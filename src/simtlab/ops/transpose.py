@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from .base import Reference, device_copy, parse_int
+from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 
@@ -138,7 +141,6 @@ def batched_transposer(x, out):
     """A callable writing out[..., j, i] = x[..., i, j] with the top rung (fp32, contiguous, any
     shape; a leading batch dimension is walked one launch per matrix): for other families that need
     an operand transposed, e.g. B^T for TF32 wgmma."""
-    from ..catalog import family
     from ..device import current_arch
     from ..launch import build, prepare
 
@@ -148,7 +150,7 @@ def batched_transposer(x, out):
                          f"got {tuple(out.shape)}")
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         raise ValueError("transpose takes contiguous float32 arrays")
-    rung = family("transpose").rung("wide_tile")
+    rung = FAMILY.rung("wide_tile")
     inst = build(rung, None, current_arch())
     p = TransposeProblem(rows, cols)
     launch = inst.geometry(p)
@@ -163,3 +165,38 @@ def batched_transposer(x, out):
             func(launch.grid, launch.block, args)
 
     return run
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+_TILE = ("TILE", "ROWS")
+
+
+FAMILY = Family(
+    name="transpose",
+    title="fp32 matrix transpose, any rows x cols",
+    ops=sys.modules[__name__],
+    reference="device-to-device copy of the same bytes",
+    default_sizes=("16384",),
+    rungs=(
+        Rung("transpose", 1, "naive", "transpose/01_naive.cu", "transpose_naive", _TILE,
+             frozen({"TILE": 32, "ROWS": 8}), "coalesced reads, writes 32 rows apart: one sector per element written",
+             geometry_tiles),
+        Rung("transpose", 2, "shared_tile", "transpose/02_shared_tile.cu", "transpose_shared_tile", _TILE,
+             frozen({"TILE": 32, "ROWS": 8}),
+             "transpose inside a shared 32x32 tile: both sides coalesced, column reads 32-way bank-conflicted",
+             geometry_tiles, sass_expect=("LDS", "STS", "BAR")),
+        Rung("transpose", 3, "padded_tile", "transpose/03_padded_tile.cu", "transpose_padded_tile", _TILE,
+             frozen({"TILE": 32, "ROWS": 8}), "tile[32][33]: one float of padding puts a column in 32 banks",
+             geometry_tiles, sass_expect=("LDS", "STS", "BAR")),
+        Rung("transpose", 4, "vectorized", "transpose/04_vectorized.cu", "transpose_vectorized", ("TILE",),
+             frozen({"TILE": 32}), "LDG.128 / STG.128: four elements per access, a quarter of the instructions",
+             geometry_vectorized, vec_variant=True, sass_expect=("LDG.128", "STG.128")),
+        Rung("transpose", 5, "wide_tile", "transpose/05_wide_tile.cu", "transpose_wide_tile", ("TILE", "THREADS"),
+             frozen({"TILE": 64, "THREADS": 256}),
+             "64x64 tile, four LDG.128 in flight per thread before any shared store: enough bytes to fill the DRAM pipe",
+             geometry_wide, vec_variant=True, sass_expect=("LDG.128", "STG.128", "BAR")),
+    ),
+    metric="gbs",
+    check_size="333x517",
+)

@@ -107,7 +107,7 @@ def parse_gpus(text: str | None, visible: int) -> list[int]:
     return ids
 
 
-def gpu_evaluators(factory: str, kwargs: Mapping[str, Any], gpus: list[int], timeout_s: float) -> list[IsolatedEvaluator]:
+def gpu_evaluators(factory: Callable, kwargs: Mapping[str, Any], gpus: list[int], timeout_s: float) -> list[IsolatedEvaluator]:
     """One measuring child per GPU, each seeing only its GPU (as device 0): `tune` spreads each batch
     over them, and each writes its rows to the shared store itself."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -1,0 +1,138 @@
+"""A kernel family as data: its rungs (one per kernel file, with their parameters, launch geometry
+and capabilities) and the operations its rungs share (problem sizes, inputs, references,
+tolerances, FLOP and byte counts), which live in the family's `simtlab.ops.<family>` module.
+
+Each ops module declares its family at its end (`FAMILY = Family(...)`), naming its own functions;
+`simtlab.catalog` only gathers them. Nothing is looked up by name: a rung holds its geometry and
+size-default functions, and its family's operations (`rung.ops`), whose optional hooks have
+defaults in `simtlab.ops.base` (see `FamilyOps`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from .hw.arch import Arch
+
+__all__ = ["Rung", "Family", "FamilyOps", "frozen"]
+
+
+def frozen(d: Mapping | None = None) -> Mapping:
+    """A read-only copy of a parameter mapping (rungs are shared, immutable data)."""
+    return MappingProxyType(dict(d or {}))
+
+
+@runtime_checkable
+class FamilyOps(Protocol):
+    """What every family's ops module provides. The last four are hooks whose defaults
+    (`simtlab.ops.base`) a module imports where it has nothing of its own to say."""
+
+    DTYPE: str
+
+    def parse_size(self, text: str, **options) -> Any: ...  # "4096" -> the family's problem
+    def workspace(self, problem, seed: int) -> Any: ...  # fresh random inputs, the output, the expected result
+    def references(self) -> list: ...  # what every rung is compared with (ops.base.Reference)
+    def tolerance(self, problem, ws=None) -> float: ...  # relative error a correct result stays under
+    def requested_bytes(self, rung_name: str, params, problem) -> int: ...  # bytes the rung asks of memory
+    def unsupported(self, rung, problem) -> str | None: ...  # why a rung cannot take a problem (None: it can)
+    def make_runner(self, instance, problem, ws, device, vec, prepare): ...  # several launches etc. (None: one)
+    def work_units(self, rung_name: str, params, problem, sms: int): ...  # a persistent grid's units (None: blocks)
+
+
+@dataclass(frozen=True)
+class Rung:
+    family: str
+    stage: int
+    name: str
+    source: str  # path under simtlab/kernels/
+    kernel: str  # __global__ template name
+    template_params: tuple[str, ...]  # template arguments, in order
+    defaults: Mapping[str, int]
+    lesson: str
+    geometry: Callable  # (params, problem, device=None) -> Launch
+    vec_variant: bool = False  # trailing `bool VEC` template argument: 128-bit path vs predicated scalar path
+    arch_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=frozen)  # per-arch overrides
+    tunable: tuple[str, ...] = ()
+    min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
+    from_store: bool = False  # take parameters from the best verified result in the store, when there is one
+    size_defaults: Callable | None = None  # (problem, device=None, vec=None) -> params, when the store has none
+    sass_expect: tuple[str, ...] = ()  # opcodes (base or base.width) the lesson must put in the SASS
+    aliases: tuple[str, ...] = ()  # other names the CLI accepts (e.g. "warptile")
+    arch_specific: bool = False  # built for min_cc's "a" target (wgmma, setmaxnreg): runs on exactly that capability
+    capabilities: frozenset[str] = frozenset()  # what the rung can do beyond its family's basics (family-defined)
+    ops: Any = field(default=None, compare=False, repr=False)  # its family's operations (set by Family)
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}/{self.stage:02d}_{self.name}"
+
+    def params(self, arch: str | None = None, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        p = dict(self.defaults)
+        if arch is not None:
+            p.update(self.arch_defaults.get(Arch(arch).base, {}))
+        for k, v in (overrides or {}).items():
+            if k not in p:
+                raise ValueError(f"{self.id} has no parameter {k!r}; it has {', '.join(p)}")
+            p[k] = int(v)
+        return p
+
+    def name_expression(self, params: Mapping[str, int], vec: bool | None = None) -> str:
+        args = [str(int(params[k])) for k in self.template_params]
+        if self.vec_variant:
+            args.append("true" if (vec is None or vec) else "false")
+        return f"{self.kernel}<{', '.join(args)}>"
+
+    def name_expressions(self, params: Mapping[str, int]) -> tuple[str, ...]:
+        if self.vec_variant:
+            return (self.name_expression(params, True), self.name_expression(params, False))
+        return (self.name_expression(params),)
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def supports(self, cc: tuple[int, int]) -> bool:
+        return tuple(cc) == self.min_cc if self.arch_specific else tuple(cc) >= self.min_cc
+
+    @property
+    def requirement(self) -> str:
+        """What the rung needs, in words: 'compute capability 8.0+' or 'exactly 9.0 (sm_90a)'."""
+        cc = f"{self.min_cc[0]}.{self.min_cc[1]}"
+        if self.arch_specific:
+            return f"compute capability exactly {cc} (sm_{self.min_cc[0]}{self.min_cc[1]}a)"
+        return f"compute capability {cc}+"
+
+    def build_arch(self, arch: str) -> str:
+        """The target a cubin is built for: the "a" variant for architecture-specific rungs."""
+        return Arch(arch).specific if self.arch_specific else Arch(arch)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    title: str
+    ops: ModuleType  # the family's ops module (FamilyOps)
+    reference: str  # what every rung is compared with, timed in the same run
+    default_sizes: tuple[str, ...]
+    rungs: tuple[Rung, ...]
+    metric: str = "tflops"  # headline figure: "tflops" (compute-bound) or "gbs" (memory-bound)
+    check_size: str = "1000003"  # a small odd problem for sanitizers and quick checks
+
+    def __post_init__(self):
+        for r in self.rungs:
+            if r.family != self.name:
+                raise ValueError(f"rung {r.id} is listed in family {self.name!r}")
+        # each rung carries its family's operations (launch and the analyses reach them through it)
+        object.__setattr__(self, "rungs", tuple(dataclasses.replace(r, ops=self.ops) for r in self.rungs))
+
+    def op(self) -> ModuleType:
+        return self.ops
+
+    def rung(self, key: str | int) -> Rung:
+        """By name ('naive'), stage (3, '3', '03') or id ('gemm/03_smem_tiling')."""
+        text = str(key).split("/")[-1]
+        for r in self.rungs:
+            if text in (r.name, f"{r.stage:02d}_{r.name}", *r.aliases) or (text.isdigit() and int(text) == r.stage):
+                return r
+        raise KeyError(f"family {self.name!r} has no rung {key!r}; rungs: {', '.join(r.name for r in self.rungs)}")
