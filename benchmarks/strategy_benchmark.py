@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 
 from simtlab.tune.replay import StrategyScore, Table, load_table, score
-from simtlab.tune.spaces import gemm_features
+from simtlab.ops.gemm import gemm_features
 
 OURS = ("random", "model", "tpe")
 # greedy_ils is left out: on this restricted space it kept revisiting cached points without spending

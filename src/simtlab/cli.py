@@ -457,8 +457,9 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
 
 
 @app.command("tune")
-def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
-             rung: str = typer.Option("tuned", help="tunable rung: warptiling, multistage or tuned"),
+def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a rung that declares a search space "
+                                                    "(gemm, gemm_tc, conv2d, elementwise, reduction)"),
+             rung: str = typer.Option("tuned", help="the rung to tune (name or stage)"),
              size: str = typer.Option("4096", help="problem size"),
              strategy: str = typer.Option("model", help="model (gradient-boosted cost model), tpe (Optuna), "
                                                          "random or brute"),
@@ -477,96 +478,54 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family (gemm)"),
              target_ms: float = typer.Option(150.0, help="measured time per evaluation"),
              db: Optional[Path] = typer.Option(None, help="results database"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
-    """Search a rung's parameters on this GPU; every verified evaluation is stored, and the tuned
-    rung and simtlab.gemm(rung="best") use the fastest one for this device and size."""
-    from .device import NoGpuError, current_sm_clock_mhz, device_info
-    from .store import Store
-    from .tune import tune
-    from .tune.spaces import gemm_features, gemm_warptile
-    from .tune.strategies import STRATEGIES
-    from .tune.tuner import history_from_store, warm_start_from_store
-    from .tune.worker import IsolatedEvaluator, Precompiler, gpu_evaluators, ladder_objective, parse_gpus
-
-    fam = _family(family)
-    try:
-        r = fam.rung(rung)
-        if fam.name != "gemm" or "BM" not in r.tunable:
-            raise ValueError(f"{r.id} has no search space yet; tunable: gemm warptiling, multistage, tuned")
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
-        problem = fam.op().parse_size(size)
-        dev = device_info()
-        import cupy
-
-        gpu_ids = parse_gpus(gpus, cupy.cuda.runtime.getDeviceCount())
-        if len(gpu_ids) > 1 and not isolate:
-            raise ValueError("--gpus with more than one GPU measures in child processes: drop --no-isolate")
-    except (KeyError, ValueError, NoGpuError) as exc:
-        _fail(_message(exc))
-    space = gemm_warptile(dev.smem_per_block_optin, "STAGES" in r.tunable, "GROUP_M" in r.tunable)
-    configs = space.valid()
-    store = Store(db)
-    history = []
-    if not fresh:
-        for config, value in history_from_store(store, fam.name, r.id, problem.label, dev.name):
-            if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
-                history.append(({k: config[k] for k in space.names}, value))
-    seeds = warm_start_from_store(store, fam.name, r.id, problem.label, space.names, space.fixed) if warm_start else []
-    remaining = max(0, budget - len(history))  # (--budget is the total: the history has spent part of it)
-    if remaining == 0:
-        err.print(f"the budget of {budget} is spent ({len(history)} evaluations of {r.id} at {problem.label} are "
-                  "stored): showing them; raise --budget to search further, or --fresh to start over")
-    run_id = store.start_run(_command_line(), dev, current_sm_clock_mhz())
-    kwargs = dict(family=fam.name, rung=r.name, size=size, db=str(store.path), run_id=run_id, target_ms=target_ms,
-                  fixed=dict(space.fixed))
-    if isolate and len(gpu_ids) > 1:
-        objective = gpu_evaluators(ladder_objective, kwargs, gpu_ids, timeout)
-    elif isolate:
-        objective = IsolatedEvaluator(ladder_objective, kwargs, timeout_s=timeout)
-    else:
-        objective = ladder_objective(**kwargs)
-
-    def record(e):  # the measuring process stores what it measures; a kill or a crash is stored here
-        progress.advance(task)
-        if e.status in ("timeout", "crashed"):
-            store.add_result(run_id, family=fam.name, rung=r.id, stage=r.stage, params=space.complete(e.config),
-                             problem=problem.label, dtype=problem.dtype, status=e.status, error=e.error)
-
+    """Search a rung's parameters on this GPU; every verified evaluation is stored, and the rungs
+    that read the store (gemm's tuned rung, simtlab.gemm) use the fastest one for this device and size."""
     from rich.progress import Progress
 
-    with Progress(console=console, transient=True) as progress, \
-            Precompiler(fam.name, r.name, dev.arch, jobs or None, space.complete) as compiler:
-        task = progress.add_task(f"{r.id} {problem.label} {strategy}", total=remaining)
-        extra = {"features": gemm_features} if strategy == "model" else {}
-        try:
-            result = tune(configs, objective, strategy, remaining, seed, history, on_eval=record,
-                          time_budget_s=time_budget, prefetch=compiler.submit, batch=max(4, compiler.workers),
-                          warm_start=seeds, **extra)
-        finally:
-            for ev in (objective if isinstance(objective, list) else [objective] if isolate else []):
-                ev.close()
-    ranked = sorted((e for e in result.evaluations if e.value is not None), key=lambda e: e.value)
-    if as_json:
-        rest = [e for e in result.evaluations if e.value is None]
-        print(json.dumps([{"config": e.config, "ms": e.value, "status": e.status, "error": e.error}
-                          for e in ranked + rest], indent=2))
-        return
-    from rich.table import Table
+    from .device import NoGpuError, current_sm_clock_mhz, device_info
+    from .report.table import tune_table
+    from .store import Store
+    from .tune.session import TuneSettings, rung_space, tune_rung
+    from .tune.strategies import STRATEGIES
 
-    t = Table(header_style="bold", title=f"{r.id} {problem.label}: {len(configs)} valid configurations, "
-                                         f"{len(result.measured)} measured now, {len(history)} from history",
-              title_justify="left")
-    for col in ("ms", "TFLOP/s", "configuration", "source"):
-        t.add_column(col)
-    for e in ranked[:10]:
-        t.add_row(f"{e.value:.4f}", f"{problem.flops / e.value / 1e9:.2f}",
-                  " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
-    console.print(t)
-    failed = [e for e in result.evaluations if e.status in ("failed", "timeout", "crashed")]
-    if failed:
-        kinds = ", ".join(f"{sum(e.status == k for e in failed)} {k}" for k in ("failed", "timeout", "crashed")
-                          if any(e.status == k for e in failed))
-        console.print(f"{len(failed)} configuration(s) skipped ({kinds}; reasons are in the store)")
+    fam = _family(family)
+    settings = TuneSettings(strategy, budget, time_budget, jobs, timeout, isolate, gpus, warm_start, seed, fresh,
+                            target_ms)
+    try:
+        r = fam.rung(rung)
+        fam.op().parse_size(size)
+        if r.space is None:
+            rung_space(fam, r, 0)  # (names the rungs that have one)
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+        dev = device_info()
+    except (KeyError, ValueError, NoGpuError) as exc:
+        _fail(_message(exc))
+    with Progress(console=console, transient=True) as progress:
+        task = None
+
+        def start(total):
+            nonlocal task
+            task = progress.add_task(f"{r.id} {size} {strategy}", total=total)
+            if total == 0:
+                err.print(f"the budget of {budget} is spent (evaluations of {r.id} at {size} are stored): showing "
+                          "them; raise --budget to search further, or --fresh to start over")
+
+        try:
+            outcome = tune_rung(fam, r, size, Store(db), dev, settings, _command_line(), current_sm_clock_mhz(),
+                                on_start=start, on_eval=lambda e: progress.advance(task))
+        except ValueError as exc:
+            _fail(_message(exc))
+    if as_json:
+        rest = [e for e in outcome.result.evaluations if e.value is None]
+        print(json.dumps([{"config": e.config, "ms": e.value, "status": e.status, "error": e.error}
+                          for e in outcome.ranked + rest], indent=2))
+        return
+    console.print(tune_table(outcome, fam.metric))
+    if outcome.failed:
+        kinds = ", ".join(f"{sum(e.status == k for e in outcome.failed)} {k}" for k in ("failed", "timeout", "crashed")
+                          if any(e.status == k for e in outcome.failed))
+        console.print(f"{len(outcome.failed)} configuration(s) skipped ({kinds}; reasons are in the store)")
 
 
 @app.command()

@@ -62,6 +62,8 @@ class Rung:
     aliases: tuple[str, ...] = ()  # other names the CLI accepts (e.g. "warptile")
     arch_specific: bool = False  # built for min_cc's "a" target (wgmma, setmaxnreg): runs on exactly that capability
     capabilities: frozenset[str] = frozenset()  # what the rung can do beyond its family's basics (family-defined)
+    space: Callable[[int], Any] | None = None  # (opt-in shared memory per block) -> its search space (simtlab.space)
+    features: Callable[[Mapping[str, int]], list[float]] | None = None  # what a cost model sees of a configuration
     ops: Any = field(default=None, compare=False, repr=False)  # its family's operations (set by Family)
 
     @property

@@ -6,7 +6,7 @@ import pytest
 
 from simtlab.tune import Space
 from simtlab.tune.replay import best_so_far, load_table
-from simtlab.tune.spaces import gemm_features, gemm_warptile
+from simtlab.ops.gemm import gemm_features, gemm_warptile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TABLES = sorted(FIXTURES.glob("gemm_tuned_h200_*.json"))

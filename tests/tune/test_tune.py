@@ -7,7 +7,7 @@ from simtlab.catalog import family
 from simtlab.compile import CompileError
 from simtlab.launch import build
 from simtlab.tune import Space, tune
-from simtlab.tune.spaces import gemm_warptile
+from simtlab.ops.gemm import gemm_warptile
 from simtlab.tune.tuner import history_from_store
 
 

@@ -44,7 +44,7 @@ def test_a_child_that_cannot_start_says_why():
 def test_precompiler_fills_the_cache_from_worker_processes(tmp_path, monkeypatch):
     from simtlab.catalog import family
     from simtlab.launch import build
-    from simtlab.tune.spaces import gemm_warptile
+    from simtlab.ops.gemm import gemm_warptile
 
     monkeypatch.setenv("SIMTLAB_CACHE_DIR", str(tmp_path))
     space = gemm_warptile()

@@ -4,6 +4,7 @@ out[y, x] = sum over dy, dx in [-R, R] of in[y + dy, x + dx] * filt[dy + R, dx +
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, replace
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
+from ..space import Space
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
 from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
@@ -108,6 +110,48 @@ def halo_pad(r: int) -> int:
 def pipelined_tile(params, r: int) -> tuple[int, int]:
     """Rungs 6-7's shared tile (rows, floats per row) for one stage."""
     return params["BY"] * params["TY"] + 2 * r, params["BX"] * params["TX"] + 2 * halo_pad(r)
+
+
+# --- search spaces: 2D block shapes (and rows per thread, tiles per block), the radius from the
+# problem; a tile is sized for the largest radius so every point compiles for every problem ----
+
+STATIC_SMEM = 48 * 1024  # a block's static __shared__ arrays
+
+
+def _block_rules(c) -> bool:
+    return 64 <= c["BX"] * c["BY"] <= 1024
+
+
+def block_space(max_smem: int) -> Space:
+    """Rungs 3-4: one output (or four along x) per thread in BX x BY blocks."""
+    rows = lambda c: c["BY"] + 2 * MAX_RADIUS  # noqa: E731
+    cols = lambda c: c["BX"] * TX + 4 * -(-2 * MAX_RADIUS // 4) + 4  # noqa: E731 (rung 4's wider tile row)
+    return Space({"BX": (16, 32, 64), "BY": (2, 4, 8, 16, 32)},
+                 [("64..1024 threads a block", _block_rules),
+                  ("the tile fits in static shared memory", lambda c: 4 * rows(c) * cols(c) <= STATIC_SMEM)])
+
+
+def patch_space(max_smem: int) -> Space:
+    """Rung 5: a TY x 4 patch per thread."""
+    tile = lambda c: 4 * (c["BY"] * c["TY"] + 2 * MAX_RADIUS) * (c["BX"] * TX + 4 * -(-2 * MAX_RADIUS // 4) + 4)  # noqa: E731
+    return Space({"BX": (16, 32, 64), "BY": (2, 4, 8, 16), "TY": (1, 2, 4, 8)},
+                 [("64..1024 threads a block", _block_rules),
+                  ("the tile fits in static shared memory", lambda c: tile(c) <= STATIC_SMEM)])
+
+
+def pipeline_space(max_smem: int, tma: bool = False) -> Space:
+    """Rungs 6-7: a TY x TX patch per thread, NT tiles down a strip, two stages of dynamic shared
+    memory (rung 7: TMA boxes of at most 256 elements a side)."""
+    def stage_bytes(c):
+        th, tw = pipelined_tile({"TX": 4, **c}, MAX_RADIUS)
+        return 4 * th * tw
+
+    rules = [("64..1024 threads a block", _block_rules),
+             ("two stages within the opt-in limit", lambda c: 2 * stage_bytes(c) + 256 <= max_smem)]
+    if tma:
+        rules.append(("a TMA box of at most 256 a side",
+                      lambda c: max(pipelined_tile({"TX": 4, **c}, MAX_RADIUS)) <= 256))
+    return Space({"BX": (16, 32, 64), "BY": (2, 4, 8, 16), "TY": (2, 4, 8), "NT": (2, 4, 8)}, rules)
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -291,29 +335,29 @@ FAMILY = Family(
              frozen({"BX": 32, "BY": 8, "R": 3}),
              "haloed input tile loaded once per block into shared memory; taps unrolled for the radius",
              geometry_pixel, size_defaults=radius_params, sass_expect=("LDS", "BAR"),
-             capabilities=frozenset({CONSTANT_FILTER})),
+             capabilities=frozenset({CONSTANT_FILTER}), space=block_space),
         Rung("conv2d", 4, "register_x", "conv2d/04_register_x.cu", "conv2d_register_x", ("BX", "BY", "R"),
              frozen({"BX": 32, "BY": 8, "R": 3}),
              "four outputs per thread: each window row read once (LDS.128) feeds 4(2R+1) FMAs",
              geometry_register_x, size_defaults=radius_params, sass_expect=("LDS.128", "STG.128"),
-             capabilities=frozenset({CONSTANT_FILTER})),
+             capabilities=frozenset({CONSTANT_FILTER}), space=block_space),
         Rung("conv2d", 5, "register_xy", "conv2d/05_register_xy.cu", "conv2d_register_xy", ("BX", "BY", "TY", "R"),
              frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3}),
              "a TYx4 patch per thread: each input row read once feeds every output row it touches; FMA-bound",
              geometry_register_xy, size_defaults=radius_rows_params, sass_expect=("LDS.128", "STG.128"),
-             capabilities=frozenset({CONSTANT_FILTER})),
+             capabilities=frozenset({CONSTANT_FILTER}), space=patch_space),
         Rung("conv2d", 6, "pipelined", "conv2d/06_pipelined.cu", "conv2d_pipelined", ("BX", "BY", "TX", "TY", "R", "NT"),
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
              "a block walks NT tiles down a strip; cp.async fills the next tile (16-byte copies) while "
              "this one computes",
              geometry_pipelined, min_cc=(8, 0), size_defaults=radius_rows_params,
-             sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER})),
+             sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER}), space=pipeline_space),
         Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 8, "R": 3, "NT": 8}),
              "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
              "no fill instructions left",
              geometry_tma, min_cc=(9, 0), size_defaults=tma_params, sass_expect=("UTMALDG", "SYNCS"),
-             capabilities=frozenset({CONSTANT_FILTER, TMA})),
+             capabilities=frozenset({CONSTANT_FILTER, TMA}), space=functools.partial(pipeline_space, tma=True)),
     ),
     metric="gbs",
     check_size="333x517:r7",

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..family import Family, Rung, frozen
 from ..launch import Launch
+from ..space import Space
 from ..verify import elementwise_tolerance
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
 from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
@@ -127,7 +128,8 @@ FAMILY = Family(
         Rung("elementwise", 3, "grid_stride", "elementwise/03_grid_stride.cu", "vadd_grid_stride",
              ("BLOCK", "UNROLL"), frozen({"BLOCK": 256, "UNROLL": 4}),
              "grid sized to the GPU, UNROLL independent float4 loads in flight per thread",
-             geometry_grid_stride, vec_variant=True, tunable=("BLOCK", "UNROLL"), sass_expect=("LDG.128", "STG.128")),
+             geometry_grid_stride, vec_variant=True, tunable=("BLOCK", "UNROLL"), sass_expect=("LDG.128", "STG.128"),
+             space=lambda max_smem: Space({"BLOCK": (128, 256, 512, 1024), "UNROLL": (1, 2, 4, 8)})),
     ),
     metric="gbs",
 )

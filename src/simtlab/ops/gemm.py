@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..family import Family, Rung, frozen
+from ..hw.occupancy import arch_limits
 from ..launch import Launch, grid2
+from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, parse_int, sm_count
 from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
+OPTIN_SMEM = arch_limits("sm_90").smem_per_block_optin  # the space's default limit: the H200's
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,60 @@ def geometry_multistage(params, p: GemmProblem, device=None) -> Launch:
 def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     tiles = -(-p.M // params["BM"]) * -(-p.N // params["BN"])
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
+
+
+# --- the search space of the warp-tiled rungs (8-10), the kernels' static_asserts and the
+# device's limits as restrictions so invalid points never reach NVRTC --------------------------
+
+def _warptile_restrictions(max_smem: int, with_stages: bool):
+    def sub(c):
+        return c["WM"] // c["WMITER"], c["WN"] // c["WNITER"]
+
+    threads = warptile_threads
+    rules = [
+        ("warp tiles divide the block", lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0),
+        ("sub-tiles are whole 4x4 lane tiles",
+         lambda c: c["WM"] % c["WMITER"] == 0 and c["WN"] % c["WNITER"] == 0 and sub(c)[0] % 4 == 0 and sub(c)[1] % 4 == 0),
+        ("a warp sub-tile holds 32 lanes of 4x4", lambda c: (sub(c)[0] // 4) * (sub(c)[1] // 4) == 32),
+        ("32..1024 threads per block", lambda c: 32 <= threads(c) <= 1024),
+        ("float4 tile loads divide among the threads",
+         lambda c: c["BK"] % 4 == 0 and (c["BM"] * c["BK"]) % (4 * threads(c)) == 0
+         and (c["BK"] * c["BN"]) % (4 * threads(c)) == 0),
+        ("at most 128 accumulators per thread (255 registers)", lambda c: 16 * c["WMITER"] * c["WNITER"] <= 128),
+        ("registers fit MINB blocks per SM",
+         lambda c: (16 * c["WMITER"] * c["WNITER"] + 8 * (c["WMITER"] + c["WNITER"]) + 40) * threads(c) * c["MINB"]
+         <= 65536),
+    ]
+    if with_stages:
+        rules += [
+            ("cp.async copy layout tiles the slice",
+             lambda c: threads(c) % c["BK"] == 0 and threads(c) % (c["BN"] // 4) == 0
+             and c["BM"] * c["BK"] // threads(c) <= 32),
+            ("shared memory within the opt-in limit", lambda c: multistage_smem(c) <= max_smem),
+        ]
+    return rules
+
+
+def gemm_warptile(max_smem: int = OPTIN_SMEM, stages: bool = True, group_m: bool = True) -> Space:
+    """The warp-tiled rungs' space: rung 10 (tuned), rung 9 without GROUP_M, rung 8 without STAGES."""
+    params = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64, 128),
+              "WN": (32, 64, 128), "WMITER": (1, 2, 4), "WNITER": (1, 2, 4), "MINB": (1, 2)}
+    if stages:
+        params["STAGES"] = (2, 3, 4)
+    fixed = {}
+    if group_m:
+        fixed["GROUP_M"] = 8
+    return Space(params, _warptile_restrictions(max_smem, stages), fixed)
+
+
+def gemm_features(config: dict) -> list[float]:
+    """What the cost model sees of a configuration: the parameters and what they imply."""
+    accumulators = 16 * config["WMITER"] * config["WNITER"]
+    smem = multistage_smem({"STAGES": 1, **config})
+    intensity = config["BM"] * config["BN"] / (config["BM"] + config["BN"])
+    threads = warptile_threads(config)
+    return [float(config[k]) for k in sorted(config)] + [threads, accumulators, smem, intensity,
+                                                         threads * config["MINB"]]
 
 
 def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
@@ -299,13 +357,15 @@ FAMILY = Family(
              frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2,
                       "KAHAN": 0}),
              "block -> warp -> thread tiles: compact per-warp fragments, whole-line C stores",
-             geometry_warptile, vec_variant=True, tunable=_WARP + ("MINB",),
+             geometry_warptile, vec_variant=True, tunable=_WARP + ("MINB",), features=gemm_features,
+             space=functools.partial(gemm_warptile, stages=False, group_m=False),
              sass_expect=("LDG.128", "LDS.128", "STG.128"), aliases=("warptile",)),
         Rung("gemm", 9, "multistage", "gemm/09_multistage.cu", "gemm_multistage", _WARP_TUNABLE,
              frozen({"BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2,
                       "STAGES": 3, "MINB": 2}),
              "cp.async ring of STAGES shared buffers: loads of the next slices overlap this slice's FMAs",
-             geometry_multistage, vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0),
+             geometry_multistage, vec_variant=True, tunable=_WARP_TUNABLE, min_cc=(8, 0), features=gemm_features,
+             space=functools.partial(gemm_warptile, stages=True, group_m=False),
              arch_defaults=_SM80_NO_SPILL, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
         Rung("gemm", 10, "tuned", "gemm/10_tuned.cu", "gemm_tuned", _WARP_TUNABLE + ("GROUP_M", "INTERIOR"),
              # 128x256 blocks, 8x16 outputs per thread, four stages, one block per SM: the optimum of
@@ -315,6 +375,7 @@ FAMILY = Family(
              "rung 9 + grouped tile order for L2 reuse, interior slices copied without bounds checks, parameters "
              "from the tuner's store or per-arch defaults",
              geometry_tuned, vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
+             features=gemm_features, space=gemm_warptile,
              from_store=True, size_defaults=tuned_defaults, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
     ),
     check_size="127x129x65",

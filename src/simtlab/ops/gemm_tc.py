@@ -14,6 +14,7 @@ import numpy as np
 
 from ..family import Family, Rung, frozen
 from ..launch import Launch, LaunchError, function_handle, grid2
+from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
 from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
@@ -267,6 +268,18 @@ def cluster_smem(params) -> int:
     and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
     buffers = (params["EPI"] > 0) * cluster_consumers(params) * params["BUFS"]
     return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
+
+
+def cluster_space(max_smem: int) -> Space:
+    """Rung 6's knobs that measured a difference (docs/design/gemm_tc.md): tile width, pipeline
+    depth, cluster shape, tile order and the epilogue pieces kept in registers. The rest stay at
+    their defaults; the element type, C's type and the layouts come from the problem."""
+    defaults = dict(FAMILY.rung("wgmma_cluster").defaults)
+    rules = [
+        ("shared memory within the opt-in limit (16-bit operands)", lambda c: cluster_smem({**defaults, **c}) <= max_smem),
+        ("kept pieces fit beside the accumulators", lambda c: c["BN"] // 2 + 16 * c["KEEP"] <= 208),
+    ]
+    return Space({"BN": (128, 256), "STAGES": (3, 4, 5, 6), "CM": (1, 2), "GROUP_M": (8, 16), "KEEP": (4, 5)}, rules)
 
 
 def cluster_work(params, p: TcProblem) -> int:
@@ -689,7 +702,7 @@ FAMILY = Family(
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
              tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "WAIT", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
-             capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER})),
+             capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space),
     ),
     check_size="127x129x65",
 )

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..family import Family, Rung, frozen
 from ..launch import Launch, LaunchError
+from ..space import Space
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
 from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
@@ -218,7 +219,13 @@ def references() -> list[Reference]:
 def _reduction_rung(stage: int, name: str, kernel: str, lesson: str, **kw) -> Rung:
     return Rung("reduction", stage, name, f"reduction/{stage:02d}_{name}.cu", kernel, ("BLOCK", "OP"),
                 frozen({"BLOCK": 256, "OP": 0}), lesson, _geometry(name), size_defaults=operator_params,
-                tunable=("BLOCK",), **kw)
+                tunable=("BLOCK",), space=block_space, **kw)
+
+
+def block_space(max_smem: int) -> Space:
+    """Every reduction rung's one knob: a power-of-two block (the tree halves it), 64 or more (the
+    unrolled last warp reads 32 beyond the first 32)."""
+    return Space({"BLOCK": (64, 128, 256, 512, 1024)})
 
 
 FAMILY = Family(

@@ -100,3 +100,18 @@ def sass_table(entries: Iterable[dict], arch: str) -> Table:
                   f"{e['loop_fma_share'] * 100:.0f}", loop_cycles(e.get("loop_paths", [])), glob, shared,
                   str(e["barriers"]), str(e["spill_instructions"]), verdict)
     return t
+
+
+def tune_table(outcome, metric: str = "tflops") -> Table:
+    """The ten fastest configurations of a search (simtlab.tune.session.TuneOutcome), with the
+    family's headline figure (TFLOP/s or GB/s)."""
+    p, flops = outcome.problem, metric == "tflops"
+    t = Table(header_style="bold", title=f"{outcome.rung.id} {p.label}: {outcome.valid} valid configurations, "
+                                         f"{len(outcome.result.measured)} measured now, {outcome.history} from history",
+              title_justify="left")
+    for col in ("ms", "TFLOP/s" if flops else "GB/s", "configuration", "source"):
+        t.add_column(col)
+    for e in outcome.ranked[:10]:
+        rate = p.flops / e.value / 1e9 if flops else p.bytes / e.value / 1e6
+        t.add_row(f"{e.value:.4f}", f"{rate:.2f}", " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
+    return t

@@ -1,6 +1,6 @@
 """Autotuning: constrained parameter spaces, search strategies, persistent history."""
 
-from .space import Space
+from ..space import Space
 from .strategies import STRATEGIES, make_strategy
 from .tuner import Evaluation, TuneResult, tune
 

@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from .space import Config, Space
+from ..space import Config, Space
 from .tuner import tune
 
 __all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score"]

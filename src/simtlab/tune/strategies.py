@@ -14,7 +14,7 @@ import random
 import warnings
 from typing import Callable, Sequence
 
-from .space import Config, Space
+from ..space import Config, Space
 
 __all__ = ["Strategy", "BruteForce", "RandomSearch", "CostModel", "TPE", "STRATEGIES", "make_strategy"]
 

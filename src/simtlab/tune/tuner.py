@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from .space import Config, Space
+from ..space import Config, Space
 from .strategies import make_strategy
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from ..children import (STICKY_ERRORS, EvaluationCrashed, EvaluationFailed, EvaluationTimeout, IsolatedEvaluator,
                         die_with_parent)
-from .space import Config, Space
+from ..space import Config, Space
 
 __all__ = ["Precompiler", "IsolatedEvaluator", "EvaluationTimeout", "EvaluationFailed", "EvaluationCrashed",
            "ladder_objective", "gpu_evaluators", "parse_gpus", "die_with_parent", "STICKY_ERRORS"]

@@ -1,0 +1,124 @@
+"""`simtlab tune` as a function: search the space a rung declares (`Rung.space`) on this GPU, at one
+problem size, resuming from what the store already holds. Every evaluation is a verified ladder row
+written to the store by the process that measured it; a configuration whose process was killed (a
+timeout) or crashed is stored here with its reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..family import Family, Rung
+from ..space import Space
+from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
+
+__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "tune_rung"]
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    strategy: str = "model"
+    budget: int = 40  # evaluations for the problem in all, the stored ones included
+    time_budget: float | None = None  # stop starting evaluations after this many seconds
+    jobs: int = 0  # compiler processes ahead of the GPU (0: CPUs - 1)
+    timeout: float = 60.0  # seconds an evaluation may take before its process is killed
+    isolate: bool = True  # measure in killable child processes
+    gpus: str | None = None  # "all", "0,1", or None for the current GPU
+    warm_start: bool = True  # measure first the best configurations stored for other sizes or devices
+    seed: int = 0
+    fresh: bool = False  # ignore earlier evaluations in the store
+    target_ms: float = 150.0  # measured time per evaluation
+
+
+@dataclass
+class TuneOutcome:
+    rung: Rung
+    problem: object
+    space: Space
+    valid: int  # configurations the space allows
+    history: int  # evaluations taken from the store
+    remaining: int  # evaluations this run was allowed
+    result: TuneResult
+
+    @property
+    def ranked(self) -> list[Evaluation]:
+        return sorted((e for e in self.result.evaluations if e.value is not None), key=lambda e: e.value)
+
+    @property
+    def failed(self) -> list[Evaluation]:
+        return [e for e in self.result.evaluations if e.status in ("failed", "timeout", "crashed")]
+
+
+def rung_space(fam: Family, rung: Rung, max_smem: int) -> Space:
+    """The rung's search space for a device with `max_smem` bytes of opt-in shared memory per block,
+    or a ValueError naming the rungs that have one."""
+    if rung.space is None:
+        have = ", ".join(r.name for r in fam.rungs if r.space is not None) or "none"
+        raise ValueError(f"{rung.id} declares no search space; {fam.name} rungs with one: {have}")
+    return rung.space(max_smem)
+
+
+def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneSettings, command: str,
+              sm_clock_mhz: int | None = None, on_start: Callable[[int], None] | None = None,
+              on_eval: Callable[[Evaluation], None] | None = None) -> TuneOutcome:
+    """Search `rung`'s space at `size` on `device`; `on_start(n)` hears how many evaluations this run
+    may make, `on_eval` each one as it is recorded. Raises ValueError for a bad strategy, size,
+    rung without a space or GPU list."""
+    from ..children import IsolatedEvaluator
+    from .strategies import STRATEGIES
+    from .worker import Precompiler, gpu_evaluators, ladder_objective, parse_gpus
+
+    if settings.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {settings.strategy!r}; choose from {', '.join(STRATEGIES)}")
+    problem = fam.op().parse_size(size)
+    space = rung_space(fam, rung, device.smem_per_block_optin)
+    import cupy
+
+    gpu_ids = parse_gpus(settings.gpus, cupy.cuda.runtime.getDeviceCount())
+    if len(gpu_ids) > 1 and not settings.isolate:
+        raise ValueError("--gpus with more than one GPU measures in child processes: drop --no-isolate")
+    configs = space.valid()
+    history = []
+    if not settings.fresh:
+        for config, value in history_from_store(store, fam.name, rung.id, problem.label, device.name):
+            if all(k in config for k in space.names) and all(config.get(k) == v for k, v in space.fixed.items()):
+                history.append(({k: config[k] for k in space.names}, value))
+    seeds = (warm_start_from_store(store, fam.name, rung.id, problem.label, space.names, space.fixed)
+             if settings.warm_start else [])
+    remaining = max(0, settings.budget - len(history))  # (the budget is the total: the history spent part)
+    run_id = store.start_run(command, device, sm_clock_mhz)
+    kwargs = dict(family=fam.name, rung=rung.name, size=size, db=str(store.path), run_id=run_id,
+                  target_ms=settings.target_ms, fixed=dict(space.fixed))
+    if settings.isolate and len(gpu_ids) > 1:
+        objective = gpu_evaluators(ladder_objective, kwargs, gpu_ids, settings.timeout)
+    elif settings.isolate:
+        objective = IsolatedEvaluator(ladder_objective, kwargs, timeout_s=settings.timeout)
+    else:
+        objective = ladder_objective(**kwargs)
+
+    def record(e: Evaluation) -> None:  # the measuring process stores what it measures; a kill or crash here
+        if e.status in ("timeout", "crashed"):
+            store.add_result(run_id, family=fam.name, rung=rung.id, stage=rung.stage, params=space.complete(e.config),
+                             problem=problem.label, dtype=problem.dtype, status=e.status, error=e.error)
+        if on_eval:
+            on_eval(e)
+
+    # the precompiler builds what the measuring side will: the problem's own parameters (element
+    # type, radius, ...) under each configuration
+    base = rung.size_defaults(problem, device, None) if rung.size_defaults else {}
+
+    def complete(config):
+        return {**base, **space.complete(config)}
+
+    if on_start:
+        on_start(remaining)
+    extra = {"features": rung.features} if settings.strategy == "model" and rung.features else {}
+    with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
+        try:
+            result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
+                          time_budget_s=settings.time_budget, prefetch=compiler.submit,
+                          batch=max(4, compiler.workers), warm_start=seeds, **extra)
+        finally:
+            for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
+                ev.close()
+    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result)

@@ -1,0 +1,45 @@
+"""Every rung that declares a search space: its points are valid launches of kernels that compile
+(checked with no GPU), and `simtlab tune` names the rungs that have one."""
+
+import random
+
+import pytest
+
+from simtlab.catalog import all_rungs, family
+from simtlab.cli import EXIT_INPUT, main
+from simtlab.hw.occupancy import arch_limits
+from simtlab.launch import build, check_grid
+from simtlab.tune.session import rung_space
+
+SPACED = [r for r in all_rungs() if r.space is not None]
+SIZES = {"gemm": "1000x1013x37", "gemm_tc": "4096:bf16", "conv2d": "333x517:r7", "elementwise": "1000003",
+         "reduction": "1000003"}
+
+
+def test_the_families_the_tuner_serves():
+    assert {r.family for r in SPACED} >= {"gemm", "gemm_tc", "conv2d"}
+
+
+@pytest.mark.parametrize("rung", SPACED, ids=lambda r: r.id)
+def test_every_point_of_a_space_is_a_launch_and_one_compiles(rung, tmp_cache):
+    fam = family(rung.family)
+    space = rung_space(fam, rung, arch_limits("sm_90").smem_per_block_optin)
+    valid = space.valid()
+    assert valid and len(valid) <= space.size
+    p = fam.op().parse_size(SIZES[rung.family])
+    base = rung.size_defaults(p, None, None) if rung.size_defaults else {}
+    for config in valid:
+        params = rung.params("sm_90", {**base, **space.complete(config)})
+        launch = rung.geometry(params, p, None)
+        assert 32 <= launch.threads <= 1024 and launch.shared <= arch_limits("sm_90").smem_per_block_optin
+        check_grid(launch)
+    pick = random.Random(rung.id).choice(valid)  # one point off the defaults compiles for sm_90
+    inst = build(rung, {**base, **space.complete(pick)}, "sm_90")
+    assert inst.resources(True if rung.vec_variant else None).spill_bytes == 0 or rung.family == "gemm"
+
+
+def test_a_rung_without_a_space_is_named_with_those_that_have_one(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("SIMTLAB_DB", str(tmp_path / "t.db"))
+    assert main(["tune", "gemm", "--rung", "naive", "--size", "256"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "gemm/01_naive declares no search space; gemm rungs with one: warptiling, multistage, tuned" in err
