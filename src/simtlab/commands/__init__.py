@@ -1,0 +1,96 @@
+"""The `simtlab` commands, grouped by what they need: `static` (no GPU: the catalog, compiled code
+and its analyses), `measure` (a GPU: ladders, tuning, sanitizers, profiles) and `results` (the
+store: queries, reports, comparisons). This module holds the app and what every command shares;
+`simtlab.cli` is the entry point and its error boundary."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from ..catalog import family as get_family
+
+app = typer.Typer(help="simtlab: hand-written CUDA kernels, verified, timed, explained.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+console = Console()
+err = Console(stderr=True)
+
+# Exit codes: 0 success, 1 a detected regression (`compare`) or a failed check, 2 a usage or input
+# error, 3 a damaged or unreadable results store, 4 anything unexpected (--debug shows its traceback).
+EXIT_INPUT, EXIT_STORE, EXIT_INTERNAL = 2, 3, 4
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/] {message}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _message(exc: Exception) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def _target(fam, arch: Optional[str], rung_keys) -> tuple:
+    """The architecture to build for (this GPU's unless given) and the chosen rungs (None: all)."""
+    from ..compile import normalise_arch
+    from ..device import NoGpuError
+
+    try:
+        rungs = [fam.rung(r) for r in rung_keys] if rung_keys else None
+        return normalise_arch(arch), rungs
+    except (NoGpuError, ValueError, KeyError) as exc:
+        _fail(_message(exc) + ("" if arch else " (or pass --arch sm_90)"))
+
+
+def _existing_store(db: Optional[Path], first: str = "simtlab ladder FAMILY"):
+    """The results store at `db` (or the default), refusing clearly where none exists yet."""
+    from ..store import Store, default_path
+
+    path = db or default_path()
+    if not Path(path).exists():
+        _fail(f"no results database at {path} yet: run `{first}` first")
+    return Store(path, readonly=True)
+
+
+class _Steps:
+    """A progress bar on stderr, one step a rung, shown only on a terminal (gone once done):
+    `with _Steps(n, "compiling") as step: work(on_rung=step)`."""
+
+    def __init__(self, total: int, what: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
+        self.what, self.total, self.task, self.started = what, total, None, False
+
+    def __enter__(self):
+        self.progress.__enter__()
+        self.task = self.progress.add_task(self.what, total=self.total)
+        return self
+
+    def __call__(self, rung) -> None:
+        """The next rung starts (so the one before it is done)."""
+        self.progress.update(self.task, advance=int(self.started), description=f"{self.what} {rung.id}")
+        self.started = True
+
+    def finished(self, label: str) -> None:
+        """One step done (steps that run side by side report as they end)."""
+        self.progress.update(self.task, advance=1, description=f"{self.what} ({label} done)")
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+
+def _command_line() -> str:
+    return " ".join(["simtlab"] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def _family(name: str):
+    try:
+        return get_family(name)
+    except KeyError as exc:
+        _fail(exc.args[0])
