@@ -11,6 +11,8 @@ def test_every_rung_is_one_file_with_a_header_lesson():
     for r in all_rungs():
         text = (KERNELS_DIR / r.source).read_text()
         assert text.startswith(f"// Rung {r.stage} - "), r.source
+        header = next(i for i, line in enumerate(text.splitlines()) if not line.startswith("//"))
+        assert header <= 15, f"{r.source}: a {header}-line header (at most 15; the history goes to docs/design/)"
         assert f"{r.stage:02d}_{r.name}.cu" == r.source.split("/")[-1]
         assert r.kernel in text and r.lesson
         assert callable(r.geometry) and r.ops is family(r.family).op()

@@ -272,8 +272,7 @@ CLUSTER_VARIANTS = [dict(CM=1, CN=1, EPI=0), dict(CM=2, EPI=1), dict(CM=1, CN=2,
                     dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5), dict(CM=2, CN=2, EPI=3), dict(CM=2, CN=2, EPI=1),
                     dict(CM=2, CN=2, BM=256, BN=128, EPI=3), dict(CM=2, CN=2, BM=64, BN=128, EPI=2),
                     dict(CM=2, EPI=3, OUT=1), dict(CM=2, EPI=3, KEEP=5, OUT=2), dict(CM=2, EPI=1, OUT=2),
-                    dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5, OUT=1), dict(CM=2, EPI=3, WAIT=1),
-                    dict(CM=2, EPI=3, KEEP=5, WAIT=1), dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1),
+                    dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5, OUT=1),
                     dict(CM=2, EPI=3, KEEP=5, LEAN=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, LEAN=0),
                     dict(CM=2, CN=2, EPI=1, LEAN=0), dict(BM=64, BN=64, CM=1, EPI=3, LEAN=0)]
 
@@ -287,21 +286,6 @@ def test_cluster_rung_variants_do_not_spill(variant, dt):
     inst = build(rung, rung.params("sm_90", {**variant, "DT": dt}), "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression()
-
-
-def test_cluster_rung_waiters_sleep_only_with_wait_1():
-    """WAIT 1 passes try_wait a suspend hint: ptxas turns the retry loop into NANOSLEEP.SYNCS (the
-    warp sleeps until the barrier's phase completes); WAIT 0 retries with YIELD and no sleep."""
-    from simtlab.analyze.sass import disassemble
-    from simtlab.catalog import family
-
-    rung = family("gemm_tc").rung("wgmma_cluster")
-    for wait in (0, 1):
-        inst = build(rung, rung.params("sm_90a", {"WAIT": wait}), "sm_90a")
-        sass = disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(None)))
-        assert sass.count("TRYWAIT") > 0
-        assert (sass.count("NANOSLEEP.SYNCS") > 0) == (wait == 1), wait
-        assert (sass.count("YIELD") > 0) == (wait == 0), wait
 
 
 @pytest.mark.parametrize("dt", [0, 1, 2])

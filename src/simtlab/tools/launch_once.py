@@ -3,7 +3,7 @@ sanitizer to watch (`simtlab profile` and `simtlab sanitize` run this under them
 
     python -m simtlab.tools.launch_once gemm 6 7 --size 2048
     python -m simtlab.tools.launch_once gemm_tc --reference cuBLAS --size 4096   # a library's kernel
-    python -m simtlab.tools.launch_once gemm_tc 6 --size 4096 --param WAIT=1     # a variant of a rung
+    python -m simtlab.tools.launch_once gemm_tc 6 --size 4096 --param LEAN=0     # a variant of a rung
 """
 
 from __future__ import annotations

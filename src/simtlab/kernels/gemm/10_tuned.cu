@@ -1,19 +1,12 @@
 // Rung 10 - tuned: rung 9's pipeline with three changes.
-//  * Grouped tile order: a 1D grid walks the tiles of C in column strips of
-//    GROUP_M tile-rows, so blocks running together share panels of A and B in
-//    L2 instead of streaming all of B once per tile-row.
-//  * Parameters (tile shape, stages, occupancy bound) come from the tuner's
-//    store for this device and size when it holds a verified result, else from
-//    the per-architecture defaults in the catalog (measured on the H200).
+//  * Grouped tile order: a 1D grid walks the tiles of C in column strips of GROUP_M tile-rows,
+//    so blocks running together share panels of A and B in L2 instead of streaming all of B
+//    once per tile-row.
+//  * Parameters (tile shape, stages, occupancy bound) come from the tuner's store for this
+//    device and size when it holds a verified result, else from the per-architecture defaults.
 //  * INTERIOR 1 (default): a block whose tile lies inside M and N copies its slices that lie
-//    inside K without bounds predicates or fallback addresses. In the general copy ptxas spends
-//    ~9 instructions and ~28 cycles of fixed stalls per 4-byte copy of A (8 a slice), all warps
-//    at once right after the barrier; the interior copy is an address and the copy (37
-//    instructions and 83 stall cycles a slice instead of ~130 and ~250). Measured +0.3 to +1.0
-//    points of cuBLAS at every aligned size on the H200, the FMAs' registers unchanged.
-//    (Fragments double-buffered in registers across slices, the barrier moved into the last
-//    depth as CUTLASS's multistage loop does, measured 9 points slower: 243 registers and a
-//    worse assignment for the FMAs - benchmarks/NOTES.md.)
+//    inside K without bounds predicates or fallback addresses (~37 instead of ~130 instructions
+//    a slice). Measurements and the ideas tried here: docs/design/gemm.md.
 #include "gemm/09_multistage.cu"
 
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int STAGES, int MINB, int GROUP_M, int INTERIOR,

@@ -11,9 +11,8 @@
 //    the producer already fetches the next tile's slices while the consumers
 //    store the previous tile's results.
 // Same tensor maps, swizzle, descriptors and padding rule as rung 4.
-// TF32 (DT 2): fp32 inputs, 32 of them per 128-byte row, so a slice is BK = 32
-// deep and the same bytes; wgmma's tf32 form reads both operands K-major, so B
-// comes transposed (B^T, N x K, made on the host side) in one BN-row box.
+// TF32 (DT 2): 32 fp32 inputs a 128-byte row, so a slice is BK = 32 deep; wgmma's tf32 form
+// reads both operands K-major, so B comes transposed (B^T, N x K) in one BN-row box.
 #include "simtlab_hopper.cuh"
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M>

@@ -1,70 +1,16 @@
 // Rung 6 - Hopper, clusters of two blocks sharing an operand by TMA multicast, and an epilogue
 // through shared memory with TMA stores (sm_90a). What changed from rung 5:
-//  * a cluster's two blocks compute neighbouring tiles that need the same slice of one operand:
-//    stacked along M (CM 2) they share B, side by side along N (CN 2) they share A. Each block
-//    loads its own slice of the other operand and half of the shared one, multicast into both
-//    blocks - at 128x256 with CM 2 a block pulls 32 instead of 48 KiB per slice from L2. A slot
-//    may only be refilled when the consumers of *both* blocks have released it, so they arrive on
-//    each block's "empty" barrier (remote arrivals through mapa) and a cluster barrier brackets
-//    the kernel. CM 2 CN 2: a 2x2 cluster shares both (24 KiB per slice from L2), each slot
-//    waiting for the three blocks that fill it; it measured no faster a tile (the same main loop
-//    and epilogue cycles) and only 30 clusters of 4 fit on the H200's GPCs at once (120 SMs), so
-//    it is 5-40% slower - L2 traffic is not what rung 6 waits for. A persistent grid of clusters
-//    of 4 is cut to what the driver says fits at once;
-//  * the epilogue goes through shared memory: the consumers write each 64x32 piece of their
-//    accumulators into a swizzled staging buffer (conflict-free: 2 wavefronts a store), two
-//    buffers per warpgroup, and the copy engine stores it (cp.async.bulk.tensor), so no
-//    warpgroup waits for global memory. EPI 2: a store warp of the producer warpgroup issues
-//    the stores; a consumer writes a piece, arrives on a named barrier and goes on, waiting
-//    only for a buffer whose store has not read it yet - the epilogue loses its barrier round
-//    trips and the store issue (0.4-2.9 points above EPI 1, where a consumer thread issues each
-//    store between two warpgroup barriers). EPI 3 (default) as 2, but the last KEEP (4-5) of a
-//    tile's 8 pieces wait in the consumers' spare registers and go out one piece a slice
-//    during the next tile's first slices, so half the store drain overlaps the multiplies
-//    (epilogue ~4,300 -> ~2,050 cycles a tile; a median +0.75 points over EPI 2 in 12
-//    same-process comparisons). KEEP 5 (setmaxnreg 240, the producer warpgroup in 24; epilogue
-//    ~1,700) gives another +0.1 to +1.6 points where K has 64 slices or more, but 1-2 points
-//    less at 2048^3 and batched 64x512^3 (short main loops): the size defaults take 5 for deep
-//    K, 4 otherwise (ops/gemm_tc.cluster_params). EPI 0 stores from
-//    registers as rung 5. BUFS 4 staging buffers (instead of 2) need STAGES 3 at 128x256,
-//    which costs the main loop more than they save;
-//  * tile order: GROUP_M tile rows are walked column by column (as rung 5). At the default 16
-//    (was 8) the 66 clusters running at once cover 2048 rows of A and ~2100 columns of B, a
-//    square working set of ~32 MiB instead of 8 MiB of A beside all 32 MiB of B: at 4096^3 bf16
-//    DRAM traffic falls from 241 to 202 MB (cuBLAS: 205) and the L2's cross-partition traffic by
-//    a sixth (Nsight Compute). The kernel runs at the power limit there, so bytes not moved are
-//    clock: +0.7 to +1.7 points of cuBLAS in one process at 4096^3 and 8192^3;
-//  * OUT 1, 2: C in fp16 or bf16 (mixed precision: 16-bit inputs, fp32 accumulation, 16-bit
-//    output) - each piece rounded to nearest (cvt.rn.f16x2/bf16x2) as it is written to staging,
-//    half the bytes stored; the host encodes C's tensor map for the output type;
-//  * BM 256 (an alternative, measured no faster): each of the two consumer warpgroups owns 128
-//    rows (two m64 wgmmas per k step sharing B, 2 x BN/2 accumulators). cuBLAS's kernel here is
-//    named 256x128 with a 1x2 cluster, but in its column-major terms: for row-major C that is the
-//    default below, 128x256 with B shared along M.
-//  * WAIT 1: a thread waiting on an mbarrier (consumers for data, the producer for a free slot,
-//    a consumer for a staging buffer) sleeps until the phase completes (try_wait with a suspend
-//    hint: NANOSLEEP.SYNCS) instead of retrying in a loop. Measured no effect (-1.0 to +1.5
-//    points over six sizes; 26.3 -> 26.0 M instructions at 4096^3: the plain try_wait already
-//    suspends in hardware), so 0 stays the default;
-//  * LEAN 1 (default): the consumers' per-slice bookkeeping in the uniform datapath. The warpgroup
-//    index goes through a warp reduction (REDUX, whose result ptxas knows is warp-uniform), so the
-//    wgmma descriptors are built and stepped in uniform registers (32-bit adds of their low words;
-//    the high words are constants) instead of 64-bit vector adds moved over with R2UR, the ring's
-//    slot and phase are stepped rather than divided out of a slice count, and one test a slice
-//    asks whether a kept piece is due: ~78 -> ~55 instructions a slice a warp, most of them now
-//    scalar. At 4096^3 bf16 (Nsight Compute) 26.3 -> 20.0 M instructions (cuBLAS 17.6 M), the
-//    ALU pipe 12.1 -> 6.5% busy, the same cycles; the kernel runs at the power limit there, so
-//    fewer vector instructions are watts for the clock: -0.1 to +0.5 points (+0.3 on average) in
-//    four same-process comparisons at 4096^3, +0.7 TF32, but 1-2 points less batched 64x512^3
-//    (8 slices a tile). LEAN 0 is the old bookkeeping.
-//  * operand layouts: TA 1 reads A as the transposed view of a K x M matrix (M contiguous: TMA
-//    boxes of 64 rows of m by BK of k, wgmma's transpose-A immediate), TB 1 reads B as the
-//    transposed view of an N x K matrix (K contiguous: B^T rows, as TF32 does, transpose-B 0), so
-//    A^T B, A B^T and A^T B^T (what autograd's backward asks for) run with no copy;
-//  * the tensor maps are kernel parameters (__grid_constant__), not a device buffer the host
-//    fills before each launch: a launch is one driver call, so it can be captured in a CUDA graph.
-// CM = CN = 1, EPI 0, BM 128 is rung 5's kernel. TF32 (DT 2) as rung 5: B^T rows split between
-// the blocks of a CM 2 cluster.
+//  * a cluster's two blocks compute neighbouring tiles that need the same slice of one operand
+//    (stacked along M, CM 2: B); each loads its own slice of the other operand and half of the
+//    shared one, multicast into both: a third less L2 traffic a slice;
+//  * the consumers write each 64x32 piece of their accumulators into a swizzled staging buffer
+//    and the copy engine stores it (EPI 2: a store warp issues the stores; EPI 3: the last KEEP
+//    pieces wait in registers and leave during the next tile's first slices), so no warpgroup
+//    waits for global memory and half the store drain overlaps the multiplies;
+//  * C in fp32, fp16 or bf16 (OUT), A and B row-major or transposed views (TA, TB), and the
+//    tensor maps as __grid_constant__ parameters: a launch is one driver call (CUDA graphs).
+// What it should buy: cuBLAS's speed at 4096^3 and above. Every knob's measured outcome, and the
+// ones tried and removed: docs/design/gemm_tc.md.
 #include "simtlab_hopper.cuh"
 
 // Built with -DSIMTLAB_TIMELINE (benchmarks/rung6_timeline.py), each warpgroup's first thread
@@ -102,7 +48,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int WAIT, int LEAN,
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int LEAN,
           int TA, int TB>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
@@ -127,7 +73,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // (OUT 1, 2: C in fp16 or bf16 - the same pieces at half the bytes, 64-byte rows in the 64-byte
   // swizzle, in the same 8 KiB buffers)
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
-  static_assert(WAIT == 0 || WAIT == 1, "WAIT: 0 waiters retry in a loop, 1 they sleep until the phase completes");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
@@ -257,7 +202,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
           const int slot = LEAN ? (int)ring.slot : it % STAGES;
           const unsigned parity = LEAN ? ring.phase : (it / STAGES) & 1;
-          SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&empty[slot], parity ^ 1))  // first round passes at once
+          SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], parity ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (TA == 1) {  // A^T: 64-row blocks of m, BK rows of k each; this block's share of them
@@ -371,7 +316,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     // (piece / BUFS)-th release), then tell the store warp and go on
     auto hand_over = [&](const float* v) {
       const int b = piece % BUFS;
-      if (piece >= BUFS) simtlab::mbar_wait<WAIT == 1>(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
+      if (piece >= BUFS) simtlab::mbar_wait(&freed[c * BUFS + b], (piece / BUFS - 1) & 1);
       write_piece(buffer(c, b), v);
       simtlab::named_arrive(bar_written(c, b), 160);
       ++piece;
@@ -390,7 +335,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
-        SIMTLAB_TL_WAIT(simtlab::mbar_wait<WAIT == 1>(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
+        SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
         // descriptors built once a slice, then stepped by a k step: +32 bytes along a K-major
         // operand's rows (2 in the descriptor's 16-byte units: A, B^T), +16 k rows (2 KiB) of an
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
