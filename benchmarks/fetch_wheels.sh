@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 machines have no network: benchmarks/h200.sh installs with PIP_NO_INDEX from ./.whl.
+# The H200 machines have no network: benchmarks/gpu_run.py installs with PIP_NO_INDEX from ./.whl.
 # Run this once on a machine that reaches PyPI, from the repository root, to fill .whl with what
 # the H200 image lacks (its Python is 3.12; everything else simtlab needs is already there).
 set -euo pipefail

@@ -10,7 +10,39 @@ def _gpu_reason() -> str | None:
     return None if count else f"no CUDA GPU visible ({why or 'no device'})"
 
 
+# Markers that select tests by what they exercise (the GPU runs' phases pick with `-m`, never with
+# `-k` strings): one per kernel family, given to every test that takes a rung of that family or
+# lives in tests/ops/test_<family>.py, and to others by decorator; and the library calls, the
+# ladder runner and the tuner.
+TOPICS = {"api": "the library calls (simtlab.gemm, gemm_tc, plans, simtlab.torch)",
+          "ladder": "the ladder runner (rows, isolation, clocks, out of memory)",
+          "tune": "the autotuner", "cluster": "tensor-core rung 6's variants"}
+
+
+def pytest_configure(config):
+    from simtlab.catalog import FAMILIES
+
+    for name in FAMILIES:
+        config.addinivalue_line("markers", f"{name}: exercises the {name} family")
+    for name, what in TOPICS.items():
+        config.addinivalue_line("markers", f"{name}: exercises {what}")
+
+
+def _family_markers(item) -> set[str]:
+    from simtlab.catalog import FAMILIES
+    from simtlab.family import Rung
+
+    names = {v.family for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Rung)}
+    stem = item.path.stem.removeprefix("test_")
+    if item.path.parent.name == "ops" and stem in FAMILIES:
+        names.add(stem)
+    return names
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in _family_markers(item):
+            item.add_marker(getattr(pytest.mark, name))
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if not gpu_items:
         return

@@ -5,7 +5,7 @@ import pytest
 
 from simtlab.verify import compare
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.api]
 
 LAYOUTS = ("nn", "nt", "tn", "tt")
 

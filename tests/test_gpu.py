@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simtlab.catalog import family
+from simtlab.catalog import all_rungs, family
 from simtlab.launch import build, choose_params, prepare, runner
 from simtlab.verify import compare
 
@@ -63,6 +63,7 @@ def test_gemm_rung_matches_float64_and_cublas(rung, mnk, scale):
 # last slice, every tile interior, rows of B not 16-byte aligned (no interior path), a deep K.
 @pytest.mark.parametrize("mnk", [(300, 600, 100), (256, 512, 64), (1000, 1013, 37), (129, 1024, 2048),
                                  (4097, 4095, 4093)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.gemm
 @pytest.mark.parametrize("scale", SCALES, ids=lambda s: f"a{s[0]}b{s[1]}")
 @pytest.mark.parametrize("interior", [0, 1])
 def test_gemm_tuned_interior_copies_match_float64_and_cublas(mnk, scale, interior):
@@ -73,6 +74,7 @@ def test_gemm_tuned_interior_copies_match_float64_and_cublas(mnk, scale, interio
     _matches_float64_then_library(ws, gemm.tolerance(p), gemm._cublas_sgemm)
 
 
+@pytest.mark.gemm
 @pytest.mark.parametrize("mnk", [(4097, 4095, 4093), (2048, 2048, 2048)], ids=lambda s: "x".join(map(str, s)))
 def test_gemm_top_rungs_large(mnk):
     from simtlab.ops import gemm
@@ -95,6 +97,7 @@ def test_elementwise_rung(rung, n):
     assert v.ok, v.reason
 
 
+@pytest.mark.elementwise
 def test_elementwise_unaligned_takes_the_scalar_path():
     import cupy
 
@@ -114,6 +117,8 @@ def test_elementwise_unaligned_takes_the_scalar_path():
     assert compare(z, x.astype(cupy.float64) + y, 1e-6).ok
 
 
+@pytest.mark.gemm
+@pytest.mark.api
 def test_gemm_api_on_misaligned_and_torch_inputs():
     import cupy
 
@@ -134,6 +139,8 @@ def test_gemm_api_on_misaligned_and_torch_inputs():
     assert torch.allclose(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gemm_tc
+@pytest.mark.api
 @pytest.mark.parametrize("shape", [(256, 512, 1024), (67, 65, 131), (3, 129, 72, 200)], ids=lambda s: "x".join(map(str, s)))
 def test_gemm_tc_api_on_cupy_and_torch_inputs(shape):
     """simtlab.gemm_tc: fp16 CuPy arrays and fp16 / bf16 PyTorch tensors (bf16 zero-copy as its bits),
@@ -169,6 +176,8 @@ def test_gemm_tc_api_on_cupy_and_torch_inputs(shape):
         assert err <= gemm_tc.tolerance(p), (out, err)
 
 
+@pytest.mark.gemm_tc
+@pytest.mark.api
 def test_gemm_tc_api_errors():
     import cupy
 
@@ -196,6 +205,8 @@ def test_gemm_tc_api_errors():
         simtlab.gemm_tc(torch.ones(4, 8, device="cuda", dtype=torch.bfloat16), b)
 
 
+@pytest.mark.gemm
+@pytest.mark.api
 def test_gemm_api_errors():
     import cupy
 
@@ -223,6 +234,9 @@ def test_gemm_api_errors():
         simtlab.gemm(a[::-1], b)  # negative stride
 
 
+@pytest.mark.gemm
+@pytest.mark.ladder
+@pytest.mark.api
 def test_out_of_memory_is_named_and_leaves_nothing_allocated(tmp_path):
     import cupy
 
@@ -245,6 +259,8 @@ def test_out_of_memory_is_named_and_leaves_nothing_allocated(tmp_path):
     assert pool.used_bytes() <= before  # nothing the failed allocations touched stays allocated
 
 
+@pytest.mark.gemm
+@pytest.mark.ladder
 def test_small_ladder_end_to_end(tmp_path):
     from simtlab.ladder import LadderOptions, run_ladder
     from simtlab.store import Store
@@ -258,6 +274,24 @@ def test_small_ladder_end_to_end(tmp_path):
     assert all(r.median_ms > 0 and r.rel_error is not None and r.pct_of_reference for r in rungs)
 
 
+_CHECK_REFERENCES: dict = {}  # each family's references, timed once at its check size
+
+
+@pytest.mark.parametrize("rung", all_rungs(), ids=lambda r: r.id)
+def test_every_rung_verifies_through_the_ladder(rung):
+    """Any family, old or new, with nothing written for it: each rung through the ladder at its
+    family's check size (fresh inputs, poisoned output, a float64 or library reference)."""
+    from simtlab.ladder import LadderOptions, run_ladder
+
+    fam = family(rung.family)
+    rows = run_ladder(fam, [fam.check_size], [rung], opts=LadderOptions(target_ms=1, max_reps=5, clocks=False),
+                      reference_cache=_CHECK_REFERENCES.setdefault(fam.name, {}))
+    row = rows[-1]
+    assert row.name == rung.id and row.status in ("ok", "unsupported"), (row.status, row.error)
+
+
+@pytest.mark.gemm
+@pytest.mark.ladder
 def test_isolated_ladder_kills_a_rung_past_its_limit_and_goes_on(tmp_path):
     """`simtlab ladder` measures in a child process: a rung that outlives --timeout is killed, its
     row stored as a timeout, and a fresh process measures the next one."""
@@ -281,6 +315,7 @@ def test_isolated_ladder_kills_a_rung_past_its_limit_and_goes_on(tmp_path):
     assert len(store.results(run_id=run)) == 3 + len(rows)
 
 
+@pytest.mark.ladder
 def test_clock_log_samples_the_gpu_while_it_works(tmp_path):
     import time
 
@@ -301,6 +336,7 @@ def test_clock_log_samples_the_gpu_while_it_works(tmp_path):
     assert all(r.sm_mhz for r in rows if r.median_ms), [(r.name, r.sm_mhz) for r in rows]
 
 
+@pytest.mark.ladder
 def test_timing_is_positive_and_ordered():
     import cupy
 
@@ -351,6 +387,7 @@ def test_transpose_rung(rung, shape):
     assert v.ok, (rung.name, shape, v.reason)
 
 
+@pytest.mark.transpose
 def test_transpose_references():
     import cupy
 
@@ -365,6 +402,8 @@ def test_transpose_references():
     assert compare(ws.out, ws.expected(), 0.0).ok
 
 
+@pytest.mark.gemm
+@pytest.mark.tune
 def test_tune_cli_small(tmp_path):
     from typer.testing import CliRunner
 
@@ -386,6 +425,8 @@ def test_tune_cli_small(tmp_path):
     assert len(rows) == 6 and len({r["params"] for r in rows}) == 6
 
 
+@pytest.mark.branch
+@pytest.mark.boundary
 @pytest.mark.parametrize("name", ["branch", "boundary"])
 @pytest.mark.parametrize("n", [1, 31, 1000, (1 << 20) + 7])
 def test_divergence_rungs(name, n):
@@ -424,6 +465,7 @@ def test_conv2d_rung_matches_float64(rung, shape, radius):
     assert verdict.ok, verdict.reason
 
 
+@pytest.mark.conv2d
 def test_conv2d_library_references_agree():
     import cupy
     import torch
@@ -485,6 +527,7 @@ def _extreme_rows(ws):
     ws.x[...] = softmax.store(x, ws.p.dtype)
 
 
+@pytest.mark.softmax
 @pytest.mark.parametrize("rung", family("softmax").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("shape", [(6, 1000), (5, 4100)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -505,6 +548,7 @@ def test_softmax_stays_finite_on_masked_and_huge_rows(rung, shape, dtype):
     assert float(abs(sums - 1).max()) < 4 * softmax.tolerance(p) * shape[1] ** 0.5
 
 
+@pytest.mark.softmax
 def test_softmax_reference_agrees():
     import cupy
     import torch
@@ -529,6 +573,7 @@ def test_layernorm_rung_matches_float64(rung, shape, dtype):
     assert verdict.ok, verdict.reason
 
 
+@pytest.mark.layernorm
 def test_layernorm_reference_agrees():
     import cupy
     import torch.nn.functional as F
@@ -564,6 +609,8 @@ def test_intrinsics_rung_matches_float64_and_reports_ulps(rung, size):
         assert err["max_ulp"] > 0.5  # the fast spellings do lose accuracy, measurably
 
 
+@pytest.mark.gemm
+@pytest.mark.api
 @pytest.mark.parametrize("K", [1000, 16384])
 def test_kahan_option_is_more_accurate_and_still_correct(K):
     """Positive inputs make the plain fp32 sum's error grow with K; the compensated one stays near
@@ -586,6 +633,7 @@ def test_kahan_option_is_more_accurate_and_still_correct(K):
         simtlab.gemm(A, B, rung="tuned", kahan=True)
 
 
+@pytest.mark.gemm_tc
 @pytest.mark.parametrize("rung_name", ["wgmma_ws", "wgmma_cluster"])
 @pytest.mark.parametrize("size", [f"{m}x{n}x{k}:tf32" for m, n, k in TC_SHAPES] + ["4096x264x520:tf32", "3x65x66x67:tf32"])
 def test_tf32_matches_float64_and_cublas_tf32(size, rung_name):
@@ -621,8 +669,7 @@ CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dic
                     dict(CM=2, EPI=1, BUFS=4, STAGES=3), dict(CM=2, EPI=3, KEEP=5), dict(CM=1, EPI=3, KEEP=5),
                     dict(CM=2, EPI=3, KEEP=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, KEEP=5),
                     dict(CM=2, CN=2, EPI=3), dict(CM=2, CN=2, EPI=1), dict(CM=2, CN=2, BM=256, BN=128, EPI=3),
-                    dict(CM=2, CN=2, BM=64, BN=128, EPI=2), dict(CM=2, EPI=3, WAIT=1), dict(CM=2, EPI=3, KEEP=5, WAIT=1),
-                    dict(CM=1, EPI=2, WAIT=1), dict(CM=2, CN=2, EPI=3, WAIT=1),
+                    dict(CM=2, CN=2, BM=64, BN=128, EPI=2),
                     dict(CM=2, EPI=3, KEEP=5, LEAN=0), dict(CM=1, CN=2, BM=256, BN=128, EPI=3, LEAN=0),
                     dict(CM=2, CN=2, EPI=1, LEAN=0), dict(BM=64, BN=64, CM=1, EPI=3, LEAN=0)]
 
@@ -630,6 +677,8 @@ CLUSTER_VARIANTS = [dict(CM=1, EPI=0), dict(CM=1, EPI=1), dict(CM=2, EPI=0), dic
 @pytest.mark.parametrize("variant", CLUSTER_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)))
 @pytest.mark.parametrize("size", ["300x264x520:fp16", "1000x1013x37:bf16", "1x1x1:fp16", "3x129x65x66:bf16",
                                   "300x264x520:tf32", "3x65x66x67:tf32"])
+@pytest.mark.gemm_tc
+@pytest.mark.cluster
 def test_cluster_rung_variants_match_float64_and_cublas(size, variant):
     _cluster_variant_matches(size, variant, seed=23)
 
@@ -664,6 +713,7 @@ OUT_VARIANTS = [dict(), dict(CM=2), dict(EPI=1), dict(EPI=2), dict(KEEP=5), dict
 @pytest.mark.parametrize("variant", OUT_VARIANTS, ids=lambda v: "-".join(f"{k}{v[k]}" for k in sorted(v)) or "default")
 @pytest.mark.parametrize("size", ["300x264x520:fp16:fp16", "1000x1013x37:bf16:bf16", "1x1x1:bf16:bf16",
                                   "3x129x65x66:fp16:fp16", "2048x2048x4096:bf16:bf16"])
+@pytest.mark.gemm_tc
 def test_sixteen_bit_output_matches_float64_and_cublas(size, variant):
     """fp16/bf16 inputs, fp32 sums, C rounded to fp16/bf16 in rung 6's epilogue: within the accumulation
     bound plus half an ulp of the output type of the float64 product (C poisoned with NaN first, three
@@ -671,6 +721,7 @@ def test_sixteen_bit_output_matches_float64_and_cublas(size, variant):
     _cluster_variant_matches(size, variant, seed=31)
 
 
+@pytest.mark.gemm_tc
 def test_sixteen_bit_output_is_refused_by_name_elsewhere():
     """Rungs 1-5 write fp32 only: a 16-bit C is refused with the reason, never written wrongly."""
     from simtlab.launch import LaunchError
@@ -683,6 +734,7 @@ def test_sixteen_bit_output_is_refused_by_name_elsewhere():
         runner(build(fam.rung("wgmma_ws"), None, device_info().arch), p, ws, None)
 
 
+@pytest.mark.gemm_tc
 @pytest.mark.parametrize("rung", family("gemm_tc").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("size", ["3x65x66x67:fp16", "4x128x128x64:bf16", "2x1x1x1:fp16"])
 def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
@@ -696,6 +748,7 @@ def test_tensor_core_batched_matches_float64_and_cublas_batched(rung, size):
     _matches_float64_then_library(ws, gemm_tc.tolerance(p), gemm_tc._cublas)
 
 
+@pytest.mark.gemm_tc
 @pytest.mark.parametrize("size", ["127x129x72:bf16", "256:fp16", "3x65x64x64:bf16", "127x129x72:tf32"])
 def test_tensor_core_triton_reference_matches_float64(size):
     """The Triton matmul timed beside the tensor-core rungs computes the same product."""
@@ -704,6 +757,7 @@ def test_tensor_core_triton_reference_matches_float64(size):
     _triton_matches_float64(gemm_tc, gemm_tc.parse_size(size), seed=3)
 
 
+@pytest.mark.gemm
 @pytest.mark.parametrize("mnk, scale", [((127, 129, 65), (1.0, 0.0)), ((256, 200, 300), (0.5, 2.0))])
 def test_fp32_triton_reference_matches_float64(mnk, scale):
     """The IEEE-fp32 Triton matmul timed beside the fp32 rungs: alpha, beta and odd shapes."""

@@ -1,0 +1,222 @@
+"""The GPU runs as data: each phase is a list of steps - GPU tests picked by pytest markers, or a
+command - run in order in one device call, their output logged to $OUT/log.txt (and each test
+step's whole output to its own file), what they write landing in $OUT.
+
+    python3 benchmarks/gpu_run.py PHASE [PHASE ...] [--out DIR] [--no-install] [--list]
+
+It first installs the working tree offline (the wheels the H200 image lacks travel in .whl:
+fill it with benchmarks/fetch_wheels.sh on a machine with a network). Set SIMTLAB_COMMIT=<hash>
+to record which commit ran (the device copy of the tree has no .git). Results go to
+$OUT/results.db; commit them as text (`simtlab results --db out/results.db --export jsonl -o
+...`) beside the run's folder under benchmarks/results/, with a row in its index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+# Problem lists shared by the phases that time the same ladder.
+TC_SIZES = ("2048 4096 4096:bf16 6144:bf16 8192 8192:bf16 8192x1024x8192:bf16 4097x4095x4093 4096:tf32 8192:tf32 "
+            "64x512x512x512:bf16")
+FP32_SIZES = "1024 2048 4096 8192 4096x4096x1024 8192x1024x8192 4097x4095x4093"
+ROW_SIZES = ("1048576x128 131072x1024 32768x4096 4096x32768 "  # the same 512 MiB at every row length
+             "1048576x128:bf16 131072x1024:bf16 32768x4096:bf16 4096x32768:bf16")
+
+
+def sizes(text: str) -> str:
+    return " ".join(f"-s {s}" for s in text.split())
+
+
+@dataclass(frozen=True)
+class Tests:
+    """GPU tests by marker expression (`-m "gpu and <markers>"`; None: the whole suite, CPU tests too)."""
+    markers: str | None
+    log: str
+    timeout: int = 300
+
+
+@dataclass(frozen=True)
+class Run:
+    """A command, `{out}` standing for the output folder."""
+    title: str
+    command: str
+    timeout: int = 300
+
+
+PHASES: dict[str, tuple[str, list]] = {
+    "suite": ("the README's test command, every CPU and GPU test", [Tests(None, "pytest.txt", 560)]),
+    "api": ("the library calls: their GPU tests, the ladders' API rows, host cost and time beside torch, the MLP", [
+        Tests("api or gemm_tc", "pytest_api.txt", 300),
+        Run("rung 6 and its API row", f"simtlab ladder gemm_tc --rung 6 {sizes('4096:bf16:bf16 8192:bf16:bf16 2048:bf16:bf16')} "
+            "--json-out {out}/gemm_tc_top.json", 200),
+        Run("fp32 rung 10 and its API row", f"simtlab ladder gemm --rung 10 {sizes('4096 4097x4095x4093')} "
+            "--json-out {out}/gemm_top.json", 150),
+        Run("the calls beside torch", "python3 benchmarks/api_bench.py --json {out}/api.json", 400)]),
+    "tc": ("the tensor-core ladder", [
+        Tests("gemm_tc", "pytest_tc.txt", 300),
+        Run("simtlab ladder gemm_tc", f"simtlab ladder gemm_tc {sizes(TC_SIZES)} --json-out {{out}}/gemm_tc_ladder.json",
+            400)]),
+    "rung6": ("tensor-core rung 6 as it ships: its variants' tests, the top of the ladder, the sanitizer", [
+        Tests("cluster or (gemm_tc and api)", "pytest_cluster.txt", 240),
+        Run("rungs 5-6 beside cuBLAS and Triton",
+            f"simtlab ladder gemm_tc --rung 5 --rung 6 {sizes('4096 4096:bf16 8192 8192:bf16 2048 6144:bf16 8192x1024x8192:bf16 4096:tf32 64x512x512x512:bf16')} "
+            "--json-out {out}/gemm_tc_top.json", 240),
+        Run("compute-sanitizer on rung 6's defaults",
+            "for s in 300x264x520 2x129x136x72:bf16 127x129x72:tf32; do simtlab sanitize gemm_tc --rung wgmma_cluster "
+            "--size $s --jobs 8; done", 300)]),
+    "fp32": ("the fp32 ladder: tests, the whole ladder at the issue sizes, the top rungs' sanitizer", [
+        Tests("gemm and not gemm_tc", "pytest_gemm.txt", 240),
+        Run("simtlab ladder gemm", f"simtlab ladder gemm {sizes(FP32_SIZES)} --plot {{out}}/gemm_ladder.png "
+            "--json-out {out}/gemm_ladder.json", 500),
+        Run("compute-sanitizer on rung 10", "simtlab sanitize gemm --rung tuned --size 2000x2100x301 --jobs 8", 150)]),
+    "memory": ("the memory-bound ladders, their ncu counters against the access analyzer, the report", [
+        Tests("elementwise or reduction or transpose or branch or boundary", "pytest_memory.txt", 240),
+        Run("simtlab ladder elementwise", "simtlab ladder elementwise --json-out {out}/elementwise_ladder.json"),
+        Run("simtlab ladder reduction", f"simtlab ladder reduction {sizes('2^30 2^30:max 2^20 1000003')} "
+            "--json-out {out}/reduction_ladder.json"),
+        Run("simtlab ladder transpose", f"simtlab ladder transpose {sizes('16384 8191x8193 4097x31')} "
+            "--json-out {out}/transpose_ladder.json"),
+        Run("divergence", "simtlab ladder branch --json-out {out}/branch_ladder.json && simtlab ladder boundary"),
+        Run("simtlab access beside Nsight Compute", "simtlab access"),
+        Run("simtlab report", "simtlab report -o {out}/report.html")]),
+    "conv": ("conv2d and stencil: tests, ladders, block shapes", [
+        Tests("conv2d or stencil", "pytest_conv.txt", 300),
+        Run("simtlab ladder conv2d", f"simtlab ladder conv2d {sizes('8192:r3 8192:r1 8192:r7 1000x1013:r3')} "
+            "--json-out {out}/conv2d_ladder.json"),
+        Run("conv2d block shapes", "python3 benchmarks/conv_block_sweep.py --size 8192:r3 --json {out}/conv_block_sweep.json"),
+        Run("simtlab ladder stencil", f"simtlab ladder stencil {sizes('512 511x513x257')} "
+            "--json-out {out}/stencil_ladder.json")]),
+    "rows": ("softmax and layernorm: tests and ladders at every row length", [
+        Tests("softmax or layernorm", "pytest_rows.txt", 240),
+        Run("simtlab ladder softmax", f"simtlab ladder softmax {sizes(ROW_SIZES)} --json-out {{out}}/softmax_ladder.json"),
+        Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
+            "--json-out {out}/layernorm_ladder.json")]),
+    "beyond": ("intrinsics, host transfers and CUDA graphs", [
+        Tests("intrinsics", "pytest_intrinsics.txt", 120),
+        Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
+        Run("simtlab transfers", "simtlab transfers"), Run("simtlab graphs", "simtlab graphs")]),
+    "tune": ("the tuner on every family with a space: small searches, the CLI's resume", [
+        Tests("tune or ladder", "pytest_tune.txt", 240),
+        Run("gemm rung 10", "simtlab tune gemm --rung tuned --size 2048 --strategy model --budget 24 --target-ms 20"),
+        Run("gemm_tc rung 6", "simtlab tune gemm_tc --rung 6 --size 4096:bf16 --strategy random --budget 12 "
+            "--target-ms 20"),
+        Run("conv2d rung 7", "simtlab tune conv2d --rung tma --size 8192:r3 --strategy random --budget 12 "
+            "--target-ms 20")]),
+    "tunetable": ("every valid configuration of gemm/10_tuned at 2048^3, in random order, until the time budget", [
+        Run("simtlab tune --budget 5000", "simtlab tune gemm --rung tuned --size 2048 --strategy random --budget 5000 "
+            "--fresh --time-budget 420 --target-ms 20 --timeout 60 --json > {out}/tune_table.json", 560)]),
+    "kahan": ("the Kahan-compensated fp32 GEMM beside plain and cuBLAS",
+              [Run("kahan table", "python3 benchmarks/kahan_table.py --json {out}/kahan.json")]),
+    "check": ("the occupancy model against the driver", [Run("occupancy", "python3 benchmarks/occupancy_check.py")]),
+    "multi": ("the distributed GEMM and the tuner on every GPU (a machine of several GPUs)", [
+        Run("distributed GEMM tests", "python3 -m pytest -q -p no:cacheprovider -rfE tests/test_dist.py", 120),
+        Run("distributed GEMM", "for algo in summa rows; do torchrun --standalone --nproc_per_node $(nvidia-smi -L | wc -l) "
+            "benchmarks/dist_gemm.py --size 8192 --algo $algo --json {out}/dist_gemm.jsonl; done"),
+        Run("simtlab tune --gpus all", "simtlab tune gemm --rung tuned --size 1024 --strategy random --budget 6 "
+            "--gpus all --fresh")]),
+}
+
+
+class Log:
+    """Lines to the console and to $OUT/log.txt."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "a")
+
+    def __call__(self, text: str) -> None:
+        print(text, flush=True)
+        self.file.write(text + "\n")
+        self.file.flush()
+
+
+def _stream(command: str, timeout: int, log: Log, into: Path | None = None) -> int:
+    """Run a shell command, its output to the log (or, for tests, to `into` with the summary
+    logged); killed with its process group at `timeout`, hung or not."""
+    proc = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    killed = threading.Event()
+
+    def kill():
+        killed.set()
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    out = open(into, "w") if into else None
+    try:
+        for line in proc.stdout:
+            if out:
+                out.write(line)
+            if not out or line.startswith(("FAILED", "ERROR")) or " passed" in line or " failed" in line:
+                log(line.rstrip("\n"))
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+        if out:
+            out.close()
+    if killed.is_set():
+        log(f"!! stopped after {timeout} s")
+        return 124
+    return rc
+
+
+def run_step(step, out: Path, log: Log) -> int:
+    if isinstance(step, Tests):
+        select = "" if step.markers is None else f"-m {shlex.quote(f'gpu and ({step.markers})')}"
+        log(f"== GPU tests: {step.markers or 'the whole suite'} ({step.log})")
+        return _stream(f"python3 -m pytest -q -p no:cacheprovider -rfE {select}", step.timeout, log, out / step.log)
+    log(f"== {step.title}")
+    return _stream(step.command.format(out=out), step.timeout, log)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("phases", nargs="*", help="phases to run, in order (--list shows them)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder (default: $OUT or ./out)")
+    ap.add_argument("--no-install", action="store_true", help="skip the offline install of the working tree")
+    ap.add_argument("--list", action="store_true", help="list the phases and their steps")
+    args = ap.parse_args()
+    if args.list or not args.phases:
+        for name, (what, steps) in PHASES.items():
+            print(f"{name:10} {what}")
+            for s in steps:
+                print(f"{'':12}- {'tests: ' + (s.markers or 'all') if isinstance(s, Tests) else s.title}")
+        return 0
+    unknown = [p for p in args.phases if p not in PHASES]
+    if unknown:
+        print(f"unknown phase(s) {', '.join(unknown)}; phases: {', '.join(PHASES)}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.update(PYTHONUNBUFFERED="1", COLUMNS="200", SIMTLAB_DB=str(out / "results.db"))
+    log = Log(out / "log.txt")
+    log(f"== {' '.join(args.phases)}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}, "
+        f"commit {os.environ.get('SIMTLAB_COMMIT', 'unknown')}")
+    _stream("nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv", 30, log)
+    if not args.no_install:
+        wheels = Path(".whl").resolve()
+        _stream(f"PIP_NO_INDEX=1 PIP_FIND_LINKS={wheels} PIP_DISABLE_PIP_VERSION_CHECK=1 "
+                "python3 -m pip install -q -e '.[dev]' 2>&1 | tail -3", 300, log)
+    failed = []
+    for phase in args.phases:
+        what, steps = PHASES[phase]
+        log(f"=== phase {phase}: {what}")
+        for step in steps:
+            if run_step(step, out, log) != 0:
+                failed.append(f"{phase}: {step.title if isinstance(step, Run) else step.log}")
+    log(f"== done {datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}" +
+        (f"; steps that failed: {'; '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
