@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from param_sweep import print_rows  # benchmarks/ is on sys.path when a script here runs
+from param_sweep import print_rows, steps  # benchmarks/ is on sys.path when a script here runs
 from simtlab.catalog import family
 from simtlab.device import current_sm_clock_mhz, device_info
 from simtlab.ladder import LadderOptions, run_ladder
@@ -34,10 +34,11 @@ def main() -> None:
     run_id = store.start_run("benchmarks/conv_block_sweep.py --size " + args.size, dev, current_sm_clock_mhz())
     refs: dict = {}
     rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
-    for rung in (fam.rung("smem_tile"), fam.rung("register_x"), fam.rung("register_xy"), fam.rung("pipelined")):
-        for bx, by in SHAPES:
-            opts = LadderOptions(overrides={rung.name: {"BX": bx, "BY": by}})
-            rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
+    pairs = [(rung, shape) for rung in (fam.rung("smem_tile"), fam.rung("register_x"), fam.rung("register_xy"),
+                                        fam.rung("pipelined")) for shape in SHAPES]
+    for rung, (bx, by) in steps(pairs, f"conv2d {args.size} block shapes"):
+        opts = LadderOptions(overrides={rung.name: {"BX": bx, "BY": by}})
+        rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
     print_rows(rows, f"conv2d {args.size} block shapes on {dev.name}", fam.metric,
                lambda r: f"{r.params['BX']}x{r.params['BY']}" if r.params else "")
     if args.json:

@@ -14,6 +14,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from param_sweep import steps  # benchmarks/ is on sys.path when a script here runs
 from simtlab.catalog import family
 from simtlab.device import current_sm_clock_mhz, device_info
 from simtlab.ladder import LadderOptions, run_ladder
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     store = Store(args.db)
     run_id = store.start_run("benchmarks/gemm_sweep.py " + " ".join(sys.argv[1:]), dev, current_sm_clock_mhz())
     rows = []
-    for i, cand in enumerate(candidates):
+    for i, cand in steps(enumerate(candidates), f"gemm/10_tuned round {args.round}"):
         params = {**base, **cand}
         for r in run_ladder(fam, sizes, [rung], store, run_id,
                             LadderOptions(target_ms=args.target_ms, overrides={"tuned": params}, verify=True),

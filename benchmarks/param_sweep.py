@@ -45,6 +45,20 @@ def print_rows(rows, title: str, metric: str, shown) -> None:
     Console(width=200).print(t)
 
 
+def steps(items, what: str):
+    """`items` with a progress bar on stderr while they are measured (on a terminal only; gone once done)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    items = list(items)
+    err = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task(what, total=len(items))
+        for item in items:
+            yield item
+            progress.advance(task)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -64,7 +78,7 @@ def main() -> None:
     refs: dict = {}
     rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
     names = [n for n, _ in grid]
-    for values in itertools.product(*(v for _, v in grid)):
+    for values in steps(itertools.product(*(v for _, v in grid)), f"{rung.id} {args.size}"):
         opts = LadderOptions(overrides={rung.name: dict(zip(names, values))})
         rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
     rows.sort(key=lambda r: (r.status not in ("ok", "reference"), r.status != "reference", -_value(r, fam.metric)))
