@@ -1,18 +1,20 @@
-from pathlib import Path
-
 import pytest
 
 from simtlab.analyze.sass import Instruction, disassemble, parse_sass, summarize
 from simtlab.analyze.static import sass_report
 from simtlab.catalog import FAMILIES
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vadd_float4_256_sm90.cubin"
 VEC = "_Z11vadd_float4ILi256ELb1EEvPKfS1_Pfx"  # vadd_float4<256, true>
 SCALAR = "_Z11vadd_float4ILi256ELb0EEvPKfS1_Pfx"
 
 
-def test_parse_committed_cubin():
-    funcs = parse_sass(disassemble(FIXTURE))
+def test_parse_a_compiled_cubin():
+    """elementwise rung 2 compiled for sm_90 (no binary kept in the repository): both paths parsed."""
+    from simtlab.catalog import family
+    from simtlab.launch import build
+
+    cubin = build(family("elementwise").rung("float4"), {"BLOCK": 256}, "sm_90").cubin.path
+    funcs = parse_sass(disassemble(cubin))
     assert set(funcs) == {VEC, SCALAR}
     vec = summarize("vec", funcs[VEC])
     scalar = summarize("scalar", funcs[SCALAR])
