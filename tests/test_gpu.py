@@ -347,6 +347,37 @@ def test_timing_is_positive_and_ordered():
     assert 0 < t.min_ms <= t.p20_ms <= t.median_ms <= t.p80_ms and t.reps >= 5
 
 
+SCAN_SIZES = [1, 31, 1000, 4096, (1 << 20) + 7, (1 << 24) + 3]
+
+
+@pytest.mark.parametrize("rung", family("scan").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("n", SCAN_SIZES)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_scan_rung(rung, n, dtype):
+    """Every scan rung at lengths that are one element, part of a tile, whole tiles and several
+    levels of tile totals: int32 exactly (wrapping as the GPU adds), fp32 within its bound of the
+    float64 scan."""
+    from simtlab.ops import scan
+
+    p = scan.ScanProblem(n, dtype)
+    ws = _run_rung(family("scan"), rung, p, seed=n, ladder_params=True)
+    v = compare(ws.out, ws.expected(), scan.tolerance(p))
+    assert v.ok, (rung.name, n, dtype, v.reason)
+
+
+@pytest.mark.scan
+@pytest.mark.parametrize("params", [{"BLOCK": 128, "ITEMS": 4}, {"BLOCK": 1024, "ITEMS": 16}, {"BLOCK": 512, "ITEMS": 8}])
+def test_scan_space_points_are_correct(params):
+    """Points of the tuner's space for rungs 3-4 (smallest and largest tiles), int32 exactly."""
+    from simtlab.ops import scan
+
+    fam = family("scan")
+    for name in ("warp_shuffle", "reduce_then_scan"):
+        p = scan.ScanProblem(3 * 16384 + 5, "int32")
+        ws = _run_rung(fam, fam.rung(name), p, seed=3, params={**params, "DT": 1})
+        assert compare(ws.out, ws.expected(), 0.0).ok, (name, params)
+
+
 REDUCE_SIZES = [1, 31, 1000, (1 << 20) + 7, 1 << 26]
 
 

@@ -5,26 +5,14 @@ gathers them, in the order the CLI and the reports list them."""
 from __future__ import annotations
 
 from .family import Family, Rung
-from .ops import (
-    boundary,
-    branch,
-    conv2d,
-    elementwise,
-    gemm,
-    gemm_tc,
-    intrinsics,
-    layernorm,
-    reduction,
-    softmax,
-    stencil,
-    transpose,
-)
+from .ops import (boundary, branch, conv2d, elementwise, gemm, gemm_tc, intrinsics, layernorm, reduction, scan,
+                  softmax, stencil, transpose)
 
 __all__ = ["Rung", "Family", "FAMILIES", "family", "families", "all_rungs"]
 
 FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in (elementwise, gemm, reduction, transpose, branch,
                                                                 boundary, gemm_tc, conv2d, stencil, softmax,
-                                                                layernorm, intrinsics)}
+                                                                layernorm, intrinsics, scan)}
 
 
 def families() -> list[Family]:

@@ -1,0 +1,88 @@
+// Rung 3 - warp shuffle: ITEMS elements a thread in registers (16-byte loads where aligned), a
+// sequential scan of them, then a warp scan of the threads' totals by __shfl_up_sync (no shared
+// memory, no barrier), one value a warp through shared memory and a scan of those by the first
+// warp: two barriers a tile instead of one a step. The carry still takes a second launch.
+#include "simtlab_scan.cuh"
+
+namespace simtlab {
+namespace scan {
+
+// The tile's inclusive scan (plus `carry_in`) into out; returns the tile's total to thread BLOCK-1.
+template <int DT, int BLOCK, int ITEMS>
+__device__ __forceinline__ typename Elem<DT>::T tile_scan(const typename Elem<DT>::T* __restrict__ x,
+                                                          typename Elem<DT>::T* out, long long n,
+                                                          typename Elem<DT>::T carry_in) {
+  using T = typename Elem<DT>::T;
+  using V = typename Elem<DT>::V;
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps, at most 32 of them");
+  __shared__ T warp_sums[BLOCK / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long base = ((long long)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
+  const bool vec = ITEMS % 4 == 0 && base + ITEMS <= n && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
+  T v[ITEMS];
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      const V w = reinterpret_cast<const V*>(x + base)[q];
+      v[4 * q] = w.x, v[4 * q + 1] = w.y, v[4 * q + 2] = w.z, v[4 * q + 3] = w.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = base + j < n ? x[base + j] : T(0);
+  }
+#pragma unroll
+  for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
+  T inc = v[ITEMS - 1];  // the thread's total, then its inclusive prefix across the warp
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T y = __shfl_up_sync(~0u, inc, o);
+    if (lane >= o) inc += y;
+  }
+  T excl = __shfl_up_sync(~0u, inc, 1);  // (the threads before this one in the warp)
+  if (lane == 0) excl = T(0);
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < BLOCK / 32 ? warp_sums[lane] : T(0);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const T y = __shfl_up_sync(~0u, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < BLOCK / 32) warp_sums[lane] = w;
+  }
+  __syncthreads();
+  const T prefix = carry_in + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      V w;
+      w.x = v[4 * q], w.y = v[4 * q + 1], w.z = v[4 * q + 2], w.w = v[4 * q + 3];
+      reinterpret_cast<V*>(out + base)[q] = w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (base + j < n) out[base + j] = v[j];
+  }
+  return warp_sums[BLOCK / 32 - 1];
+}
+
+}  // namespace scan
+}  // namespace simtlab
+
+template <int DT, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK)
+scan_warp_shuffle(const typename simtlab::scan::Elem<DT>::T* __restrict__ x, typename simtlab::scan::Elem<DT>::T* out,
+                  typename simtlab::scan::Elem<DT>::T* sums, const typename simtlab::scan::Elem<DT>::T* carry,
+                  long long n, int phase) {
+  using T = typename simtlab::scan::Elem<DT>::T;
+  if (phase == 1) {
+    simtlab::scan::add_carry(out, carry, n, BLOCK * ITEMS);
+    return;
+  }
+  const T total = simtlab::scan::tile_scan<DT, BLOCK, ITEMS>(x, out, n, T(0));
+  if (sums != nullptr && threadIdx.x == 0) sums[blockIdx.x] = total;
+}

@@ -1,0 +1,253 @@
+"""Inclusive prefix sum (scan) of n fp32 or int32 elements: out[i] = x[0] + ... + x[i].
+
+Rungs 1-3 scan tiles in one launch (each writing its tile's total), scan the totals with the
+same kernel (again, until one tile is left), then add each tile's carry in a second launch:
+the data is read twice and written twice. Rung 4 reduces the tiles first (read once, nothing
+written), scans the totals, then scans each tile with its carry (read again, written once): a
+quarter less traffic. int32 is checked exactly (wrapping as the GPU's adds do), fp32 against a
+float64 scan.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..family import Family, Rung, frozen
+from ..launch import Launch, LaunchError
+from ..space import Space
+from ..verify import dot_tolerance
+from .base import Reference, device_copy, parse_int, torch_reference
+from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+
+DTYPE = "float32"
+DTYPES = {"fp32": "float32", "int32": "int32"}  # a size suffix picks the element type ("2^24:int32")
+DT = {"float32": 0, "int32": 1}  # the kernels' DT template argument
+PHASE_SCAN, PHASE_CARRY, PHASE_REDUCE = 0, 1, 2  # the kernels' phase argument
+REDUCE_FIRST = "reduce_first"  # a rung that reduces the tiles before it scans them (Rung.capabilities)
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    n: int
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"scan length must be >= 1, got {self.n}")
+        if self.dtype not in DT:
+            raise ValueError(f"scan element type must be float32 or int32, got {self.dtype!r}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.n}" + ("" if self.dtype == DTYPE else ":int32")
+
+    @property
+    def flops(self) -> int:
+        return self.n  # one add an element (what a sequential scan does)
+
+    @property
+    def bytes(self) -> int:
+        return 8 * self.n  # x read once, out written once: what any scan must move
+
+
+def parse_size(text: str, **_) -> ScanProblem:
+    """'n' (fp32) or 'n:int32' / 'n:fp32'."""
+    size, _, kind = str(text).partition(":")
+    if kind and kind not in DTYPES:
+        raise ValueError(f"scan element type {kind!r}: use fp32 or int32 (e.g. 2^24:int32)")
+    return ScanProblem(parse_int(size, "scan length"), DTYPES.get(kind, DTYPE))
+
+
+def tolerance(p: ScanProblem, ws=None) -> float:
+    """int32: exact. fp32: out[i] is a sum of i+1 terms, added along a path of at most a tile's
+    tree or run (a few dozen adds) and the carries' tree across tiles; rounding errors of such a
+    sum of up to n terms random-walk, so the bound of a length-n sum (verify.dot_tolerance, u (8
+    sqrt n + 16)) holds norm-wise, the same bound the reductions and GEMMs use."""
+    return 0.0 if p.dtype == "int32" else dot_tolerance("float32", p.n)
+
+
+def tile(params) -> int:
+    return params["BLOCK"] * params["ITEMS"]
+
+
+def tiles(params, n: int) -> int:
+    return -(-n // tile(params))
+
+
+def geometry(params, p: ScanProblem, device=None) -> Launch:
+    """The first launch: a block per tile of BLOCK x ITEMS elements."""
+    return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def requested_bytes(rung_name: str, params, p: ScanProblem) -> int:
+    """Rungs 1-3: read and write in the tile scan, read and write again adding the carry; rung 4:
+    read to reduce, read and write in the scan with its carry (the tile totals are small)."""
+    passes = 3 if FAMILY.rung(rung_name).can(REDUCE_FIRST) else 4
+    return 4 * passes * p.n
+
+
+def _numpy_type(dtype: str):
+    return np.float32 if dtype == "float32" else np.int32
+
+
+class Workspace:
+    def __init__(self, p: ScanProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        if p.dtype == "float32":
+            self.x = rng.random(p.n, dtype=cupy.float32) * 2 - 1
+        else:  # small signed steps: partial sums stay far from wrapping (checked exactly either way)
+            self.x = rng.integers(-4, 5, p.n, dtype=cupy.int32)
+        self.out = cupy.empty(p.n, dtype=self.x.dtype)
+
+    def poison(self) -> None:
+        self.out.fill(np.nan if self.p.dtype == "float32" else np.int32(0x7F7F7F7F))
+
+    def args(self) -> tuple:  # (the runner launches with its own: tiles' totals and carries)
+        return (self.x, self.out)
+
+    def vec_ok(self) -> bool:
+        return self.x.data.ptr % 16 == 0 and self.out.data.ptr % 16 == 0
+
+    def expected(self):
+        import cupy
+
+        if self.p.dtype == "int32":  # int64 sums wrapped to int32, as the GPU's int adds wrap
+            return cupy.cumsum(self.x.astype(cupy.int64)).astype(cupy.int32)
+        return cupy.cumsum(self.x.astype(cupy.float64))
+
+    def output(self):
+        return self.out
+
+
+def workspace(p: ScanProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def plan_levels(params, n: int) -> list[int]:
+    """Element counts scanned at each level: n, then its tiles' totals, ... until one tile."""
+    levels = [n]
+    while tiles(params, levels[-1]) > 1:
+        levels.append(tiles(params, levels[-1]))
+    return levels
+
+
+def make_runner(inst, problem: ScanProblem, ws: Workspace, device, vec, prepare):
+    """Scan any length with the rung's one kernel (its `phase` argument picks the step): at each
+    level the tiles' totals go to a buffer of the next level, scanned the same way; the carries
+    come back down. Buffers are made here, outside the timed call."""
+    import cupy
+
+    params = inst.params
+    block = params["BLOCK"]
+    func = prepare(inst, inst.geometry(problem, device), vec, device)
+    levels = plan_levels(params, problem.n)
+    dtype = ws.x.dtype
+    sums = [cupy.empty(tiles(params, m), dtype=dtype) for m in levels[:-1]]  # level k's tile totals
+    scanned = [cupy.empty(tiles(params, m), dtype=dtype) for m in levels[:-1]]  # ... scanned
+    null = np.uint64(0)  # (a null pointer: no totals to write, no carry to add)
+    reduce_first = inst.rung.can(REDUCE_FIRST)
+    steps = []
+
+    def scan(level: int, src, dst) -> None:
+        """Append the launches that write the inclusive scan of `src` (levels[level] elements) to `dst`."""
+        m = levels[level]
+        grid = (tiles(params, m), 1, 1)
+        last = level == len(levels) - 1  # one tile: no totals, no carry
+        if reduce_first:
+            if not last:
+                steps.append((grid, (src, dst, sums[level], null, np.int64(m), np.int32(PHASE_REDUCE))))
+                scan(level + 1, sums[level], scanned[level])
+            steps.append((grid, (src, dst, null, null if last else scanned[level], np.int64(m), np.int32(PHASE_SCAN))))
+            return
+        steps.append((grid, (src, dst, null if last else sums[level], null, np.int64(m), np.int32(PHASE_SCAN))))
+        if not last:
+            scan(level + 1, sums[level], scanned[level])
+            steps.append((grid, (src, dst, null, scanned[level], np.int64(m), np.int32(PHASE_CARRY))))
+
+    scan(0, ws.x, ws.out)
+    if any(g[0] > 2**31 - 1 for g, _ in steps):
+        raise LaunchError(f"{problem.n} elements need more than 2^31 - 1 tiles")
+
+    def run():
+        for grid, args in steps:
+            func(grid, (block, 1, 1), args)
+
+    return run
+
+
+def _cupy(ws: Workspace):
+    import cupy
+
+    def run():
+        cupy.cumsum(ws.x, out=ws.out)
+
+    return run
+
+
+def _torch(ws: Workspace):
+    import torch
+
+    x = torch.as_tensor(ws.x, device="cuda")
+    out = torch.as_tensor(ws.out, device="cuda")  # (the workspace's output, so its values are checked too)
+
+    def run():
+        torch.cumsum(x, 0, dtype=x.dtype, out=out)
+
+    return run
+
+
+def _device_copy(ws: Workspace):
+    return device_copy(4 * ws.p.n)  # moves 8n bytes: x read, out written, as a scan must
+
+
+def references() -> list[Reference]:
+    return ([Reference("CuPy cumsum (CUB)", _cupy), Reference("device copy", _device_copy, verifiable=False)]
+            + torch_reference("PyTorch cumsum", _torch, verifiable=True))
+
+
+def dtype_params(p: ScanProblem, device=None, vec=None) -> dict:
+    """The problem picks the element-type template argument."""
+    return {"DT": DT[p.dtype]}
+
+
+def block_space(max_smem: int) -> Space:
+    """The block and, for the rungs that take several elements a thread, how many."""
+    return Space({"BLOCK": (128, 256, 512, 1024), "ITEMS": (4, 8, 16)})
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="scan",
+    title="inclusive prefix sum, fp32 or int32, any length",
+    ops=sys.modules[__name__],
+    reference="CuPy cumsum (CUB), and a device copy of the bytes a scan moves",
+    default_sizes=("268435456", "268435456:int32"),
+    rungs=(
+        Rung("scan", 1, "hillis_steele", "scan/01_hillis_steele.cu", "scan_hillis_steele", ("DT", "BLOCK", "ITEMS"),
+             frozen({"DT": 0, "BLOCK": 512, "ITEMS": 1}),
+             "log2(BLOCK) steps, each adding the element `offset` back: simple, but n log n adds and a barrier a step",
+             geometry, size_defaults=dtype_params, sass_expect=("LDS", "BAR")),
+        Rung("scan", 2, "blelloch", "scan/02_blelloch.cu", "scan_blelloch", ("DT", "BLOCK", "ITEMS"),
+             frozen({"DT": 0, "BLOCK": 512, "ITEMS": 2}),
+             "up-sweep then down-sweep over a padded shared tree: 2n adds (work-efficient), no bank conflicts",
+             geometry, size_defaults=dtype_params, sass_expect=("LDS", "BAR")),
+        Rung("scan", 3, "warp_shuffle", "scan/03_warp_shuffle.cu", "scan_warp_shuffle", ("DT", "BLOCK", "ITEMS"),
+             frozen({"DT": 0, "BLOCK": 256, "ITEMS": 8}),
+             "ITEMS in registers a thread, a warp scan by __shfl_up_sync, one shared value a warp: two barriers a tile",
+             geometry, size_defaults=dtype_params, sass_expect=("SHFL",), space=block_space),
+        Rung("scan", 4, "reduce_then_scan", "scan/04_reduce_then_scan.cu", "scan_reduce_then_scan",
+             ("DT", "BLOCK", "ITEMS"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 16}),
+             "reduce the tiles first (nothing written), then scan each with its carry: 12 bytes an element, not 16",
+             geometry, size_defaults=dtype_params, sass_expect=("SHFL",), space=block_space,
+             capabilities=frozenset({REDUCE_FIRST})),
+    ),
+    metric="gbs",
+    check_size="1000003",
+)
