@@ -13,7 +13,7 @@ from simtlab.tune.session import rung_space
 
 SPACED = [r for r in all_rungs() if r.space is not None]
 SIZES = {"gemm": "1000x1013x37", "gemm_tc": "4096:bf16", "conv2d": "333x517:r7", "elementwise": "1000003",
-         "reduction": "1000003"}
+         "reduction": "1000003", "scan": "1000003:int32"}
 
 
 def test_the_families_the_tuner_serves():
