@@ -368,11 +368,11 @@ def test_scan_rung(rung, n, dtype):
 @pytest.mark.scan
 @pytest.mark.parametrize("params", [{"BLOCK": 128, "ITEMS": 4}, {"BLOCK": 1024, "ITEMS": 16}, {"BLOCK": 512, "ITEMS": 8}])
 def test_scan_space_points_are_correct(params):
-    """Points of the tuner's space for rungs 3-4 (smallest and largest tiles), int32 exactly."""
+    """Points of the tuner's space for rungs 3-5 (smallest and largest tiles), int32 exactly."""
     from simtlab.ops import scan
 
     fam = family("scan")
-    for name in ("warp_shuffle", "reduce_then_scan"):
+    for name in ("warp_shuffle", "reduce_then_scan", "decoupled_lookback"):
         p = scan.ScanProblem(3 * 16384 + 5, "int32")
         ws = _run_rung(fam, fam.rung(name), p, seed=3, params={**params, "DT": 1})
         assert compare(ws.out, ws.expected(), 0.0).ok, (name, params)

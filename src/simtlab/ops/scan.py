@@ -4,7 +4,9 @@ Rungs 1-3 scan tiles in one launch (each writing its tile's total), scan the tot
 same kernel (again, until one tile is left), then add each tile's carry in a second launch:
 the data is read twice and written twice. Rung 4 reduces the tiles first (read once, nothing
 written), scans the totals, then scans each tile with its carry (read again, written once): a
-quarter less traffic. int32 is checked exactly (wrapping as the GPU's adds do), fp32 against a
+quarter less traffic. Rung 5 is one launch: each tile finds the total of the tiles before it by
+looking back at what they published (decoupled look-back), so the data is read and written once.
+int32 is checked exactly (wrapping as the GPU's adds do), fp32 against a
 float64 scan.
 """
 
@@ -26,7 +28,9 @@ DTYPE = "float32"
 DTYPES = {"fp32": "float32", "int32": "int32"}  # a size suffix picks the element type ("2^24:int32")
 DT = {"float32": 0, "int32": 1}  # the kernels' DT template argument
 PHASE_SCAN, PHASE_CARRY, PHASE_REDUCE = 0, 1, 2  # the kernels' phase argument
-REDUCE_FIRST = "reduce_first"  # a rung that reduces the tiles before it scans them (Rung.capabilities)
+# What a rung does beyond scanning tiles and adding carries (Rung.capabilities):
+REDUCE_FIRST = "reduce_first"  # reduces the tiles before it scans them
+SINGLE_PASS = "single_pass"  # one launch: tiles in order by an atomic counter, carries by decoupled look-back
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ def geometry(params, p: ScanProblem, device=None) -> Launch:
 def requested_bytes(rung_name: str, params, p: ScanProblem) -> int:
     """Rungs 1-3: read and write in the tile scan, read and write again adding the carry; rung 4:
     read to reduce, read and write in the scan with its carry (the tile totals are small)."""
-    passes = 3 if FAMILY.rung(rung_name).can(REDUCE_FIRST) else 4
+    rung = FAMILY.rung(rung_name)
+    passes = 2 if rung.can(SINGLE_PASS) else 3 if rung.can(REDUCE_FIRST) else 4
     return 4 * passes * p.n
 
 
@@ -145,7 +150,18 @@ def make_runner(inst, problem: ScanProblem, ws: Workspace, device, vec, prepare)
 
     params = inst.params
     block = params["BLOCK"]
-    func = prepare(inst, inst.geometry(problem, device), vec, device)
+    launch = inst.geometry(problem, device)
+    func = prepare(inst, launch, vec, device)
+    if inst.rung.can(SINGLE_PASS):
+        # each tile's published word, then the tile counter: cleared on the caller's stream before each run
+        state = cupy.empty(launch.blocks + 1, dtype=cupy.uint64)
+        args = (ws.x, ws.out, state, state[launch.blocks:], np.int64(problem.n))
+
+        def run_single():
+            cupy.cuda.runtime.memsetAsync(state.data.ptr, 0, state.nbytes, cupy.cuda.get_current_stream().ptr)
+            func(launch.grid, launch.block, args)
+
+        return run_single
     levels = plan_levels(params, problem.n)
     dtype = ws.x.dtype
     sums = [cupy.empty(tiles(params, m), dtype=dtype) for m in levels[:-1]]  # level k's tile totals
@@ -247,6 +263,11 @@ FAMILY = Family(
              "reduce the tiles first (nothing written), then scan each with its carry: 12 bytes an element, not 16",
              geometry, size_defaults=dtype_params, sass_expect=("SHFL",), space=block_space,
              capabilities=frozenset({REDUCE_FIRST})),
+        Rung("scan", 5, "decoupled_lookback", "scan/05_decoupled_lookback.cu", "scan_decoupled_lookback",
+             ("DT", "BLOCK", "ITEMS"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 16}),
+             "one pass: tiles taken in order, each publishing its total and looking back for its prefix: 8 bytes an element",
+             geometry, size_defaults=dtype_params, sass_expect=("SHFL", "ATOMG"), space=block_space,
+             capabilities=frozenset({SINGLE_PASS})),
     ),
     metric="gbs",
     check_size="1000003",

@@ -1,0 +1,118 @@
+// Rung 5 - single pass with decoupled look-back: each block takes the next tile in launch order
+// (an atomic counter, so a tile's predecessors are always running or done), scans it in registers
+// as rung 3 does, publishes its total, and walks back over its predecessors' published words -
+// a total (keep walking) or an inclusive prefix (stop) - then publishes its own prefix and writes.
+// Value and flag share one 64-bit word, so a reader never sees one without the other. The data
+// is read once and written once: 8 bytes an element, what a copy moves.
+#include "simtlab_scan.cuh"
+
+namespace simtlab {
+namespace scan {
+
+enum : unsigned { NOT_READY = 0, AGGREGATE = 1, PREFIX = 2 };
+
+__device__ __forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned bits_of(int v) { return (unsigned)v; }
+__device__ __forceinline__ void from_bits(unsigned b, float& v) { v = __uint_as_float(b); }
+__device__ __forceinline__ void from_bits(unsigned b, int& v) { v = (int)b; }
+
+template <typename T>
+__device__ __forceinline__ unsigned long long pack(unsigned flag, T value) {
+  return ((unsigned long long)flag << 32) | bits_of(value);
+}
+
+template <typename T>
+__device__ __forceinline__ T unpack(unsigned long long word) {
+  T value;
+  from_bits((unsigned)word, value);
+  return value;
+}
+
+}  // namespace scan
+}  // namespace simtlab
+
+template <int DT, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK)
+scan_decoupled_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ x, typename simtlab::scan::Elem<DT>::T* out,
+                        unsigned long long* status, unsigned* counter, long long n) {
+  using T = typename simtlab::scan::Elem<DT>::T;
+  using V = typename simtlab::scan::Elem<DT>::V;
+  using namespace simtlab::scan;
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps, at most 32 of them");
+  __shared__ T warp_sums[BLOCK / 32];
+  __shared__ T block_prefix;
+  __shared__ unsigned tile_shared;
+  if (threadIdx.x == 0) tile_shared = atomicAdd(counter, 1u);
+  __syncthreads();
+  const unsigned tile = tile_shared;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long base = ((long long)tile * BLOCK + threadIdx.x) * ITEMS;
+  const bool vec = ITEMS % 4 == 0 && base + ITEMS <= n && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
+  T v[ITEMS];
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      const V w = reinterpret_cast<const V*>(x + base)[q];
+      v[4 * q] = w.x, v[4 * q + 1] = w.y, v[4 * q + 2] = w.z, v[4 * q + 3] = w.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = base + j < n ? x[base + j] : T(0);
+  }
+#pragma unroll
+  for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
+  T inc = v[ITEMS - 1];
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T y = __shfl_up_sync(~0u, inc, o);
+    if (lane >= o) inc += y;
+  }
+  T excl = __shfl_up_sync(~0u, inc, 1);
+  if (lane == 0) excl = T(0);
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < BLOCK / 32 ? warp_sums[lane] : T(0);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const T y = __shfl_up_sync(~0u, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < BLOCK / 32) warp_sums[lane] = w;
+    const T total = __shfl_sync(~0u, w, BLOCK / 32 - 1);
+    if (lane == 0) {  // publish this tile's total, then look back for the prefix before it
+      T before = T(0);
+      if (tile == 0) {
+        atomicExch(&status[0], pack(PREFIX, total));
+      } else {
+        atomicExch(&status[tile], pack(AGGREGATE, total));
+        for (long long j = (long long)tile - 1; j >= 0; --j) {
+          unsigned long long word;
+          do {
+            word = *reinterpret_cast<volatile unsigned long long*>(&status[j]);
+          } while ((word >> 32) == NOT_READY);
+          before += unpack<T>(word);
+          if ((word >> 32) == PREFIX) break;
+        }
+        atomicExch(&status[tile], pack(PREFIX, before + total));
+      }
+      block_prefix = before;
+    }
+  }
+  __syncthreads();
+  const T prefix = block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      V w;
+      w.x = v[4 * q], w.y = v[4 * q + 1], w.z = v[4 * q + 2], w.w = v[4 * q + 3];
+      reinterpret_cast<V*>(out + base)[q] = w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (base + j < n) out[base + j] = v[j];
+  }
+}
