@@ -1,7 +1,8 @@
 // Rung 5 - single pass with decoupled look-back: each block takes the next tile in launch order
 // (an atomic counter, so a tile's predecessors are always running or done), scans it in registers
-// as rung 3 does, publishes its total, and walks back over its predecessors' published words -
-// a total (keep walking) or an inclusive prefix (stop) - then publishes its own prefix and writes.
+// as rung 3 does, publishes its total, and a warp reads its 32 nearest predecessors' published
+// words at once - totals (keep walking) up to the nearest inclusive prefix (stop) - then publishes
+// its own prefix and writes.
 // Value and flag share one 64-bit word, so a reader never sees one without the other. The data
 // is read once and written once: 8 bytes an element, what a copy moves.
 #include "simtlab_scan.cuh"
@@ -80,23 +81,33 @@ scan_decoupled_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ 
     }
     if (lane < BLOCK / 32) warp_sums[lane] = w;
     const T total = __shfl_sync(~0u, w, BLOCK / 32 - 1);
-    if (lane == 0) {  // publish this tile's total, then look back for the prefix before it
-      T before = T(0);
-      if (tile == 0) {
+    if (tile == 0) {
+      if (lane == 0) {
         atomicExch(&status[0], pack(PREFIX, total));
-      } else {
-        atomicExch(&status[tile], pack(AGGREGATE, total));
-        for (long long j = (long long)tile - 1; j >= 0; --j) {
-          unsigned long long word;
-          do {
-            word = *reinterpret_cast<volatile unsigned long long*>(&status[j]);
-          } while ((word >> 32) == NOT_READY);
-          before += unpack<T>(word);
-          if ((word >> 32) == PREFIX) break;
-        }
-        atomicExch(&status[tile], pack(PREFIX, before + total));
+        block_prefix = T(0);
       }
-      block_prefix = before;
+    } else {  // publish this tile's total, then look back 32 predecessors at a time
+      if (lane == 0) atomicExch(&status[tile], pack(AGGREGATE, total));
+      T before = T(0);
+      for (long long last = (long long)tile - 1;; last -= 32) {
+        const long long j = last - lane;  // lane 0 the nearest predecessor
+        unsigned long long word = j >= 0 ? *reinterpret_cast<volatile unsigned long long*>(&status[j])
+                                         : pack(PREFIX, T(0));  // (before tile 0: a prefix of nothing)
+        while (__any_sync(~0u, (word >> 32) == NOT_READY)) {
+          if ((word >> 32) == NOT_READY) word = *reinterpret_cast<volatile unsigned long long*>(&status[j]);
+        }
+        const unsigned prefixes = __ballot_sync(~0u, (word >> 32) == PREFIX);
+        const int stop = prefixes ? __ffs(prefixes) - 1 : 31;  // the nearest inclusive prefix ends the walk
+        T part = lane <= stop ? unpack<T>(word) : T(0);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(~0u, part, o);
+        before += part;
+        if (prefixes) break;
+      }
+      if (lane == 0) {
+        atomicExch(&status[tile], pack(PREFIX, before + total));
+        block_prefix = before;
+      }
     }
   }
   __syncthreads();
