@@ -100,6 +100,11 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder softmax", f"simtlab ladder softmax {sizes(ROW_SIZES)} --json-out {{out}}/softmax_ladder.json"),
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
+    "scan": ("the scan ladder: tests (every rung, fp32 and int32, odd lengths), the ladder, rung 5's tile", [
+        Tests("scan", "pytest_scan.txt", 200),
+        Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json"),
+        Run("rung 5's block and elements a thread", "python3 benchmarks/param_sweep.py scan decoupled_lookback --size 2^28 "
+            "--param BLOCK=128,256,512,1024 --param ITEMS=8,16 --json {out}/scan_sweep.json")]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
