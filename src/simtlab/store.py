@@ -269,6 +269,52 @@ class Store:
             (family, rung, problem, device)).fetchone()
         return dict(row) if row else None
 
+    # --- the questions the analyses, the report and the tuner ask (all SQL lives in this module) ---
+
+    def latest_ladder_runs(self) -> dict[str, int]:
+        """Per family, the most recent run that measured its first rung (a ladder, not a sweep)."""
+        rows = self.db.execute("SELECT family, MAX(run_id) FROM results WHERE stage = 1 GROUP BY family").fetchall()
+        return {fam: run for fam, run in rows}
+
+    def best_reference(self, device: str, reference: str, column: str) -> tuple:
+        """(the best value of `column` - gbs or gflops - among a reference's stored rows on a device,
+        how many rows there are, the runs they come from joined by commas)."""
+        if column not in ("gbs", "gflops"):
+            raise ValueError(f"column is gbs or gflops, not {column!r}")
+        return tuple(self.db.execute(
+            f"SELECT MAX(r.{column}), COUNT(*), GROUP_CONCAT(DISTINCT r.run_id) FROM results r JOIN runs u "
+            "ON u.id = r.run_id WHERE u.device = ? AND r.rung = ? AND r.status = 'reference'",
+            (device, reference)).fetchone())
+
+    def best_per_problem(self, family: str, rung: str, device: str | None = None) -> dict[str, dict]:
+        """Per problem, a rung's best verified time, rates and share of its reference (on a device)."""
+        sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
+               "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
+        args = [family, rung]
+        if device:
+            sql += " AND u.device = ?"
+            args.append(device)
+        return {problem: {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
+                for problem, ms, gflops, gbs, pct in self.db.execute(sql + " GROUP BY r.problem", args).fetchall()}
+
+    def fastest_params_elsewhere(self, family: str, rung: str, problem: str) -> list[tuple[str, float]]:
+        """(parameters as JSON, best GFLOP/s) of a rung's verified rows on other problems, fastest first."""
+        return [tuple(r) for r in self.db.execute(
+            "SELECT params, MAX(gflops) AS g FROM results WHERE family = ? AND rung = ? AND problem != ? "
+            "AND status = 'ok' AND params IS NOT NULL AND gflops IS NOT NULL GROUP BY params ORDER BY g DESC",
+            (family, rung, problem)).fetchall()]
+
+    def evaluations(self, family: str, rung: str, problem: str, device: str | None = None) -> list[tuple]:
+        """(parameters as JSON, median ms, status, error) of every stored row of a rung on a problem
+        that carries parameters (on a device), in the order they were stored."""
+        sql = ("SELECT r.params, r.median_ms, r.status, r.error FROM results r JOIN runs u ON u.id = r.run_id "
+               "WHERE r.family = ? AND r.rung = ? AND r.problem = ? AND r.params IS NOT NULL")
+        args = [family, rung, problem]
+        if device:
+            sql += " AND u.device = ?"
+            args.append(device)
+        return [tuple(r) for r in self.db.execute(sql + " ORDER BY r.id", args).fetchall()]
+
     def merge_from(self, other: str | Path) -> int:
         """Copy every run of another store (and its results) into this one, in the other's order,
         under new ids; a run already merged (same start time, host, command and commit) is skipped.

@@ -57,16 +57,7 @@ def measured(store, fam: Family, rung: Rung, device: str | None) -> dict[str, di
     """Best verified result per problem for a rung (and the reference's on the same problems)."""
     if store is None:
         return {}
-    sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
-           "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
-    args = [fam.name, rung.id]
-    if device:
-        sql += " AND u.device = ?"
-        args.append(device)
-    out = {}
-    for problem, ms, gflops, gbs, pct in store.db.execute(sql + " GROUP BY r.problem", args).fetchall():
-        out[problem] = {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
-    return out
+    return store.best_per_problem(fam.name, rung.id, device)
 
 
 def limiter(fam: Family, facts: dict, pct_of_reference: float | None) -> str:

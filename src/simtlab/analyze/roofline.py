@@ -82,10 +82,7 @@ def ceilings_from_store(store, device: str, bandwidth_ref: str = "device copy",
                         compute_ref: str = "cuBLAS") -> Ceilings:
     """The best verified measurements of the two references stored for `device`."""
     def best(rung: str, column: str):
-        return store.db.execute(
-            f"SELECT MAX(r.{column}), COUNT(*), GROUP_CONCAT(DISTINCT r.run_id) FROM results r JOIN runs u "
-            "ON u.id = r.run_id WHERE u.device = ? AND r.rung = ? AND r.status = 'reference'",
-            (device, rung)).fetchone()
+        return store.best_reference(device, rung, column)
 
     bw, n_bw, runs_bw = best(bandwidth_ref, "gbs")
     fl, n_fl, runs_fl = best(compute_ref, "gflops")

@@ -43,12 +43,7 @@ def _fmt(v, spec: str) -> str:
 
 
 def _latest_ladder_runs(store) -> dict[str, int]:
-    """Per family, the most recent run that measured its first rung (a ladder, not a sweep)."""
-    out = {}
-    for fam, run in store.db.execute(
-            "SELECT family, MAX(run_id) FROM results WHERE stage = 1 GROUP BY family").fetchall():
-        out[fam] = run
-    return out
+    return store.latest_ladder_runs()
 
 
 def _lesson(fam: str, rung_id: str) -> str:

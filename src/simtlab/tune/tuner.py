@@ -140,10 +140,7 @@ def warm_start_from_store(store, family: str, rung_id: str, problem: str, names,
     other problems or devices: where a new search starts."""
     import json
 
-    rows = store.db.execute(
-        "SELECT params, MAX(gflops) AS g FROM results WHERE family = ? AND rung = ? AND problem != ? "
-        "AND status = 'ok' AND params IS NOT NULL AND gflops IS NOT NULL GROUP BY params ORDER BY g DESC",
-        (family, rung_id, problem)).fetchall()
+    rows = store.fastest_params_elsewhere(family, rung_id, problem)
     out = []
     for params, _ in rows:
         c = json.loads(params)
@@ -168,14 +165,8 @@ def history_from_store(store, family: str, rung_id: str, problem: str, device: s
     so a resumed search tries it once more; a second fault, or any other failure, stands."""
     import json
 
-    sql = ("SELECT r.params, r.median_ms, r.status, r.error FROM results r JOIN runs u ON u.id = r.run_id "
-           "WHERE r.family = ? AND r.rung = ? AND r.problem = ? AND r.params IS NOT NULL")
-    args = [family, rung_id, problem]
-    if device:
-        sql += " AND u.device = ?"
-        args.append(device)
     seen, faults = {}, {}
-    for params, ms, status, error in store.db.execute(sql, args).fetchall():
+    for params, ms, status, error in store.evaluations(family, rung_id, problem, device):
         config = json.loads(params)
         key = Space.key(config)
         if status != "ok" and _faulted(status, error):
