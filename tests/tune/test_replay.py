@@ -63,3 +63,32 @@ def test_warm_start_from_another_size_finds_the_optimum_at_once(tmp_path):
     warm = tune(large.configs, large, "model", budget=8, seed=0, features=gemm_features, warm_start=seeds)
     assert [Space.key(e.config) for e in warm.evaluations] == [Space.key(c) for c in seeds]
     assert warm.best.value / large.optimum - 1 < 0.005 < cold.best.value / large.optimum - 1
+
+
+def test_the_replay_runs_the_commands_search():
+    """The replay proposes the batch `simtlab tune` does on the H200 host (15 compilers: 15 at once),
+    shuffles the table per seed (the same seed, the same order), and scores mean, median, worst and
+    the share of seeds that found the optimum."""
+    from simtlab.tune.replay import H200_HOST_CPUS, command_batch_for, score
+    from simtlab.tune.session import command_batch
+
+    assert command_batch_for(H200_HOST_CPUS) == 15 and command_batch(2) == 4
+    t = load_table(TABLES[0])
+    once = best_so_far(t, "random", 20, seed=3)
+    assert once == best_so_far(t, "random", 20, seed=3) != best_so_far(t, "random", 20, seed=4)
+    rows = score(t, ["random"], fractions=(0.05, 0.2), seeds=6)
+    assert [r.fraction for r in rows] == [0.05, 0.2] and all(r.batch == 15 and r.seeds == 6 for r in rows)
+    for r in rows:
+        assert 0 <= r.median_gap <= r.worst_gap and r.mean_gap <= r.worst_gap and 0 <= r.found_share <= 1
+    assert rows[1].mean_gap <= rows[0].mean_gap  # (a larger budget never finds worse: same seeds)
+
+
+def test_a_recorded_failure_fails_the_evaluation_as_it_would_live():
+    from simtlab.tune import tune
+
+    t = load_table(TABLES[0])
+    failing = next(iter(t.times))
+    broken = type(t)(t.params, {**t.times, failing: None}, t.meta)
+    result = tune(broken.configs[:8], broken, "brute", budget=8, batch=4)  # (the failing one first)
+    statuses = {Space.key(e.config): e.status for e in result.evaluations}
+    assert statuses[failing] == "failed" and sum(s == "ok" for s in statuses.values()) == 7

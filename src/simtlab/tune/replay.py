@@ -1,10 +1,14 @@
 """Strategies judged on a recorded brute-force table: every configuration of a space measured once
 on a GPU, replayed as the objective, so each strategy can be run over many seeds and budgets at no
-GPU cost and compared with the true optimum."""
+GPU cost and compared with the true optimum. The replay is the command's search: the same
+`tune` loop, the batch `simtlab tune` proposes on a host of `cpus` CPUs (tune.session's policy),
+recorded failures failing as they would live, and the table's order shuffled for each seed (a
+table sorted fastest-first would let ties break toward the optimum)."""
 
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +55,27 @@ def load_table(path: str | Path) -> Table:
     return Table(names, times, {k: v for k, v in data.items() if k not in ("params", "rows")})
 
 
-def best_so_far(table: Table, strategy: str, budget: int, seed: int, **kw) -> list[float]:
-    """The best time found after 1, 2, ... `budget` evaluations (inf until the first success)."""
+H200_HOST_CPUS = 16  # the machine `simtlab tune` runs on beside the H200
+
+
+def command_batch_for(cpus: int) -> int:
+    """The batch `simtlab tune` uses on a host of `cpus` CPUs (its default compiler count)."""
+    from .session import command_batch
+
+    return command_batch(max(1, cpus - 1))
+
+
+def best_so_far(table: Table, strategy: str, budget: int, seed: int, batch: int | None = None,
+                shuffle: bool = True, **kw) -> list[float]:
+    """The best time found after 1, 2, ... `budget` evaluations (inf until the first success), the
+    search run as the command runs it: `batch` proposals at a time (default: the H200 host's), the
+    configurations in an order shuffled by `seed`."""
+    configs = table.configs
+    if shuffle:
+        random.Random(seed).shuffle(configs)
+    batch = batch or command_batch_for(H200_HOST_CPUS)
     curve, best = [], float("inf")
-    for e in tune(table.configs, table, strategy, budget, seed, **kw).evaluations:
+    for e in tune(configs, table, strategy, budget, seed, batch=batch, **kw).evaluations:
         if e.value is not None:
             best = min(best, e.value)
         curve.append(best)
@@ -69,17 +90,25 @@ class StrategyScore:
     mean_gap: float  # mean over seeds of best found / optimum - 1
     worst_gap: float
     seeds: int
+    median_gap: float = float("nan")
+    found_share: float = float("nan")  # share of seeds whose best found is the optimum
+    batch: int | None = None
 
 
-def score(table: Table, strategies, fractions=(0.05, 0.10, 0.20), seeds: int = 10, **kw) -> list[StrategyScore]:
+def score(table: Table, strategies, fractions=(0.05, 0.10, 0.20), seeds: int = 100, batch: int | None = None,
+          **kw) -> list[StrategyScore]:
+    """Each strategy over `seeds` seeds as the command runs it (see best_so_far), scored at each
+    fraction of the table's size: mean, worst and median gap to the optimum, and how often it was found."""
     n = len(table.times)
     budgets = {f: max(1, round(f * n)) for f in fractions}
     top = max(budgets.values())
+    batch = batch or command_batch_for(H200_HOST_CPUS)
     out = []
     for strategy in strategies:
         extra = kw.get(strategy, {})
-        curves = [best_so_far(table, strategy, top, seed, **extra) for seed in range(seeds)]
+        curves = [best_so_far(table, strategy, top, seed, batch=batch, **extra) for seed in range(seeds)]
         for f, b in budgets.items():
             gaps = [c[b - 1] / table.optimum - 1 for c in curves]
-            out.append(StrategyScore(strategy, f, b, statistics.fmean(gaps), max(gaps), seeds))
+            out.append(StrategyScore(strategy, f, b, statistics.fmean(gaps), max(gaps), seeds,
+                                     statistics.median(gaps), sum(g <= 0 for g in gaps) / len(gaps), batch))
     return out

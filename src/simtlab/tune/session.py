@@ -49,6 +49,19 @@ class TuneOutcome:
         return [e for e in self.result.evaluations if e.status in ("failed", "timeout", "crashed")]
 
 
+def command_batch(workers: int) -> int:
+    """How many configurations `simtlab tune` proposes at once: one per compiling process, at
+    least 4 (the compilers run ahead of the GPU on a batch). The replay uses the same policy."""
+    return max(4, workers)
+
+
+def compile_workers(jobs: int = 0) -> int:
+    """The compiling processes `simtlab tune` starts: `jobs`, else every CPU but one."""
+    import os
+
+    return jobs or max(1, (os.cpu_count() or 2) - 1)
+
+
 def rung_space(fam: Family, rung: Rung, max_smem: int) -> Space:
     """The rung's search space for a device with `max_smem` bytes of opt-in shared memory per block,
     or a ValueError naming the rungs that have one."""
@@ -113,11 +126,11 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
     if on_start:
         on_start(remaining)
     extra = {"features": rung.features} if settings.strategy == "model" and rung.features else {}
-    with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
+    with Precompiler(fam.name, rung.name, device.arch, compile_workers(settings.jobs), complete) as compiler:
         try:
             result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
                           time_budget_s=settings.time_budget, prefetch=compiler.submit,
-                          batch=max(4, compiler.workers), warm_start=seeds, **extra)
+                          batch=command_batch(compiler.workers), warm_start=seeds, **extra)
         finally:
             for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
                 ev.close()
