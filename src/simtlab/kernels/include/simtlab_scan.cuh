@@ -1,5 +1,6 @@
-// Shared by the scan rungs: the element type a DT argument names, and the carry step of the
-// three-launch scans (each tile after the first adds the scanned total of the tiles before it).
+// Shared by the scan rungs: the element type a DT argument names, the carry step of the
+// three-launch scans (each tile after the first adds the scanned total of the tiles before it), and
+// the register pieces of rungs 3 and 5 (a thread's ITEMS elements in and out, a warp's scan).
 #pragma once
 
 namespace simtlab {
@@ -16,6 +17,54 @@ __device__ __forceinline__ void add_carry(T* __restrict__ out, const T* __restri
   for (int i = threadIdx.x; i < tile; i += blockDim.x) {
     if (base + i < n) out[base + i] += c;
   }
+}
+
+// A thread's ITEMS consecutive elements from x + base: 16-byte loads where `vec`, zeros past n.
+template <int DT, int ITEMS>
+__device__ __forceinline__ void load_items(const typename Elem<DT>::T* __restrict__ x, long long base, long long n,
+                                           bool vec, typename Elem<DT>::T (&v)[ITEMS]) {
+  using T = typename Elem<DT>::T;
+  using V = typename Elem<DT>::V;
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      const V w = reinterpret_cast<const V*>(x + base)[q];
+      v[4 * q] = w.x, v[4 * q + 1] = w.y, v[4 * q + 2] = w.z, v[4 * q + 3] = w.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = base + j < n ? x[base + j] : T(0);
+  }
+}
+
+// ... and back to out + base, nothing past n.
+template <int DT, int ITEMS>
+__device__ __forceinline__ void store_items(typename Elem<DT>::T* out, long long base, long long n, bool vec,
+                                            const typename Elem<DT>::T (&v)[ITEMS]) {
+  using V = typename Elem<DT>::V;
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < ITEMS / 4; ++q) {
+      V w;
+      w.x = v[4 * q], w.y = v[4 * q + 1], w.z = v[4 * q + 2], w.w = v[4 * q + 3];
+      reinterpret_cast<V*>(out + base)[q] = w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+      if (base + j < n) out[base + j] = v[j];
+  }
+}
+
+// The inclusive scan of `value` over the warp's lanes (every lane takes part).
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_scan(T value, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T y = __shfl_up_sync(~0u, value, o);
+    if (lane >= o) value += y;
+  }
+  return value;
 }
 
 }  // namespace scan

@@ -13,60 +13,29 @@ __device__ __forceinline__ typename Elem<DT>::T tile_scan(const typename Elem<DT
                                                           typename Elem<DT>::T* out, long long n,
                                                           typename Elem<DT>::T carry_in) {
   using T = typename Elem<DT>::T;
-  using V = typename Elem<DT>::V;
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps, at most 32 of them");
   __shared__ T warp_sums[BLOCK / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long base = ((long long)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
   const bool vec = ITEMS % 4 == 0 && base + ITEMS <= n && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
   T v[ITEMS];
-  if (vec) {
-#pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-      const V w = reinterpret_cast<const V*>(x + base)[q];
-      v[4 * q] = w.x, v[4 * q + 1] = w.y, v[4 * q + 2] = w.z, v[4 * q + 3] = w.w;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) v[j] = base + j < n ? x[base + j] : T(0);
-  }
+  load_items<DT, ITEMS>(x, base, n, vec, v);
 #pragma unroll
   for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
-  T inc = v[ITEMS - 1];  // the thread's total, then its inclusive prefix across the warp
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const T y = __shfl_up_sync(~0u, inc, o);
-    if (lane >= o) inc += y;
-  }
+  const T inc = warp_inclusive_scan(v[ITEMS - 1], lane);  // the thread's total, scanned across the warp
   T excl = __shfl_up_sync(~0u, inc, 1);  // (the threads before this one in the warp)
   if (lane == 0) excl = T(0);
   if (lane == 31) warp_sums[warp] = inc;
   __syncthreads();
   if (warp == 0) {
-    T w = lane < BLOCK / 32 ? warp_sums[lane] : T(0);
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const T y = __shfl_up_sync(~0u, w, o);
-      if (lane >= o) w += y;
-    }
+    const T w = warp_inclusive_scan(lane < BLOCK / 32 ? warp_sums[lane] : T(0), lane);
     if (lane < BLOCK / 32) warp_sums[lane] = w;
   }
   __syncthreads();
   const T prefix = carry_in + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl;
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
-  if (vec) {
-#pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-      V w;
-      w.x = v[4 * q], w.y = v[4 * q + 1], w.z = v[4 * q + 2], w.w = v[4 * q + 3];
-      reinterpret_cast<V*>(out + base)[q] = w;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j)
-      if (base + j < n) out[base + j] = v[j];
-  }
+  store_items<DT, ITEMS>(out, base, n, vec, v);
   return warp_sums[BLOCK / 32 - 1];
 }
 
