@@ -297,7 +297,8 @@ def run_ladder_isolated(
     that hangs past `timeout_s` (compile, verify and timing together) or ends in a sticky CUDA error
     (an illegal address) costs that rung only. Its row is stored with the reason and a fresh child
     measures the next one. The child starts once (about the cost of importing CuPy and creating a
-    context) and is replaced only after such a failure."""
+    context) and is replaced only after such a failure. `child` stands in for the measuring process
+    (an IsolatedEvaluator over `ladder_child`, or anything callable with its `reset()`)."""
     from .children import EvaluationFailed, EvaluationTimeout, IsolatedEvaluator, is_sticky
 
     op = fam.op()
@@ -323,7 +324,7 @@ def run_ladder_isolated(
             rows.append(row)
             if on_row:
                 on_row(row)
-        if any(is_sticky(r.error) for r in got) and hasattr(child, "reset"):
+        if any(is_sticky(r.error) for r in got):
             child.reset()  # its context is unusable: the next request gets a fresh process
         return refs
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..family import Family, Rung, frozen
+from ..hw.occupancy import SMEM_WITHOUT_OPT_IN
 from ..launch import Launch, grid2
 from ..space import Space
 from ..verify import dot_tolerance
@@ -115,7 +116,7 @@ def pipelined_tile(params, r: int) -> tuple[int, int]:
 # --- search spaces: 2D block shapes (and rows per thread, tiles per block), the radius from the
 # problem; a tile is sized for the largest radius so every point compiles for every problem ----
 
-STATIC_SMEM = 48 * 1024  # a block's static __shared__ arrays
+STATIC_SMEM = SMEM_WITHOUT_OPT_IN  # a block's static __shared__ arrays can take no more
 
 
 def _block_rules(c) -> bool:

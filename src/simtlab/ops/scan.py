@@ -94,10 +94,6 @@ def requested_bytes(rung_name: str, params, p: ScanProblem) -> int:
     return 4 * passes * p.n
 
 
-def _numpy_type(dtype: str):
-    return np.float32 if dtype == "float32" else np.int32
-
-
 class Workspace:
     def __init__(self, p: ScanProblem, seed: int):
         import cupy

@@ -61,8 +61,9 @@ H200_HOST_CPUS = 16  # the machine `simtlab tune` runs on beside the H200
 def command_batch_for(cpus: int) -> int:
     """The batch `simtlab tune` uses on a host of `cpus` CPUs (its default compiler count)."""
     from .session import command_batch
+    from .worker import compile_workers
 
-    return command_batch(max(1, cpus - 1))
+    return command_batch(compile_workers(cpus=cpus))
 
 
 def best_so_far(table: Table, strategy: str, budget: int, seed: int, batch: int | None = None,

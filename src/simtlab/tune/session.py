@@ -55,13 +55,6 @@ def command_batch(workers: int) -> int:
     return max(4, workers)
 
 
-def compile_workers(jobs: int = 0) -> int:
-    """The compiling processes `simtlab tune` starts: `jobs`, else every CPU but one."""
-    import os
-
-    return jobs or max(1, (os.cpu_count() or 2) - 1)
-
-
 def rung_space(fam: Family, rung: Rung, max_smem: int) -> Space:
     """The rung's search space for a device with `max_smem` bytes of opt-in shared memory per block,
     or a ValueError naming the rungs that have one."""
@@ -126,7 +119,7 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
     if on_start:
         on_start(remaining)
     extra = {"features": rung.features} if settings.strategy == "model" and rung.features else {}
-    with Precompiler(fam.name, rung.name, device.arch, compile_workers(settings.jobs), complete) as compiler:
+    with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
         try:
             result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
                           time_budget_s=settings.time_budget, prefetch=compiler.submit,

@@ -20,6 +20,12 @@ __all__ = ["Precompiler", "IsolatedEvaluator", "EvaluationTimeout", "EvaluationF
 _SPAWN = mp.get_context("spawn")  # children start clean: no CUDA state inherited from the parent
 
 
+def compile_workers(jobs: int = 0, cpus: int | None = None) -> int:
+    """The compiling processes a tuning run starts: `jobs`, else every CPU (of this host, or a
+    host of `cpus`) but one."""
+    return jobs or max(1, (cpus or os.cpu_count() or 2) - 1)
+
+
 def _compile(family: str, rung: str, params: Mapping[str, int], arch: str) -> str:
     from ..catalog import family as get_family
     from ..launch import build
@@ -36,7 +42,7 @@ class Precompiler:
     def __init__(self, family: str, rung: str, arch: str, workers: int | None = None,
                  complete: Callable[[Config], Config] = dict):
         self.family, self.rung, self.arch, self.complete = family, rung, arch, complete
-        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
+        self.workers = compile_workers(workers or 0)
         self._pool = ProcessPoolExecutor(self.workers, mp_context=_SPAWN, initializer=die_with_parent)
         self._futures: dict[tuple, Future] = {}
 
