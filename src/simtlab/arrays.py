@@ -14,6 +14,21 @@ from typing import Any
 
 __all__ = ["ArrayLib", "array_lib", "layout_of", "ROW", "TRANSPOSED"]
 
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+def _out_of_memory(shape: tuple, dtype: str, device: int) -> MemoryError:
+    """An allocator's out-of-memory failure, named: the array's shape, type and size against what
+    the GPU has free."""
+    import cupy
+
+    free, total = cupy.cuda.Device(device).mem_info
+    size = _ITEMSIZE[dtype]
+    for n in shape:
+        size *= n
+    return MemoryError(f"C ({'x'.join(map(str, shape))} {dtype}, {size / 2**30:.2f} GiB) does not fit on GPU "
+                       f"{device} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): pass a C or split the product")
+
 ROW, TRANSPOSED = "n", "t"  # a matrix's layout: row-major, or the transposed view of a row-major matrix
 
 
@@ -49,6 +64,7 @@ class ArrayLib:
     def current_device(self) -> int: ...
     def device_guard(self, device: int): ...
     def allocator(self, shape: tuple, dtype: str, device: int): ...  # f(A): a new array on A's device, each call
+    # (an out-of-memory failure raised as a MemoryError naming the size and the free memory)
     def empty(self, shape: tuple, dtype: str, device: int): ...
     def zeros(self, shape: tuple, dtype: str, device: int): ...
     def copy_into(self, dst, src) -> None: ...  # dst[...] = src (a view of dst may be passed)
@@ -96,8 +112,14 @@ class TorchArrays(ArrayLib):
 
     def allocator(self, shape, dtype, device):
         # (A.new_empty: on A's device, through the caching allocator - a microsecond less than torch.empty)
-        dt = self.by_name[dtype]
-        return lambda A: A.new_empty(shape) if A.dtype == dt else A.new_empty(shape, dtype=dt)
+        dt, oom = self.by_name[dtype], self.torch.cuda.OutOfMemoryError
+
+        def new(A):
+            try:
+                return A.new_empty(shape) if A.dtype == dt else A.new_empty(shape, dtype=dt)
+            except oom:
+                raise _out_of_memory(shape, dtype, device) from None
+        return new
 
     def empty(self, shape, dtype, device):
         return self.torch.empty(shape, dtype=self.by_name[dtype], device=self.torch.device("cuda", device))
@@ -154,11 +176,14 @@ class CupyArrays(ArrayLib):
         return self.cupy.cuda.Device(device)
 
     def allocator(self, shape, dtype, device):
-        empty = self.cupy.empty
+        empty, oom = self.cupy.empty, self.cupy.cuda.memory.OutOfMemoryError
 
         def new(A):
             with A.device:  # (C on A's device, whichever is current)
-                return empty(shape, dtype=dtype)
+                try:
+                    return empty(shape, dtype=dtype)
+                except oom:
+                    raise _out_of_memory(shape, dtype, device) from None
         return new
 
     def empty(self, shape, dtype, device):

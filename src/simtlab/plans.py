@@ -52,33 +52,6 @@ def _operand(lib: ArrayLib, x, name: str, ndim: tuple[int, ...]):
     return dtype, tuple(shape), tuple(strides), device, layout
 
 
-_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
-
-
-def _allocator(lib: ArrayLib, shape: tuple, dtype: str, device: int):
-    """The caller's allocator for C, with an out-of-memory failure named: C's shape, type and size
-    against what the GPU has free."""
-    new = lib.allocator(shape, dtype, device)
-
-    def allocate(A):
-        try:
-            return new(A)
-        except Exception as exc:  # CuPy's OutOfMemoryError, torch.OutOfMemoryError
-            if not (isinstance(exc, MemoryError) or "out of memory" in str(exc).lower()):
-                raise
-            import cupy
-
-            free, total = cupy.cuda.Device(device).mem_info
-            size = _ITEMSIZE[dtype]
-            for n in shape:
-                size *= n
-            raise MemoryError(f"C ({'x'.join(map(str, shape))} {dtype}, {size / 2**30:.2f} GiB) does not fit on GPU "
-                              f"{device} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): pass a C or split "
-                              f"the product") from None
-
-    return allocate
-
-
 def _layout_error(name: str, shape, strides) -> ValueError:
     return ValueError(f"{name} has shape {shape} and element strides {strides}: simtlab's GEMMs read row-major "
                       f"matrices (C-contiguous) or their transposed views (x.T, x.mT) - pass a contiguous copy")
@@ -237,7 +210,7 @@ class TcPlan(_Plan):
                 raise ValueError(f"A, B and C must be on one GPU (A on {dev}, C on {dev_c})")
         self.problem = p = TcProblem(M, N, K, ta, batch, out_dtype, la + lb)  # (names a size < 1)
         self.lib, self.device, self.out_dtype = lib, dev, out_dtype
-        self._new_c = _allocator(lib, self.out_shape, out_dtype, dev)
+        self._new_c = lib.allocator(self.out_shape, out_dtype, dev)
         self._remember(A, B, C)
         info = device_info(dev)
         fam = family("gemm_tc")
@@ -423,7 +396,7 @@ class GemmPlan(_Plan):
             if dev_c != dev:
                 raise ValueError(f"A is on GPU {dev} and C on GPU {dev_c}")
         self.lib, self.device, self.out_shape = lib, dev, (M, N)
-        self._new_c = _allocator(lib, (M, N), "float32", dev)
+        self._new_c = lib.allocator((M, N), "float32", dev)
         self._remember(A, B, C)
         # (transposed views are copied to row-major before the launch: the fp32 rungs read row-major
         # tiles; the copy is part of the call and of its time)
