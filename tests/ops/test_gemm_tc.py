@@ -202,7 +202,7 @@ def test_sixteen_bit_output_is_a_second_suffix_for_rung_6_only():
     with pytest.raises(ValueError, match="needs EPI 1-3"):
         tc.geometry_wgmma_cluster({**params, "EPI": 0}, p)
     box = tc.store_box(tc.TcProblem(300, 136, 72, "bfloat16", 5, "bfloat16"))
-    assert box.strides == (2 * 136, 2 * 136 * 300) and box.box == (32, 64, 1)  # 64-byte rows of 32 columns
+    assert box.strides == (2 * 136, 2 * 136 * 300) and box.box == (64, 64, 1)  # 128-byte rows of 64 columns
 
 
 def test_cluster_pairs_only_when_the_tiles_take_more_than_one_round():
@@ -255,11 +255,13 @@ def test_tensor_maps_follow_the_layout():
 
 
 def test_every_layout_of_rung_6_compiles_spill_free():
-    """The four layouts, fp16 and bf16, as the library call builds them (sm_90a)."""
+    """The four layouts, fp16 and bf16, and a 16-bit C (64-column pieces, KEEP 4 and 5 both keeping
+    two of them), as the library call builds them (sm_90a)."""
     from simtlab.launch import build
 
     rung = family("gemm_tc").rung("wgmma_cluster")
-    for layout, dt in (("nn", 0), ("nt", 1), ("tn", 0), ("tt", 1)):
-        params = {"DT": dt, "TA": int(layout[0] == "t"), "TB": int(layout[1] == "t")}
+    for layout, dt, out, keep in (("nn", 0, 0, 4), ("nt", 1, 0, 4), ("tn", 0, 0, 4), ("tt", 1, 0, 4),
+                                  ("nn", 1, 1, 5), ("tt", 0, 2, 4)):
+        params = {"DT": dt, "TA": int(layout[0] == "t"), "TB": int(layout[1] == "t"), "OUT": out, "KEEP": keep}
         res = build(rung, params, "sm_90").resources(None)
-        assert res.spill_bytes == 0 and res.stack_frame == 0, (layout, res)
+        assert res.spill_bytes == 0 and res.stack_frame == 0, (layout, out, res)

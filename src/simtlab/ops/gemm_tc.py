@@ -17,7 +17,7 @@ from ..launch import Launch, LaunchError, function_handle, grid2
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
-from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
+from .tma import TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -255,7 +255,7 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
-EPI_PIECE_BYTES = 64 * 32 * 4  # rung 6's staging buffer: 64 rows x 32 fp32 columns (one 128-byte swizzle row each)
+EPI_PIECE_BYTES = 64 * 128  # rung 6's staging buffer: 64 rows of one 128-byte swizzle row (32 fp32 / 64 16-bit columns)
 
 
 def cluster_consumers(params) -> int:
@@ -364,10 +364,10 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
 
 
 def store_box(p: TcProblem) -> TmaBox:
-    """Rung 6's TMA stores (EPI 1-3): C (M x N, N contiguous) in 32 x 64 boxes: 32 columns (a
-    128-byte swizzle row in fp32, a 64-byte one in fp16 / bf16) by a warpgroup's 64 rows."""
+    """Rung 6's TMA stores (EPI 1-3): C (M x N, N contiguous) in boxes of one 128-byte swizzle row
+    (32 fp32 or 64 fp16 / bf16 columns) by a warpgroup's 64 rows: the kernel's staging pieces."""
     es = ELEMENT_BYTES[p.out]
-    return TmaBox((p.N, p.M, p.batch), (es * p.N, es * p.N * p.M), (32, 64, 1))
+    return TmaBox((p.N, p.M, p.batch), (es * p.N, es * p.N * p.M), (128 // es, 64, 1))
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -448,9 +448,8 @@ class ClusterKernel:
         func = prepare(inst, launch, None, device)
         self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
         box_a, box_b = tma_boxes(params, p)
-        swizzle = TMA_SWIZZLE_128B if p.out == "float32" else TMA_SWIZZLE_64B  # (the staging layout's)
         self.maps = (tensor_map_encoder(box_a, p.dtype), tensor_map_encoder(box_b, p.dtype),
-                     tensor_map_encoder(store_box(p), p.out, swizzle))
+                     tensor_map_encoder(store_box(p), p.out, TMA_SWIZZLE_128B))  # (the staging layout's)
         index = device.index if device is not None else 0
         self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
                                             (I32, I32, I32, I32, MAP, MAP, MAP, PTR), index)

@@ -3,7 +3,7 @@
 //  * a cluster's two blocks compute neighbouring tiles that need the same slice of one operand
 //    (stacked along M, CM 2: B); each loads its own slice of the other operand and half of the
 //    shared one, multicast into both: a third less L2 traffic a slice;
-//  * the consumers write each 64x32 piece of their accumulators into a swizzled staging buffer
+//  * the consumers write each 64-row piece of their accumulators into a swizzled staging buffer
 //    and the copy engine stores it (EPI 2: a store warp issues the stores; EPI 3: the last KEEP
 //    pieces wait in registers and leave during the next tile's first slices), so no warpgroup
 //    waits for global memory and half the store drain overlaps the multiplies;
@@ -69,9 +69,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   static_assert(TB == 0 || TB == 1, "TB: 0 B row-major (N contiguous), 1 B a transposed view (K contiguous)");
   static_assert(DT < 2 || (TA == 0 && TB == 0), "TF32 takes row-major operands (wgmma's tf32 form has no transposes)");
   static_assert(TA == 0 || (BM / 64) % CN == 0, "A^T's 64-row blocks split evenly over the cluster");
-  constexpr int PIECE_BYTES = 64 * 32 * 4;  // EPI 1-3: 64 rows x 32 fp32 columns = one 128-byte swizzle row a row
-  // (OUT 1, 2: C in fp16 or bf16 - the same pieces at half the bytes, 64-byte rows in the 64-byte
-  // swizzle, in the same 8 KiB buffers)
+  // EPI 1-3: a piece is 64 rows of one 128-byte swizzle row each: 32 fp32 columns, or 64 of a
+  // 16-bit C (OUT 1, 2) - half as many pieces, hand-overs and stores a tile, in the same 8 KiB buffers
+  constexpr int PIECE_BYTES = 64 * 128, PW = OUT ? 64 : 32, VP = PW / 2;  // columns, values a thread
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
@@ -83,14 +83,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
-  constexpr int PIECES = HALVES * BN / 32;  // 64x32 pieces a consumer warpgroup stores a tile
-  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ < PIECES ? KEEP_ : PIECES;  // EPI 3 (small tiles: all of them)
-  static_assert(KEEP_ >= 0 && HALVES * BN / 2 + 16 * KEEP <= 208, "KEEP: registers beside the accumulators");
+  constexpr int PIECES = HALVES * BN / PW;  // pieces a consumer warpgroup stores a tile
+  // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
+  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;  // (small tiles: all)
+  static_assert(KEEP_ >= 0 && HALVES * BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
   // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
   // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
   // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
   // needs the 240 (and its instrumented build spills a few stamps).
-  constexpr int PRODUCER_REGS = KEEP > 4 ? 24 : 40, CONSUMER_REGS = KEEP > 4 ? 240 : 232;
+  constexpr int PRODUCER_REGS = VP * KEEP > 64 ? 24 : 40, CONSUMER_REGS = VP * KEEP > 64 ? 240 : 232;
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
@@ -169,8 +170,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           for (int c = 0; c < CONSUMERS; ++c) {
             simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
-              const int h = p / (BN / 32), q = p % (BN / 32);
-              simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + 32 * q,
+              const int h = p / (BN / PW), q = p % (BN / PW);
+              simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + PW * q,
                                     tm * BM + c * WG_ROWS + h * 64, z);
               simtlab::bulk_commit();
               if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
@@ -286,18 +287,18 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
                                                   TA ? B_BLOCK : 16);
     const unsigned b_lo0 = simtlab::desc_sw128_lo(simtlab::smem_u32addr(smem + A_BYTES), B_KMAJOR ? 16 : B_BLOCK);
     int piece = 0;  // EPI 2, 3: pieces this warpgroup has handed to the store warp (buffer = piece % BUFS)
-    // EPI 3: the last KEEP of a tile's pieces wait in registers (16 values each, beside the 128
+    // EPI 3: the last KEEP of a tile's pieces wait in registers (VP values each, beside the 128
     // accumulators, in the 232-240 a consumer thread has after setmaxnreg) and go out one piece a
     // slice during the next tile's first slices, while the tensor cores work: the stores (~30
     // bytes a clock an SM) drain behind the multiplies instead of holding up the epilogue.
-    float keep[KEEP > 0 ? 16 * KEEP : 1];
+    float keep[KEEP > 0 ? VP * KEEP : 1];
     bool kept = false;  // keep[] holds the previous tile's last KEEP pieces
-    // one 64x32 piece (16 values a thread: 4 groups of 8 columns x 2 rows x 2 columns) into a
-    // staging buffer, in the 128-byte swizzle the TMA store reads: 16-byte chunk ^ row, 2
-    // wavefronts a store
+    // one piece (VP values a thread: PW / 8 groups of 8 columns x 2 rows x 2 columns) into a
+    // staging buffer, in the 128-byte swizzle the TMA store reads: 16-byte chunk ^ row % 8
+    // (fp32: 2 wavefronts a store; 16-bit: 1)
     auto write_piece = [&](unsigned char* buf, const float* v) {
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj)
+      for (int jj = 0; jj < PW / 8; ++jj)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int r = warp * 16 + lane / 4 + 8 * e;
@@ -305,8 +306,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
             *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
                 make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
-          } else {  // 16-bit C: 16-byte chunk jj of a 64-byte row, 64-byte swizzle (chunk ^ (row / 2) % 4)
-            *reinterpret_cast<unsigned*>(buf + r * 64 + (jj ^ ((r >> 1) & 3)) * 16 + (lane % 4) * 4) =
+          } else {  // 16-bit C: columns 8 jj .. 8 jj + 7 are 16-byte chunk jj of the row
+            *reinterpret_cast<unsigned*>(buf + r * 128 + (jj ^ (r % 8)) * 16 + (lane % 4) * 4) =
                 simtlab::pack_half2<OUT>(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
           }
         }
@@ -373,7 +374,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           if (!LEAN || (kept && (unsigned)(kt - 1) < (unsigned)KEEP)) {
 #pragma unroll
             for (int i = 0; i < KEEP; ++i)
-              if (kept && kt == i + 1) hand_over(&keep[16 * i]);
+              if (kept && kt == i + 1) hand_over(&keep[VP * i]);
           }
         }
       }
@@ -385,15 +386,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // in order; EPI 3 keeps the last KEEP in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
-          if (kept && i + 1 >= KT) hand_over(&keep[16 * i]);
+          if (kept && i + 1 >= KT) hand_over(&keep[VP * i]);
 #pragma unroll
         for (int p = 0; p < PIECES; ++p) {
-          const float* v = &acc[p / (BN / 32)][16 * (p % (BN / 32))];
+          const float* v = &acc[p / (BN / PW)][VP * (p % (BN / PW))];
           if (p < PIECES - KEEP) {
             hand_over(v);
           } else {
 #pragma unroll
-            for (int k = 0; k < 16; ++k) keep[16 * (p - (PIECES - KEEP)) + k] = v[k];
+            for (int k = 0; k < VP; ++k) keep[VP * (p - (PIECES - KEEP)) + k] = v[k];
           }
         }
         kept = true;
@@ -401,21 +402,21 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
 #pragma unroll
         for (int h = 0; h < HALVES; ++h) {
           const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-          if constexpr (EPI == 1) {  // 64x32 pieces through two swizzled staging buffers, stored by TMA
+          if constexpr (EPI == 1) {  // pieces through two swizzled staging buffers, stored by TMA
 #pragma unroll
-            for (int q = 0; q < BN / 32; ++q) {
-              unsigned char* buf = buffer(c, (h * BN / 32 + q) % BUFS);
+            for (int q = 0; q < BN / PW; ++q) {
+              unsigned char* buf = buffer(c, (h * BN / PW + q) % BUFS);
               SIMTLAB_TL(long long mark_ = clock64();)
               if (leader) simtlab::bulk_wait_read<BUFS - 1>();  // the store that last read `buf` is done with it
               SIMTLAB_TL_MARK(0)
               simtlab::named_sync(1 + c, 128);
               SIMTLAB_TL_MARK(1)
-              write_piece(buf, &acc[h][16 * q]);
+              write_piece(buf, &acc[h][VP * q]);
               SIMTLAB_TL_MARK(2)
               simtlab::named_sync(1 + c, 128);
               SIMTLAB_TL_MARK(3)
               if (leader) {
-                simtlab::tma_store_3d(&map_c, buf, tn * BN + 32 * q, row0, z);
+                simtlab::tma_store_3d(&map_c, buf, tn * BN + PW * q, row0, z);
                 simtlab::bulk_commit();
               }
             }
@@ -430,7 +431,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     if constexpr (EPI == 3) {  // the last tile's kept pieces
 #pragma unroll
       for (int i = 0; i < KEEP; ++i)
-        if (kept) hand_over(&keep[16 * i]);
+        if (kept) hand_over(&keep[VP * i]);
     }
     if (EPI == 1 && leader) simtlab::bulk_wait<0>();  // the staging buffers are read before the block ends
   }
