@@ -33,7 +33,7 @@ def test_every_output_has_a_block(rung, mnk):
         assert L.threads == params["BM"] // 64 * 128 + 128 and L.shared <= 227 * 1024
         return
     if rung.name == "wgmma_cluster":  # persistent clusters of CM x CN blocks, as many tiles each
-        for shape in (params, {**params, "BM": 256, "BN": 128, "CM": 1, "CN": 2}):
+        for shape in (params, {**params, "CM": 1, "CN": 2}):
             cs, work = shape["CM"] * shape["CN"], tc.cluster_work(shape, p)
             L = tc.geometry_wgmma_cluster(shape, p)
             assert L.grid == (min(132 // cs, work) * cs, 1, 1) and L.grid[0] % cs == 0
@@ -83,32 +83,30 @@ def test_tma_boxes_describe_the_row_major_operands():
 
 
 def test_cluster_rung_shared_memory_and_its_limit():
-    """Rung 6 adds BUFS 8 KiB staging buffers per consumer warpgroup (EPI 1-3) and, when a store
-    warp hands them back (EPI 2, 3), an 8-byte mbarrier each; 4 stages of 128x256 fit with 2
-    buffers, 4 buffers need 3 stages, and what does not fit is refused by name."""
+    """Rung 6 adds two 8 KiB staging buffers per consumer warpgroup (EPI 1-3) and, when a store
+    warp hands them back (EPI 2, 3), an 8-byte mbarrier each; 4 stages of 128x256 fit, 5 do not and
+    are refused by name, as is a tile height the kernel has no warpgroups for."""
     p = tc.TcProblem(4096, 4096, 4096)
     params = family("gemm_tc").rung("wgmma_cluster").params("sm_90", {"DT": 0})
     ring = tc.wgmma_smem(params, 2)
     assert tc.cluster_smem({**params, "EPI": 0}) == ring
-    assert tc.cluster_smem({**params, "EPI": 1, "BUFS": 2}) == ring + 2 * 2 * 8192
+    assert tc.cluster_smem({**params, "EPI": 1}) == ring + 2 * 2 * 8192
     for epi in (2, 3):
-        assert tc.cluster_smem({**params, "EPI": epi, "BUFS": 2, "STAGES": 4}) == ring + 2 * 2 * (8192 + 8) <= 227 * 1024
-        deep = {**params, "EPI": epi, "BUFS": 4, "STAGES": 3}
-        assert tc.cluster_smem(deep) == tc.wgmma_smem(deep, 2) + 2 * 4 * (8192 + 8) <= 227 * 1024
-        with pytest.raises(ValueError, match="fewer STAGES or BUFS"):
-            tc.geometry_wgmma_cluster({**deep, "STAGES": 4}, p)
+        assert tc.cluster_smem({**params, "EPI": epi, "STAGES": 4}) == ring + 2 * 2 * (8192 + 8) <= 227 * 1024
+    with pytest.raises(ValueError, match="BM is 64 or 128"):
+        tc.geometry_wgmma_cluster({**params, "BM": 256, "BN": 128}, p)
     with pytest.raises(ValueError, match="shared memory"):
         tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
     # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs
     assert tc.cluster_work(params, p) == 16 * 16 and tc.geometry_wgmma_cluster(params, p).grid == (132, 1, 1)
     # an odd number of tile rows: the last cluster tile has one tile past the end
     assert tc.cluster_work(params, tc.TcProblem(300, 256, 64)) == 2
-    # cuBLAS's shape: 256x128 tiles side by side in pairs along N (A shared), two 128-row consumers
-    wide = {**params, "BM": 256, "BN": 128, "CM": 1, "CN": 2}
-    assert tc.cluster_work(wide, p) == 16 * 16 and tc.cluster_consumers(wide) == 2
-    assert tc.cluster_work(wide, tc.TcProblem(300, 264, 64)) == 2 * 2  # 2 tile rows, 3 columns -> 2 pairs
-    a, _ = tc.tma_boxes(wide, tc.TcProblem(300, 264, 64))
-    assert a.box == (64, 128, 1)  # each block of the pair loads half of A's 256 rows
+    # tiles side by side in pairs along N (A shared): each block of the pair loads half of A's rows
+    beside = {**params, "CM": 1, "CN": 2}
+    assert tc.cluster_work(beside, p) == 32 * 8 and tc.cluster_consumers(beside) == 2
+    assert tc.cluster_work(beside, tc.TcProblem(300, 264, 64)) == 3 * 1  # 3 tile rows, 2 columns -> 1 pair
+    a, _ = tc.tma_boxes(beside, tc.TcProblem(300, 264, 64))
+    assert a.box == (64, 64, 1)
     # 2x2: each block loads half its A rows and half its B columns, each multicast to two blocks
     quad = {**params, "CM": 2, "CN": 2}
     assert tc.cluster_work(quad, p) == 8 * 16 and tc.geometry_wgmma_cluster(quad, p).grid == (132, 1, 1)

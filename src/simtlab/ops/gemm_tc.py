@@ -255,6 +255,7 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
+CLUSTER_BUFS = 2  # rung 6's staging buffers per consumer warpgroup
 EPI_PIECE_BYTES = 64 * 128  # rung 6's staging buffer: 64 rows of one 128-byte swizzle row (32 fp32 / 64 16-bit columns)
 
 
@@ -264,9 +265,9 @@ def cluster_consumers(params) -> int:
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus BUFS staging buffers per consumer warpgroup (EPI 1-3)
+    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1-3)
     and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
-    buffers = (params["EPI"] > 0) * cluster_consumers(params) * params["BUFS"]
+    buffers = (params["EPI"] > 0) * cluster_consumers(params) * CLUSTER_BUFS
     return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
 
 
@@ -297,10 +298,12 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
     if smem > limit:  # (said here, before any compile, with what to change)
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
-                         "limit of a block (fewer STAGES or BUFS, or EPI 0)")
+                         "limit of a block (fewer STAGES, or EPI 0)")
     if params.get("OUT", 0) and params["EPI"] == 0:
         raise ValueError(f"rung 6 with {params}: a 16-bit C (OUT {params['OUT']}) leaves through the staging "
                          "buffers, so it needs EPI 1-3")
+    if params["BM"] not in (64, 128):
+        raise ValueError(f"rung 6 with {params}: BM is 64 or 128 (one or two 64-row consumer warpgroups)")
     if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
         raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]
@@ -692,14 +695,14 @@ FAMILY = Family(
              tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, TMA})),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
-             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "OUT", "LEAN", "TA",
+             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "OUT", "LEAN", "TA",
               "TB"),
-             frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3, "BUFS": 2,
+             frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3,
                       "KEEP": 4, "OUT": 0, "LEAN": 1, "TA": 0, "TB": 0}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
-             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "BUFS", "KEEP", "LEAN"),
+             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space),
     ),

@@ -48,15 +48,15 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int BUFS, int KEEP_, int OUT, int LEAN,
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int LEAN,
           int TA, int TB>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__((BM > 64 ? 2 : 1) * 128 + 128, 1)
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
-  constexpr int CONSUMERS = BM > 64 ? 2 : 1, WG_ROWS = BM / CONSUMERS, HALVES = WG_ROWS / 64;
+  constexpr int CONSUMERS = BM / 64, WG_ROWS = 64;  // consumer warpgroups, 64 rows each
   constexpr int CS = CM * CN;           // blocks per cluster
   // blocks whose slots a block's copies fill, itself included: its tile row (A) and column (B) of
   // the cluster - all of a cluster of 2, three of a 2x2 (the diagonal block shares nothing)
@@ -75,18 +75,18 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
-  constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;  // BUFS staging buffers per consumer warpgroup
-  static_assert(BUFS == 2 || BUFS == 4, "2 or 4 staging buffers per consumer warpgroup");
-  static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one or two consumer warpgroups");
+  constexpr int BUFS = 2;  // staging buffers per consumer warpgroup (4 left the main loop only 3 stages)
+  constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;
+  static_assert(BM == 64 || BM == 128, "64 or 128 rows: one or two consumer warpgroups");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
                                       "warp) or 3 (... the last KEEP of a tile's pieces during the next tile)");
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
-  constexpr int PIECES = HALVES * BN / PW;  // pieces a consumer warpgroup stores a tile
+  constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
   constexpr int KEEP = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;  // (small tiles: all)
-  static_assert(KEEP_ >= 0 && HALVES * BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
+  static_assert(KEEP_ >= 0 && BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
   // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
   // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
   // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
@@ -94,7 +94,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   constexpr int PRODUCER_REGS = VP * KEEP > 64 ? 24 : 40, CONSUMER_REGS = VP * KEEP > 64 ? 240 : 232;
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
-  static_assert(HALVES * BN / 2 <= 128, "at most 128 accumulators per thread");
   static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
   static_assert(DT == 2 ? (BN / CM) % 8 == 0 : (BN / 64) % CM == 0, "B's slice splits evenly over the cluster");
   static_assert((BM / CN) % 8 == 0, "A's slice splits evenly over the cluster");
@@ -170,9 +169,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           for (int c = 0; c < CONSUMERS; ++c) {
             simtlab::named_sync(bar_written(c, g % BUFS), 160);
             if (lane == 0) {
-              const int h = p / (BN / PW), q = p % (BN / PW);
-              simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + PW * q,
-                                    tm * BM + c * WG_ROWS + h * 64, z);
+              simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + PW * p, tm * BM + c * WG_ROWS, z);
               simtlab::bulk_commit();
               if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
                 simtlab::bulk_wait_read<1>();
@@ -325,11 +322,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     SIMTLAB_TL(int tile = 0;)
     // Zeroed once (so nothing undefined is ever read): each tile's first multiply ignores them
     // (scale-d 0), so no tile spends 128 instructions a thread clearing them.
-    float acc[HALVES][BN / 2];
+    float acc[BN / 2];
 #pragma unroll
-    for (int h = 0; h < HALVES; ++h)
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
@@ -348,10 +343,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
-#pragma unroll
-            for (int h = 0; h < HALVES; ++h)
-              simtlab::wgmma<BN, DT, TA, TRANS_B>(acc[h], simtlab::desc_join(a_lo + h * (64 * 128 / 16) + A_STEP * kk, HI),
-                                                  simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
+            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, simtlab::desc_join(a_lo + A_STEP * kk, HI),
+                                                simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
         } else {
           const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
           const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
@@ -360,10 +353,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
-#pragma unroll
-            for (int h = 0; h < HALVES; ++h)
-              simtlab::wgmma<BN, DT, TA, TRANS_B>(acc[h], da + h * (64 * 128 / 16) + A_STEP * kk, db + B_STEP * kk,
-                                                  kt > 0 || kk > 0);
+            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, da + A_STEP * kk, db + B_STEP * kk, kt > 0 || kk > 0);
         }
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
@@ -389,7 +379,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           if (kept && i + 1 >= KT) hand_over(&keep[VP * i]);
 #pragma unroll
         for (int p = 0; p < PIECES; ++p) {
-          const float* v = &acc[p / (BN / PW)][VP * (p % (BN / PW))];
+          const float* v = &acc[VP * p];
           if (p < PIECES - KEEP) {
             hand_over(v);
           } else {
@@ -399,31 +389,28 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         }
         kept = true;
       } else {
+        const int row0 = tm * BM + c * WG_ROWS;  // this warpgroup's first row
+        if constexpr (EPI == 1) {  // pieces through two swizzled staging buffers, stored by TMA
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) {
-          const int row0 = tm * BM + c * WG_ROWS + h * 64;  // this 64-row block's first row
-          if constexpr (EPI == 1) {  // pieces through two swizzled staging buffers, stored by TMA
-#pragma unroll
-            for (int q = 0; q < BN / PW; ++q) {
-              unsigned char* buf = buffer(c, (h * BN / PW + q) % BUFS);
-              SIMTLAB_TL(long long mark_ = clock64();)
-              if (leader) simtlab::bulk_wait_read<BUFS - 1>();  // the store that last read `buf` is done with it
-              SIMTLAB_TL_MARK(0)
-              simtlab::named_sync(1 + c, 128);
-              SIMTLAB_TL_MARK(1)
-              write_piece(buf, &acc[h][VP * q]);
-              SIMTLAB_TL_MARK(2)
-              simtlab::named_sync(1 + c, 128);
-              SIMTLAB_TL_MARK(3)
-              if (leader) {
-                simtlab::tma_store_3d(&map_c, buf, tn * BN + PW * q, row0, z);
-                simtlab::bulk_commit();
-              }
+          for (int q = 0; q < PIECES; ++q) {
+            unsigned char* buf = buffer(c, q % BUFS);
+            SIMTLAB_TL(long long mark_ = clock64();)
+            if (leader) simtlab::bulk_wait_read<BUFS - 1>();  // the store that last read `buf` is done with it
+            SIMTLAB_TL_MARK(0)
+            simtlab::named_sync(1 + c, 128);
+            SIMTLAB_TL_MARK(1)
+            write_piece(buf, &acc[VP * q]);
+            SIMTLAB_TL_MARK(2)
+            simtlab::named_sync(1 + c, 128);
+            SIMTLAB_TL_MARK(3)
+            if (leader) {
+              simtlab::tma_store_3d(&map_c, buf, tn * BN + PW * q, row0, z);
+              simtlab::bulk_commit();
             }
-          } else {
-            simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc[h], row0 + warp * 16 + lane / 4,
-                                            tn * BN + 2 * (lane % 4), M, N);
           }
+        } else {
+          simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc, row0 + warp * 16 + lane / 4,
+                                          tn * BN + 2 * (lane % 4), M, N);
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
