@@ -119,6 +119,19 @@ PHASES: dict[str, tuple[str, list]] = {
     "tunetable": ("every valid configuration of gemm/10_tuned at 2048^3, in random order, until the time budget", [
         Run("simtlab tune --budget 5000", "simtlab tune gemm --rung tuned --size 2048 --strategy random --budget 5000 "
             "--fresh --time-budget 420 --target-ms 20 --timeout 60 --json > {out}/tune_table.json", 560)]),
+    "tf32x3": ("fp32 on the tensor cores (3xTF32, rung 11): tests, the accuracy and speed table, the ladder's "
+               "top rows, the sanitizer", [
+        Tests("gemm and api", "pytest_tf32x3.txt", 200),
+        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --json {out}/tf32x3.json",
+            300),
+        Run("rungs 10-11 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 "
+            f"{sizes('4096 8192 8192x1024x8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
+        Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
+            "--rung tf32x3 --size $s --jobs 8; done", 200)]),
+    "epi16": ("rung 6's 16-bit C in 64x64 pieces (WIDE 1) against 64x32 (WIDE 0), one process", [
+        Run("WIDE 0 and 1", "for s in 4096:bf16:bf16 4096:fp16:fp16 8192:bf16:bf16 2048:bf16:bf16 "
+            "64x512x512x512:bf16:bf16 8192x1024x8192:bf16:bf16; do python3 benchmarks/param_sweep.py gemm_tc "
+            "wgmma_cluster --size $s --param WIDE=0,1,0,1 --json {out}/wide_$(echo $s | tr ':' '_').json; done", 400)]),
     "kahan": ("the Kahan-compensated fp32 GEMM beside plain and cuBLAS",
               [Run("kahan table", "python3 benchmarks/kahan_table.py --json {out}/kahan.json")]),
     "check": ("the occupancy model against the driver", [Run("occupancy", "python3 benchmarks/occupancy_check.py")]),

@@ -75,7 +75,8 @@ def gemm_tc_plan(A, B, C=None, out_dtype: str = "float32", rung: str | int = "be
     return TcPlan(_lib(A), A, B, C, out_dtype, rung)
 
 
-def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best", kahan: bool = False):
+def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = "best", kahan: bool = False,
+         precision: str = "ieee"):
     """C = alpha * A @ B + beta * C in fp32 with one of simtlab's GEMM rungs.
 
     A (MxK), B (KxN) and C (MxN) are float32 GPU arrays: PyTorch CUDA tensors or CuPy arrays, used
@@ -87,10 +88,17 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     any rung name or stage number works too. `kahan=True` accumulates with Kahan compensation (the
     warp-tiled rung's KAHAN option): an error that stays near one rounding however long K is, for
     ~3x the time.
+
+    `precision="tf32x3"` (rung 11, sm_90) multiplies on the tensor cores instead: each operand is
+    split into two TF32 parts and three products are summed (3xTF32), about twice cuBLAS SGEMM's
+    speed at large sizes with an error no larger than SGEMM's on the benchmark's accuracy table
+    (benchmarks/tf32x3_table.py). The default stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
+    3xTF32 differs from it on inputs where an infinity meets an infinity in one product (NaN
+    where SGEMM gives an infinity).
     """
-    return _plan(_GEMM_PLANS, GemmPlan, A, B, C, rung, kahan).run(A, B, C, float(alpha), float(beta))
+    return _plan(_GEMM_PLANS, GemmPlan, A, B, C, rung, kahan, precision).run(A, B, C, float(alpha), float(beta))
 
 
-def gemm_plan(A, B, C=None, rung: str | int = "best", kahan: bool = False) -> GemmPlan:
+def gemm_plan(A, B, C=None, rung: str | int = "best", kahan: bool = False, precision: str = "ieee") -> GemmPlan:
     """A prepared `gemm` for operands like A, B (and C): `plan(A2, B2, C2, alpha, beta)`."""
-    return GemmPlan(_lib(A), A, B, C, rung, kahan)
+    return GemmPlan(_lib(A), A, B, C, rung, kahan, precision)

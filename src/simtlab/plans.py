@@ -361,11 +361,16 @@ class TcPlan(_Plan):
             runner(self._pointer, ws.p, ws, None, self.info)()
 
 
-class GemmPlan(_Plan):
-    """C = alpha * A @ B + beta * C in fp32 on the CUDA cores for one kind of operands (see
-    simtlab.gemm); alpha and beta are given per call."""
+PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
 
-    def __init__(self, lib: ArrayLib, A, B, C=None, rung: str | int = "best", kahan: bool = False):
+
+class GemmPlan(_Plan):
+    """C = alpha * A @ B + beta * C in fp32 for one kind of operands (see simtlab.gemm): on the
+    CUDA cores (precision "ieee") or the tensor cores (3xTF32, rung 11); alpha and beta are given
+    per call."""
+
+    def __init__(self, lib: ArrayLib, A, B, C=None, rung: str | int = "best", kahan: bool = False,
+                 precision: str = "ieee"):
         from .device import device_info, require_gpu
         from .ops.gemm import GemmProblem
 
@@ -403,6 +408,16 @@ class GemmPlan(_Plan):
         self.copies = (la == TRANSPOSED, lb == TRANSPOSED)
         info = device_info(dev)
         name = rung
+        if rung in ("tf32x3", 11, "11"):
+            precision = "tf32x3"
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
+        self.split = None
+        if precision == "tf32x3":
+            if kahan or rung not in ("best", "tf32x3", 11, "11"):
+                raise ValueError("precision='tf32x3' is rung 11 (3xTF32); it takes no other rung and no kahan")
+            self._init_split(M, N, K, info)
+            return
         if kahan:
             if rung not in ("best", "warptiling", 8, "8", "warptile"):
                 raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
@@ -426,6 +441,40 @@ class GemmPlan(_Plan):
                 for vec in ((True, False) if r.vec_variant else (None,)):
                     if not (vec and (K % 4 or N % 4)):
                         self.launches[vec] = self._launch(r, problem, vec, kahan)
+
+    def _init_split(self, M: int, N: int, K: int, info) -> None:
+        """Rung 11: the split kernels and the tensor-core main loop, built for this shape."""
+        from .ops.gemm import GemmProblem
+
+        r = family("gemm").rung("tf32x3")
+        if not r.supports(info.compute_capability):
+            raise ValueError(f"precision='tf32x3' runs on sm_90 (Hopper: wgmma, TMA); GPU {self.device} is "
+                             f"{info.arch} - use precision='ieee'")
+        self.problem, self.rung, self.info, self.pad = GemmProblem(M, N, K), r, info, None
+        self._split_args = (M, N, K)
+        guard = _current(self.lib, self.device)
+        with guard if guard is not None else nullcontext():
+            self.split = self._split_kernel(_store_params("tf32x3", self.problem, None, info))
+        self._split_epi0 = None  # (built on the first C that is not on a 16-byte boundary)
+
+    def _split_kernel(self, params):
+        from .ops.tf32x3 import Tf32x3Gemm
+
+        inst = _instance("gemm", "tf32x3", params, self.info.arch)
+        return Tf32x3Gemm(inst, *self._split_args, self.info, prepare)
+
+    def _run_split(self, A, B, C, alpha, beta):
+        lib, kernel = self.lib, self.split
+        pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
+        if pc % 16 and self.problem.N % 4 == 0:  # (the TMA stores' C starts on a 16-byte boundary)
+            if self._split_epi0 is None:
+                self._split_epi0 = self._split_kernel(tuple(sorted({**dict(_store_params(
+                    "tf32x3", self.problem, None, self.info)), "EPI": 0}.items())))
+            kernel = self._split_epi0
+        scratch = lib.empty((kernel.parts_bytes // 4,), "float32", self.device)
+        M, N, K = self._split_args
+        kernel.run(pa, K, pb, N, pc, alpha, beta, lib.ptr(scratch), lib.stream(self.device))
+        return C
 
     def _launch(self, rung, problem, vec, kahan) -> PackedLaunch:
         info = self.info
@@ -453,6 +502,8 @@ class GemmPlan(_Plan):
             A = lib.contiguous(A)
         if self.copies[1]:
             B = lib.contiguous(B)
+        if self.split is not None:
+            return self._run_split(A, B, C, alpha, beta)
         pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
         vec = None
         if self.rung.vec_variant:
@@ -461,7 +512,7 @@ class GemmPlan(_Plan):
         return C
 
     def _bound_launch(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
-        if self.pad is not None or any(self.copies):
+        if self.pad is not None or any(self.copies) or self.split is not None:
             return None
         pa, pb, pc = self.lib.ptr(A), self.lib.ptr(B), self.lib.ptr(C)
         vec = (not (pa | pb | pc) & 15 and True in self.launches) if self.rung.vec_variant else None

@@ -14,7 +14,7 @@ from ..launch import Launch, grid2
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, parse_int, sm_count
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 
 DTYPE = "float32"
 OPTIN_SMEM = arch_limits("sm_90").smem_per_block_optin  # the space's default limit: the H200's
@@ -179,6 +179,13 @@ def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
     tiling changes. One-thread-per-output rungs load two floats per FMA; a BMxBN block tile loads
     a BMxK panel of A and a KxBN panel of B once for BM*BN outputs."""
     c = 4 * p.M * p.N * (2 if p.beta != 0 else 1)
+    if params.get("SPLIT"):  # 3xTF32: the split (reads A and B, writes two parts of each), then 3 passes
+        from . import tf32x3
+
+        kp, (bm, bn) = tf32x3.padded_k(p.K), (params["BM"], params["BN"])
+        tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
+        split = 4 * p.K * (p.M + p.N) + 8 * kp * (p.M + p.N)
+        return split + 3 * 4 * kp * (tiles_n * bm * tiles_m + tiles_m * bn * tiles_n) + c
     if rung_name in ("naive", "coalesced"):
         return 8 * p.M * p.N * p.K + c
     bm, bn = (params["TILE"], params["TILE"]) if rung_name == "smem_tiling" else (params["BM"], params["BN"])
@@ -220,6 +227,57 @@ def tuned_defaults(p: GemmProblem, device=None, vec: bool | None = True) -> dict
     if _tiles(p, TUNED_MEDIUM) >= sms:
         return dict(TUNED_MEDIUM)
     return dict(TUNED_SMALL)
+
+
+# --- rung 11 (3xTF32): the split pre-pass and the tensor-core main loop ---------------------------
+
+TF32X3 = "tf32x3"  # rung capability: fp32 products from TF32 parts on the tensor cores (ops/tf32x3.py)
+
+
+def make_runner(instance, problem, ws, device, vec, prepare):
+    """Rung 11: the split kernels and rung 6's SPLIT build (its scratch for the parts allocated once,
+    outside the timed call), on CuPy's current stream. The others: one launch (None)."""
+    if not instance.rung.can(TF32X3):
+        return None
+    import cupy
+
+    from .tf32x3 import Tf32x3Gemm
+
+    p = problem
+    kernel = Tf32x3Gemm(instance, p.M, p.N, p.K, device, prepare)
+    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
+    A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
+    if C.data.ptr % 16 and instance.params["EPI"]:
+        raise ValueError("rung 11's TMA stores need C on a 16-byte boundary (or EPI 0)")
+    stream = cupy.cuda.get_current_stream
+
+    def run():
+        kernel.run(A.data.ptr, p.K, B.data.ptr, p.N, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
+
+    run.scratch = scratch  # (alive as long as the runner)
+    return run
+
+
+def work_units(rung_name: str, params, problem, sms: int):
+    """Rung 11's persistent grid: rung 6's cluster tiles over the clusters that fit; None otherwise."""
+    if not params.get("SPLIT"):
+        return None
+    from . import gemm_tc, tf32x3
+
+    return gemm_tc.cluster_work(params, tf32x3.tc_problem(problem)), sms // (params["CM"] * params["CN"])
+
+
+def _tf32x3_rung() -> Rung:
+    from . import gemm_tc, tf32x3
+
+    cluster = gemm_tc.FAMILY.rung("wgmma_cluster")
+    return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT",),
+                frozen({**cluster.defaults, "DT": 2, "SPLIT": 1}),
+                "3xTF32: each fp32 operand split into two TF32 parts, three tensor-core passes (the small "
+                "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
+                tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,
+                tunable=("BN", "STAGES", "GROUP_M", "CM"), capabilities=frozenset({TF32X3}),
+                sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------
@@ -297,6 +355,12 @@ def _triton(ws: Workspace):
     return triton_sgemm_runner(ws.A, ws.B, ws.C, ws.p.alpha, ws.p.beta)
 
 
+def _triton_tf32x3(ws: Workspace):
+    from ..references.triton_gemm import triton_tf32x3_runner
+
+    return triton_tf32x3_runner(ws.A, ws.B, ws.C, ws.p.alpha, ws.p.beta)
+
+
 def references() -> list[Reference]:
     refs = [Reference("cuBLAS", _cublas_sgemm)]  # (and simtlab.gemm itself: see simtlab.api_calls)
     try:
@@ -304,6 +368,7 @@ def references() -> list[Reference]:
         import triton  # noqa: F401
 
         refs.append(Reference("Triton (ieee fp32)", _triton))
+        refs.append(Reference("Triton (tf32x3)", _triton_tf32x3))  # rung 11's peer: 3xTF32 on the tensor cores
     except Exception:
         pass  # Triton is optional: a second reference where a Python user would have it
     return refs
@@ -377,6 +442,7 @@ FAMILY = Family(
              geometry_tuned, vec_variant=True, tunable=_WARP_TUNABLE + ("GROUP_M",), min_cc=(8, 0),
              features=gemm_features, space=gemm_warptile,
              from_store=True, size_defaults=tuned_defaults, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
+        _tf32x3_rung(),
     ),
     check_size="127x129x65",
 )

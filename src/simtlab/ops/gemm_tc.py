@@ -6,6 +6,8 @@ multiplies A^T B with A stored K x M, as autograd's backward asks for."""
 
 from __future__ import annotations
 
+import ctypes
+
 import functools
 import sys
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from ..launch import Launch, LaunchError, function_handle, grid2
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
-from .tma import TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
+from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -366,11 +368,12 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     return a, b
 
 
-def store_box(p: TcProblem) -> TmaBox:
+def store_box(p: TcProblem, wide: int = 1) -> TmaBox:
     """Rung 6's TMA stores (EPI 1-3): C (M x N, N contiguous) in boxes of one 128-byte swizzle row
-    (32 fp32 or 64 fp16 / bf16 columns) by a warpgroup's 64 rows: the kernel's staging pieces."""
+    (32 fp32 or 64 fp16 / bf16 columns; WIDE 0: 32 16-bit columns, 64 bytes) by a warpgroup's 64
+    rows: the kernel's staging pieces."""
     es = ELEMENT_BYTES[p.out]
-    return TmaBox((p.N, p.M, p.batch), (es * p.N, es * p.N * p.M), (128 // es, 64, 1))
+    return TmaBox((p.N, p.M, p.batch), (es * p.N, es * p.N * p.M), (128 // es if wide else 32, 64, 1))
 
 
 def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
@@ -435,10 +438,12 @@ class ClusterKernel:
     """Rung 6 on one problem's shapes, launched through the driver: the geometry, the compiled
     function and its packed parameters are made once; `launch(pa, pb, pc, stream)` encodes (or
     finds) the tensor maps of the three addresses and is one cuLaunchKernel on the given stream.
-    What simtlab.gemm_tc and the ladder both run."""
+    What simtlab.gemm_tc and the ladder both run. The kernel's last four parameters (the second
+    pair of operand maps, alpha and beta) are read only by its 3xTF32 build (SPLIT 1: the fp32
+    ladder's rung 11, launched through `launch_split`); the others get a zero map and 1, 0 once."""
 
     def __init__(self, inst, p: TcProblem, device, prepare):
-        from ..driver import I32, MAP, PTR, PackedLaunch
+        from ..driver import F32, I32, MAP, PTR, PackedLaunch
         from .tma import tensor_map_encoder
 
         params = inst.params
@@ -451,13 +456,19 @@ class ClusterKernel:
         func = prepare(inst, launch, None, device)
         self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
         box_a, box_b = tma_boxes(params, p)
+        wide = params.get("WIDE", 1) or p.out == "float32"
+        self._unused_map = (ctypes.c_uint8 * 128)()
+        unused = _UnusedMap(ctypes.addressof(self._unused_map))
         self.maps = (tensor_map_encoder(box_a, p.dtype), tensor_map_encoder(box_b, p.dtype),
-                     tensor_map_encoder(store_box(p), p.out, TMA_SWIZZLE_128B))  # (the staging layout's)
+                     tensor_map_encoder(store_box(p, wide), p.out, TMA_SWIZZLE_128B if wide else TMA_SWIZZLE_64B)
+                     if params["EPI"] else unused)  # (EPI 0 stores from registers: C may have any row length)
         index = device.index if device is not None else 0
         self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR), index)
+                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32), index)
         for i, v in enumerate((p.M, p.N, p.K, p.batch)):
             packed.values[i].value = v
+        packed.params[8] = packed.params[9] = unused.address(0)
+        packed.values[10].value, packed.values[11].value = 1.0, 0.0
         self.launch = self._launcher()
 
     def bind(self, pa: int, pb: int, pc: int):
@@ -490,6 +501,33 @@ class ClusterKernel:
                 failed(err)
 
         return launch
+
+    def launch_split(self, pa: int, pb: int, pc: int, pa2: int, pb2: int, alpha: float, beta: float,
+                     stream: int) -> None:
+        """3xTF32 (SPLIT 1): A's big and small parts at pa, pa2 (row-major, K padded to the map's),
+        B^T's at pb, pb2; alpha and beta."""
+        ma, mb, mc = self.maps
+        packed = self.packed
+        packed.params[4], packed.params[5], packed.params[6] = ma.address(pa), mb.address(pb), mc.address(pc)
+        packed.params[8], packed.params[9] = ma.address(pa2), mb.address(pb2)
+        v = packed.values
+        v[7].value, v[10].value, v[11].value = pc, alpha, beta
+        packed.launch(stream)
+
+
+class _UnusedMap:
+    """A tensor-map parameter the kernel never reads (C's under EPI 0, the second operand pair outside
+    3xTF32): every address maps to one block of zeros."""
+
+    def __init__(self, address: int):
+        self._address = address
+        self.addresses: dict = {}
+
+    def address(self, ptr: int) -> int:
+        return self._address
+
+    def keep(self, ptr: int):
+        return self._address, None
 
 
 def resident_clusters(func, launch: Launch, cs: int) -> Launch:
@@ -695,14 +733,14 @@ FAMILY = Family(
              tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, TMA})),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
-             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "OUT", "LEAN", "TA",
+             ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "OUT", "WIDE", "LEAN", "TA",
               "TB"),
              frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3,
-                      "KEEP": 4, "OUT": 0, "LEAN": 1, "TA": 0, "TB": 0}),
+                      "KEEP": 4, "OUT": 0, "WIDE": 1, "LEAN": 1, "TA": 0, "TB": 0}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
-             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "LEAN"),
+             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space),
     ),

@@ -20,7 +20,7 @@ _TF32_SHAPES = tuple((m, n, 32, w, s) for m, n, _, w, s in _TC_SHAPES)  # 4-byte
 @triton.jit
 def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta,
             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-            HAS_BETA: tl.constexpr, IEEE: tl.constexpr):
+            HAS_BETA: tl.constexpr, PRECISION: tl.constexpr):
     """C = alpha * A @ B (+ beta * C), row-major; the batch in the grid's second dimension."""
     pid, z = tl.program_id(0), tl.program_id(1)
     a_ptr += z.to(tl.int64) * M * K
@@ -43,10 +43,10 @@ def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta,
         kk = k0 * BK + offs_k
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (kk[None, :] < K), other=0.0)
         b = tl.load(b_ptrs, mask=(kk[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        if IEEE:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
-        else:
+        if PRECISION == "default":  # (fp16 / bf16 inputs, or fp32 as TF32)
             acc = tl.dot(a, b, acc)
+        else:  # fp32 inputs: "ieee" (fp32 FMAs) or "tf32x3" (three TF32 products on the tensor cores)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BK
         b_ptrs += BK * N
     acc = acc * alpha
@@ -67,9 +67,10 @@ def _tuned(shapes, key, **kw):
 _sgemm = _tuned(_SHAPES, ["M", "N", "K", "HAS_BETA"], restore_value=["c_ptr"])
 _tc_gemm = _tuned(_TC_SHAPES, ["M", "N", "K"])
 _tf32_gemm = _tuned(_TF32_SHAPES, ["M", "N", "K"])  # tl.dot's default precision for fp32 inputs: TF32
+_tf32x3_gemm = _tuned(_TF32_SHAPES, ["M", "N", "K", "HAS_BETA"], restore_value=["c_ptr"])
 
 
-def _launch(kernel, a, b, c, alpha: float, beta: float, ieee: bool):
+def _launch(kernel, a, b, c, alpha: float, beta: float, precision: str):
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch = a.shape[0] if a.dim() == 3 else 1
@@ -78,14 +79,21 @@ def _launch(kernel, a, b, c, alpha: float, beta: float, ieee: bool):
         return (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), batch)
 
     def run():
-        kernel[grid](a, b, c, M, N, K, float(alpha), float(beta), HAS_BETA=beta != 0, IEEE=ieee)
+        kernel[grid](a, b, c, M, N, K, float(alpha), float(beta), HAS_BETA=beta != 0, PRECISION=precision)
 
     return run
 
 
 def triton_sgemm_runner(A, B, C, alpha: float, beta: float):
     """A callable computing C = alpha*A@B + beta*C on CuPy fp32 arrays (zero-copy through DLPack)."""
-    return _launch(_sgemm, torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C), alpha, beta, True)
+    return _launch(_sgemm, torch.from_dlpack(A), torch.from_dlpack(B), torch.from_dlpack(C), alpha, beta, "ieee")
+
+
+def triton_tf32x3_runner(A, B, C, alpha: float = 1.0, beta: float = 0.0):
+    """C = alpha*A@B + beta*C with tl.dot's "tf32x3" (3xTF32 on the tensor cores), on PyTorch fp32
+    tensors or CuPy arrays (zero-copy): the Triton call a user would make for fp32 accuracy there."""
+    a, b, c = (x if isinstance(x, torch.Tensor) else torch.from_dlpack(x) for x in (A, B, C))
+    return _launch(_tf32x3_gemm, a, b, c, alpha, beta, "tf32x3")
 
 
 def triton_tc_gemm_runner(A, B, C, dtype: str, out: str = "float32"):
@@ -97,4 +105,4 @@ def triton_tc_gemm_runner(A, B, C, dtype: str, out: str = "float32"):
         a, b = a.view(torch.bfloat16), b.view(torch.bfloat16)
     if out == "bfloat16":
         c = c.view(torch.bfloat16)
-    return _launch(_tf32_gemm if dtype == "float32" else _tc_gemm, a, b, c, 1.0, 0.0, False)
+    return _launch(_tf32_gemm if dtype == "float32" else _tc_gemm, a, b, c, 1.0, 0.0, "default")

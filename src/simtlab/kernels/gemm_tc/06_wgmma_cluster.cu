@@ -48,12 +48,13 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int LEAN,
-          int TA, int TB>
+template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
+          int TA, int TB, int SPLIT = 0>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
-                      float* __restrict__ C) {
+                      float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
+                      const __grid_constant__ simtlab::TensorMap map_b2, float alpha, float beta) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64, WG_ROWS = 64;  // consumer warpgroups, 64 rows each
@@ -70,8 +71,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   static_assert(DT < 2 || (TA == 0 && TB == 0), "TF32 takes row-major operands (wgmma's tf32 form has no transposes)");
   static_assert(TA == 0 || (BM / 64) % CN == 0, "A^T's 64-row blocks split evenly over the cluster");
   // EPI 1-3: a piece is 64 rows of one 128-byte swizzle row each: 32 fp32 columns, or 64 of a
-  // 16-bit C (OUT 1, 2) - half as many pieces, hand-overs and stores a tile, in the same 8 KiB buffers
-  constexpr int PIECE_BYTES = 64 * 128, PW = OUT ? 64 : 32, VP = PW / 2;  // columns, values a thread
+  // 16-bit C (OUT 1, 2; WIDE 1) - half as many pieces, hand-overs and stores a tile, in the same
+  // 8 KiB buffers (WIDE 0: 32 16-bit columns, 64-byte rows in the 64-byte swizzle, half a buffer)
+  static_assert(WIDE == 0 || WIDE == 1, "WIDE: 16-bit C in 64x32 (0) or 64x64 (1) pieces");
+  constexpr int PIECE_BYTES = 64 * 128, PW = OUT && WIDE ? 64 : 32, VP = PW / 2;  // columns, values a thread
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
@@ -135,7 +138,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     return ((M + BM - 1) / BM + CM - 1) / CM * (((N + BN - 1) / BN + CN - 1) / CN) * batch;
   };
   const int cluster = blockIdx.x / CS, clusters = gridDim.x / CS;
-  const int KT = (K + BK - 1) / BK;
+  // SPLIT 1 (3xTF32, the fp32 ladder's rung 11): K is walked three times - A's big parts times B's
+  // small parts (map_a, map_b2), A's small times B's big (map_a2, map_b), then big times big - the
+  // small products summed first, while the accumulators are small; alpha and beta in the epilogue
+  static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT: 0 one pass, 1 three TF32 passes (3xTF32)");
+  static_assert(SPLIT == 0 || (DT == 2 && OUT == 0), "3xTF32 takes fp32 operands (DT 2) and writes fp32");
+  const int KP = (K + BK - 1) / BK;  // slices of one pass over K
+  const int KT = SPLIT ? 3 * KP : KP;
 
   if (tid == 0) {
 #pragma unroll
@@ -185,6 +194,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     if (tid == 0) {
       simtlab::tensormap_prefetch(map_a);
       simtlab::tensormap_prefetch(map_b);
+      if constexpr (SPLIT) {
+        simtlab::tensormap_prefetch(map_a2);
+        simtlab::tensormap_prefetch(map_b2);
+      }
       int rm, rn;
       place(rm, rn);
       // the blocks an A slice goes to (this tile row: rm + CM * j) and a B slice (this column)
@@ -197,11 +210,19 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-        for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
+        const void* pa = &map_a;
+        const void* pb = SPLIT ? (const void*)&map_b2 : (const void*)&map_b;
+        for (int kt = 0, ks = 0; kt < KT; ++kt, ++it, ring.advance()) {
+          if (SPLIT && ks == KP) {  // (the next pass: A's small parts with B's big, then big with big)
+            ks = 0;
+            pa = pb == &map_b2 ? (const void*)&map_a2 : (const void*)&map_a;
+            pb = &map_b;
+          }
           const int slot = LEAN ? (int)ring.slot : it % STAGES;
           const unsigned parity = LEAN ? ring.phase : (it / STAGES) & 1;
           SIMTLAB_TL_WAIT(simtlab::mbar_wait(&empty[slot], parity ^ 1))  // first round passes at once
           unsigned char* a = smem + slot * STAGE_BYTES;
+          const int k0 = (SPLIT ? ks++ : kt) * BK;
           simtlab::mbar_arrive_expect_tx(&full[slot], STAGE_BYTES);  // every block's share of A and B
           if constexpr (TA == 1) {  // A^T: 64-row blocks of m, BK rows of k each; this block's share of them
             constexpr int BLOCKS = BM / 64 / CN;
@@ -209,35 +230,35 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             for (int i = 0; i < BLOCKS; ++i) {
               const int j = rn * BLOCKS + i;
               if constexpr (CN > 1)
-                simtlab::tma_load_3d_multicast(a + j * B_BLOCK, &map_a, &full[slot], tm * BM + 64 * j, kt * BK, z,
+                simtlab::tma_load_3d_multicast(a + j * B_BLOCK, pa, &full[slot], tm * BM + 64 * j, k0, z,
                                                a_mask);
               else
-                simtlab::tma_load_3d(a + j * B_BLOCK, &map_a, &full[slot], tm * BM + 64 * j, kt * BK, z);
+                simtlab::tma_load_3d(a + j * B_BLOCK, pa, &full[slot], tm * BM + 64 * j, k0, z);
             }
           } else if constexpr (CN > 1) {  // A shared: this block's BM/2 rows, multicast along its tile row
             constexpr int ROWS = BM / CN;
-            simtlab::tma_load_3d_multicast(a + rn * ROWS * 128, &map_a, &full[slot], kt * BK, tm * BM + rn * ROWS, z,
+            simtlab::tma_load_3d_multicast(a + rn * ROWS * 128, pa, &full[slot], k0, tm * BM + rn * ROWS, z,
                                            a_mask);
           } else {
-            simtlab::tma_load_3d(a, &map_a, &full[slot], kt * BK, tm * BM, z);
+            simtlab::tma_load_3d(a, pa, &full[slot], k0, tm * BM, z);
           }
           if constexpr (B_KMAJOR) {  // B^T: this block's BN/CM of the tile's BN rows
             constexpr int ROWS = BN / CM;
             unsigned char* dst = a + A_BYTES + rm * ROWS * 128;
             if constexpr (CM > 1)
-              simtlab::tma_load_3d_multicast(dst, &map_b, &full[slot], kt * BK, tn * BN + rm * ROWS, z, b_mask);
+              simtlab::tma_load_3d_multicast(dst, pb, &full[slot], k0, tn * BN + rm * ROWS, z, b_mask);
             else
-              simtlab::tma_load_3d(dst, &map_b, &full[slot], kt * BK, tn * BN, z);
+              simtlab::tma_load_3d(dst, pb, &full[slot], k0, tn * BN, z);
           } else {
             constexpr int BLOCKS = BN / 64 / CM;  // this block's 64-column blocks of B
 #pragma unroll
             for (int i = 0; i < BLOCKS; ++i) {
               const int j = rm * BLOCKS + i;
               if constexpr (CM > 1)
-                simtlab::tma_load_3d_multicast(a + A_BYTES + j * B_BLOCK, &map_b, &full[slot], tn * BN + 64 * j,
-                                               kt * BK, z, b_mask);
+                simtlab::tma_load_3d_multicast(a + A_BYTES + j * B_BLOCK, pb, &full[slot], tn * BN + 64 * j,
+                                               k0, z, b_mask);
               else
-                simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, &map_b, &full[slot], tn * BN + 64 * j, kt * BK, z);
+                simtlab::tma_load_3d(a + A_BYTES + j * B_BLOCK, pb, &full[slot], tn * BN + 64 * j, k0, z);
             }
           }
         }
@@ -303,8 +324,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             const int chunk = (2 * jj + (lane % 4) / 2) ^ (r % 8);
             *reinterpret_cast<float2*>(buf + r * 128 + chunk * 16 + (lane % 2) * 8) =
                 make_float2(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
-          } else {  // 16-bit C: columns 8 jj .. 8 jj + 7 are 16-byte chunk jj of the row
+          } else if constexpr (WIDE) {  // 16-bit C: columns 8 jj .. 8 jj + 7 are 16-byte chunk jj of the row
             *reinterpret_cast<unsigned*>(buf + r * 128 + (jj ^ (r % 8)) * 16 + (lane % 4) * 4) =
+                simtlab::pack_half2<OUT>(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
+          } else {  // 16-bit C, WIDE 0: 16-byte chunk jj of a 64-byte row, 64-byte swizzle (chunk ^ (row / 2) % 4)
+            *reinterpret_cast<unsigned*>(buf + r * 64 + (jj ^ ((r >> 1) & 3)) * 16 + (lane % 4) * 4) =
                 simtlab::pack_half2<OUT>(v[4 * jj + 2 * e], v[4 * jj + 2 * e + 1]);
           }
         }
@@ -370,6 +394,22 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
+      if constexpr (SPLIT) {  // C = alpha * A@B + beta * C (C read only where beta != 0, as BLAS does)
+        const float* Cz = C + (size_t)z * M * N;
+#pragma unroll
+        for (int jj = 0; jj < BN / 8; ++jj)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int r = tm * BM + c * WG_ROWS + warp * 16 + lane / 4 + 8 * e, col = tn * BN + 8 * jj + 2 * (lane % 4);
+            float c0 = 0.0f, c1 = 0.0f;
+            if (beta != 0.0f && r < M) {
+              if (col < N) c0 = Cz[(size_t)r * N + col];
+              if (col + 1 < N) c1 = Cz[(size_t)r * N + col + 1];
+            }
+            acc[4 * jj + 2 * e] = alpha * acc[4 * jj + 2 * e] + beta * c0;
+            acc[4 * jj + 2 * e + 1] = alpha * acc[4 * jj + 2 * e + 1] + beta * c1;
+          }
+      }
       SIMTLAB_TL(const long long t1 = clock64(), g1 = tl_globaltimer(); long long epi[4] = {0, 0, 0, 0};)
       if constexpr (EPI >= 2) {
         // (EPI 3: first the kept pieces a short main loop had no slice for) this tile's pieces

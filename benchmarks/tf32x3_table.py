@@ -1,0 +1,192 @@
+"""fp32 GEMM on the tensor cores (3xTF32): accuracy and speed of `simtlab.gemm(precision="tf32x3")`
+beside what a user would call instead, in one process (GPU, sm_90):
+
+1. accuracy, against the float64 product of the same fp32 inputs: the relative Frobenius error
+   ||C - ref|| / ||ref|| and the largest elementwise error measured against that element's scale,
+   max |C - ref| / (|A| @ |B|) (the bound every dot product's rounding is stated in; an error
+   relative to |ref| alone is unbounded where a sum cancels to ~0). Rows: N(0,1) inputs,
+   uniform [0, 1) (positive sums), K from 16 to 16384, A's rows scaled by 2^30 and 2^-30 in
+   turn (wide dynamic range), A near the smallest normal fp32, and Inf / NaN in A (where SGEMM's
+   C is not finite, the same entries must be: "nonfinite_mismatch" counts those that differ).
+   Beside simtlab: cuBLAS SGEMM (torch.mm, TF32 off), cuBLAS TF32 (one pass), Triton tf32x3.
+2. speed, L2 cleared before each call (triton.testing.do_bench, median), the four calls
+   interleaved over five rounds; the split pre-pass alone (its two kernels) beside them.
+
+    python benchmarks/tf32x3_table.py [--json out.json] [--only accuracy,speed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import triton
+
+import simtlab
+from simtlab.references.triton_gemm import triton_tf32x3_runner
+
+ROUNDS = 5
+SPEED_SIZES = ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (4097, 4095, 4093))
+
+
+def _sgemm(A, B):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch.mm(A, B)
+
+
+def _tf32(A, B):
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return torch.mm(A, B)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def _triton(A, B):
+    C = torch.empty(A.shape[0], B.shape[1], device=A.device)
+    triton_tf32x3_runner(A, B, C)()
+    return C
+
+
+def _ours(A, B):
+    return simtlab.gemm(A, B, precision="tf32x3")
+
+
+METHODS = (("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton))
+
+
+def _inputs(kind: str, M: int, N: int, K: int, seed: int):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    if kind == "uniform":
+        return (torch.rand(M, K, device="cuda", generator=g), torch.rand(K, N, device="cuda", generator=g))
+    A = torch.randn(M, K, device="cuda", generator=g)
+    B = torch.randn(K, N, device="cuda", generator=g)
+    if kind == "rows 2^+-30":
+        scale = torch.where(torch.arange(M, device="cuda") % 2 == 0, 2.0 ** 30, 2.0 ** -30)
+        A *= scale[:, None]
+    elif kind == "near min normal":
+        A = (1 + torch.rand(M, K, device="cuda", generator=g)) * 2.0 ** -125  # [2^-125, 2^-124)
+        B = 0.5 + torch.rand(K, N, device="cuda", generator=g) / 2  # positive: sums of normal numbers
+    elif kind == "inf/nan":
+        idx = torch.randint(0, M * K, (64,), device="cuda", generator=g)
+        A.view(-1)[idx[:32]] = float("inf")
+        A.view(-1)[idx[32:48]] = float("-inf")
+        A.view(-1)[idx[48:]] = float("nan")
+    return A, B
+
+
+ACCURACY_ROWS = (("N(0,1)", 4096, 4096, 4096), ("uniform", 2048, 2048, 4096), ("N(0,1)", 1024, 1024, 16),
+                 ("N(0,1)", 1024, 1024, 256), ("N(0,1)", 1024, 1024, 4096), ("N(0,1)", 1024, 1024, 16384),
+                 ("rows 2^+-30", 2048, 2048, 2048), ("near min normal", 2048, 2048, 2048),
+                 ("inf/nan", 1024, 1024, 1024))
+
+
+def accuracy() -> list[dict]:
+    rows = []
+    for kind, M, N, K in ACCURACY_ROWS:
+        A, B = _inputs(kind, M, N, K, seed=M + N + K)
+        ref = A.double() @ B.double()
+        scale = A.double().abs().nan_to_num(posinf=0.0) @ B.double().abs()
+        finite = torch.isfinite(ref)
+        for name, fn in METHODS:
+            C = fn(A, B).double()
+            err = (C - ref).where(finite, torch.zeros_like(ref))
+            frob = float(err.norm() / ref.where(finite, torch.zeros_like(ref)).norm())
+            elem = float((err.abs() / scale.where(scale > 0, torch.ones_like(scale))).max())
+            mismatch = int((torch.isfinite(C) != finite).sum() + (torch.isnan(C) != torch.isnan(ref)).sum())
+            rows.append({"inputs": kind, "M": M, "N": N, "K": K, "method": name, "rel_frobenius": f"{frob:.2e}",
+                         "max_rel_to_scale": f"{elem:.2e}", "nonfinite_mismatch": mismatch})
+            print(rows[-1], flush=True)
+        del A, B, ref, scale
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def speed() -> list[dict]:
+    from simtlab.ops.tf32x3 import Tf32x3Gemm  # noqa: F401 (the plan's kernel: its split launches timed alone)
+
+    rows = []
+    for M, N, K in SPEED_SIZES:
+        A, B = _inputs("N(0,1)", M, N, K, seed=1)
+        C = torch.empty(M, N, device="cuda")
+        plan = simtlab.gemm_plan(A, B, C, precision="tf32x3")
+        kernel, scratch = plan.split, torch.empty(plan.split.parts_bytes // 4, device="cuda")
+
+        def split_only():
+            s = kernel.parts(scratch.data_ptr())
+            stream = torch.cuda.current_stream().cuda_stream
+            v = kernel.rows.values
+            v[0].value, v[3].value, v[5].value, v[6].value = A.data_ptr(), K, s.a_big, s.a_small
+            kernel.rows.launch(stream)
+            v = kernel.cols.values
+            v[0].value, v[3].value, v[5].value, v[6].value = B.data_ptr(), N, s.b_big, s.b_small
+            kernel.cols.launch(stream)
+
+        calls = dict(METHODS)
+        calls["split pre-pass alone"] = None
+        times = {name: [] for name in calls}
+        for _ in range(ROUNDS):
+            for name, fn in calls.items():
+                times[name].append(_ms(split_only if fn is None else (lambda fn=fn: fn(A, B))))
+        med = {name: statistics.median(t) for name, t in times.items()}
+        flops = 2 * M * N * K
+        row = {"size": f"{M}x{N}x{K}"}
+        for name, ms in med.items():
+            row[f"{name} ms"] = round(ms, 4)
+            if name != "split pre-pass alone":
+                row[f"{name} TFLOP/s"] = round(flops / ms / 1e9, 1)
+        row["x SGEMM"] = round(med["cuBLAS SGEMM"] / med["simtlab tf32x3"], 2)
+        row["x Triton tf32x3"] = round(med["Triton tf32x3"] / med["simtlab tf32x3"], 2)
+        row["spread_pct"] = round(100 * (max(times["simtlab tf32x3"]) - min(times["simtlab tf32x3"]))
+                                  / med["simtlab tf32x3"], 1)
+        rows.append(row)
+        print(row, flush=True)
+        del A, B, C, plan, scratch
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _table(title: str, rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for k in rows[0]:
+        t.add_column(k, justify="right")
+    for r in rows:
+        t.add_row(*(str(v) for v in r.values()))
+    Console(width=250).print(t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--only", default="accuracy,speed", help="which parts: accuracy, speed")
+    args = ap.parse_args()
+    parts = set(args.only.split(","))
+    out = {"device": torch.cuda.get_device_properties(0).name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "commit": os.environ.get("SIMTLAB_COMMIT", "unknown"), "torch": torch.__version__,
+           "command": "python benchmarks/tf32x3_table.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v)}
+    if "accuracy" in parts:
+        out["accuracy"] = accuracy()
+    if "speed" in parts:
+        out["speed"] = speed()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if "accuracy" in parts:
+        _table("accuracy against the float64 product (fp32 inputs)", out["accuracy"])
+    if "speed" in parts:
+        _table("time per call, L2 cleared (do_bench median; median of 5 interleaved rounds)", out["speed"])
+
+
+if __name__ == "__main__":
+    main()

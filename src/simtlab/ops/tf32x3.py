@@ -1,0 +1,102 @@
+"""The fp32 ladder's rung 11 (3xTF32): fp32 products on the tensor cores from two TF32 parts of
+each operand. A call is a split pre-pass (A's big and small parts row-major, B's transposed to
+K-major, K padded to whole 16-byte rows with zeros) and the tensor-core ladder's rung 6 built with
+SPLIT 1, which walks K three times over the four parts. What the gemm family (ladder, tests) and
+simtlab.gemm(precision="tf32x3") both run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..launch import Launch, LaunchError, function_handle
+from . import gemm_tc
+from .base import sm_count
+
+SPLIT_BLOCK = 256  # threads of a split block (the transposing one: 32 x 8, a 32x32 tile)
+
+
+def padded_k(K: int) -> int:
+    """K rounded up to 4: the parts' rows are whole 16-byte units, as tensor maps need."""
+    return -(-K // 4) * 4
+
+
+def tc_problem(p) -> gemm_tc.TcProblem:
+    """The tensor-core problem rung 6 sees: fp32 (TF32) operands, K padded."""
+    if isinstance(p, gemm_tc.TcProblem):
+        return p
+    return gemm_tc.TcProblem(p.M, p.N, padded_k(p.K), "float32")
+
+
+def geometry(params, p, device=None) -> Launch:
+    """Rung 6's persistent grid of clusters over the problem's tiles."""
+    return gemm_tc.geometry_wgmma_cluster(params, tc_problem(p), device)
+
+
+def size_defaults(p, device=None, vec=None) -> dict:
+    """Rung 6's TF32 defaults (unpaired blocks for one round of tiles, 4 blocks of kept epilogue
+    registers); the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    params = gemm_tc.cluster_params(tc_problem(p), device)
+    params["DT"], params["SPLIT"] = 2, 1
+    params["KEEP"] = 4  # (5 spills here: alpha, beta and C's address live beside the kept pieces)
+    if p.N % 4:
+        params["EPI"] = 0
+    return params
+
+
+@dataclass
+class SplitBuffers:
+    """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp)."""
+    a_big: int
+    a_small: int
+    b_big: int
+    b_small: int
+
+
+class Tf32x3Gemm:
+    """Rung 11 on one problem's shape: the split kernels' and the main kernel's launches packed once;
+    `run(...)` is three driver launches on the given stream. `parts_bytes` of scratch per call hold
+    the parts (the caller allocates them on its stream: the array libraries' pools)."""
+
+    def __init__(self, inst, M: int, N: int, K: int, device, prepare):
+        from ..driver import I32, PTR, PackedLaunch
+
+        if inst.params.get("SPLIT") != 1 or inst.params.get("DT") != 2:
+            raise LaunchError(f"rung 11 needs SPLIT 1 and DT 2, got {inst.params}")
+        self.M, self.N, self.K, self.kp = M, N, K, padded_k(K)
+        self.main = gemm_tc.ClusterKernel(inst, gemm_tc.TcProblem(M, N, self.kp, "float32"), device, prepare)
+        module = inst.module()
+        index = device.index if device is not None else 0
+        rows = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
+                            (min(-(-M * self.kp // SPLIT_BLOCK), 8 * sm_count(device)), 1, 1), (SPLIT_BLOCK, 1, 1), 0,
+                            (PTR, I32, I32, I32, I32, PTR, PTR), index)
+        cols = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_transposed")),
+                            (-(-N // 32), -(-self.kp // 32), 1), (SPLIT_BLOCK, 1, 1), 0,
+                            (PTR, I32, I32, I32, I32, PTR, PTR), index)
+        if cols.grid[1] > 65535:
+            raise LaunchError(f"K = {K}: the split's grid would have {cols.grid[1]} rows of tiles (at most 65535)")
+        self.rows, self.cols = rows, cols
+        for packed, values in ((rows, (M, K, 0, self.kp)), (cols, (K, N, 0, self.kp))):
+            for i, v in enumerate(values, start=1):
+                packed.values[i].value = v
+
+    @property
+    def parts_bytes(self) -> int:
+        return 4 * 2 * (self.M + self.N) * self.kp
+
+    def parts(self, base: int) -> SplitBuffers:
+        """The four parts laid out in one scratch buffer at `base` (each part 16-byte aligned)."""
+        a, b = 4 * self.M * self.kp, 4 * self.N * self.kp
+        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b)
+
+    def run(self, pa: int, lda: int, pb: int, ldb: int, pc: int, alpha: float, beta: float, scratch: int,
+            stream: int) -> None:
+        """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
+        (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
+        s = self.parts(scratch)
+        v = self.rows.values
+        v[0].value, v[3].value, v[5].value, v[6].value = pa, lda, s.a_big, s.a_small
+        self.rows.launch(stream)
+        v = self.cols.values
+        v[0].value, v[3].value, v[5].value, v[6].value = pb, ldb, s.b_big, s.b_small
+        self.cols.launch(stream)
+        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream)

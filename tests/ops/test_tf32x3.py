@@ -1,0 +1,61 @@
+"""The fp32 ladder's rung 11 (3xTF32) on the CPU: its build, defaults, scratch layout and bytes."""
+
+import pytest
+
+from simtlab.catalog import family
+from simtlab.launch import build
+from simtlab.ops import gemm, gemm_tc, tf32x3
+
+
+def test_rung_11_is_rung_6_walking_k_three_times():
+    r = family("gemm").rung("tf32x3")
+    six = family("gemm_tc").rung("wgmma_cluster")
+    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT",)
+    assert r.params()["SPLIT"] == 1 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
+    assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
+
+
+@pytest.mark.parametrize("params", [None, {"EPI": 0, "CM": 1}, {"BN": 128, "STAGES": 6}])
+def test_rung_11_compiles_spill_free(params):
+    inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
+    res = inst.resources(None)
+    assert res.spill_bytes == 0 and res.stack_frame == 0, res
+    six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **(params or {})}, "sm_90").resources(None)
+    assert res.registers == six.registers  # (the launch bound: 168 a thread before setmaxnreg)
+
+
+def test_size_defaults_pick_the_epilogue_by_c_rows():
+    d = tf32x3.size_defaults(gemm.GemmProblem(4096, 4096, 4096))
+    assert d["SPLIT"] == 1 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
+    assert tf32x3.size_defaults(gemm.GemmProblem(100, 1013, 37))["EPI"] == 0  # rows not 16-byte units: no TMA store
+    assert tf32x3.size_defaults(gemm.GemmProblem(2048, 2048, 2048))["CM"] == 1  # one round of tiles: unpaired
+    p = tf32x3.tc_problem(gemm.GemmProblem(5, 6, 7))
+    assert (p.M, p.N, p.K, p.dtype) == (5, 6, 8, "float32") and tf32x3.tc_problem(p) is p
+
+
+def test_parts_are_laid_out_on_16_byte_boundaries():
+    class Stub:  # (the layout only: no kernels)
+        M, N, kp = 3, 5, tf32x3.padded_k(9)
+
+    s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
+    assert Stub.kp == 12 and s.a_big == 1 << 20
+    assert (s.a_small - s.a_big, s.b_big - s.a_small, s.b_small - s.b_big) == (4 * 3 * 12, 4 * 3 * 12, 4 * 5 * 12)
+    assert all(x % 16 == 0 for x in (s.a_small, s.b_big, s.b_small))
+    assert tf32x3.Tf32x3Gemm.parts_bytes.fget(Stub) == 4 * 2 * (3 + 5) * 12
+
+
+def test_requested_bytes_count_the_split_and_three_passes():
+    r = family("gemm").rung("tf32x3")
+    p = gemm.GemmProblem(4096, 4096, 4096)
+    params = r.params("sm_90")
+    one_pass = 4 * 4096 * (16 * 128 * 32 + 32 * 256 * 16)  # 32 x 16 tiles of 128 x 256
+    split = 4 * 4096 * 8192 + 8 * 4096 * 8192
+    assert gemm.requested_bytes(r.name, params, p) == split + 3 * one_pass + 4 * 4096 * 4096
+
+
+def test_work_units_are_rung_6s_cluster_tiles():
+    r = family("gemm").rung("tf32x3")
+    params = r.params("sm_90")
+    p = gemm.GemmProblem(4096, 4096, 4096)
+    assert gemm.work_units(r.name, params, p, 132) == (gemm_tc.cluster_work(params, tf32x3.tc_problem(p)), 66)
+    assert gemm.work_units("tuned", family("gemm").rung("tuned").params(), p, 132) is None

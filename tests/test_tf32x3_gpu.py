@@ -1,0 +1,129 @@
+"""The fp32 ladder's rung 11 (3xTF32 on the tensor cores) and simtlab.gemm(precision="tf32x3") on
+the GPU: odd sizes, alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the
+same inputs, Inf and NaN as SGEMM gives them, the caller's stream."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.gemm, pytest.mark.api]
+
+
+def _hopper():
+    from simtlab.device import device_info
+
+    if device_info().compute_capability != (9, 0):
+        pytest.skip("rung 11 (wgmma, TMA) runs on sm_90")
+
+
+@pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
+                                  "2048x2048x2048"])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
+def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
+    """The ladder's runner (split kernels and the main loop, N % 4 != 0 through EPI 0), three
+    launches on a poisoned C (NaN where beta == 0: C must not be read), then the float64 product
+    within the fp32 family's tolerance."""
+    import cupy
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import gemm
+
+    _hopper()
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3")
+    p = gemm.parse_size(size, alpha=alpha, beta=beta)
+    ws = fam.op().workspace(p, seed=7)
+    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
+    assert inst.params["EPI"] == (0 if p.N % 4 else 3)
+    run = runner(inst, p, ws, None, dev)
+    for _ in range(3):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    assert not bool(cupy.isnan(out).any())
+    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    assert err <= gemm.tolerance(p), (size, err)
+
+
+@pytest.mark.parametrize("kind", ["normal", "uniform", "tiny"])
+def test_tf32x3_error_is_no_larger_than_sgemm(kind):
+    """Against float64, on the same inputs: N(0,1), uniform [0, 1) and values near the smallest
+    normal fp32 - the relative Frobenius error of simtlab.gemm(precision="tf32x3") at most cuBLAS
+    SGEMM's (torch.mm, TF32 off)."""
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(11)
+    M, N, K = 1024, 768, 2048
+    if kind == "normal":
+        A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)
+    elif kind == "uniform":
+        A, B = torch.rand(M, K, device="cuda", generator=g), torch.rand(K, N, device="cuda", generator=g)
+    else:
+        A = (1 + torch.rand(M, K, device="cuda", generator=g)) * 2.0 ** -125
+        B = 0.5 + torch.rand(K, N, device="cuda", generator=g) / 2
+    ref = A.double() @ B.double()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sgemm = float(((A @ B).double() - ref).norm() / ref.norm())
+    ours = float((simtlab.gemm(A, B, precision="tf32x3").double() - ref).norm() / ref.norm())
+    assert ours <= sgemm, (kind, ours, sgemm)
+
+
+def test_tf32x3_gives_inf_and_nan_where_sgemm_does():
+    """Infinities and NaNs in A (B finite): the same entries of C are infinite or NaN as in SGEMM's
+    C, with the same signs; the finite ones agree."""
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
+    A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want, got = A @ B, simtlab.gemm(A, B, precision="tf32x3")
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    inf = torch.isinf(want)
+    assert torch.equal(torch.sign(got[inf]), torch.sign(want[inf]))
+    fin = torch.isfinite(want)
+    assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
+
+
+def test_tf32x3_call_follows_the_callers_stream_and_views():
+    """A producer kernel and the call on a side stream (the result read after that stream only),
+    transposed views (copied to row-major inside the call), a C that is not 16-byte aligned (the
+    register epilogue), a plan, and alpha/beta."""
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(9)
+    At = torch.randn(300, 200, device="cuda", generator=g)  # A = At.T: 200 x 300
+    B = torch.randn(300, 256, device="cuda", generator=g)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        A = At.T * 2  # produced on the side stream
+        C = simtlab.gemm(A, B, precision="tf32x3")
+    side.synchronize()
+    ref = (At.T.double() * 2) @ B.double()
+    assert float((C.double() - ref).norm() / ref.norm()) < 1e-6
+    buf = torch.zeros(200 * 256 + 1, device="cuda")
+    C1 = buf[1:].view(200, 256)  # 4 bytes past a 16-byte boundary
+    C1.fill_(1.0)
+    plan = simtlab.gemm_plan(At.T.contiguous(), B, C1, precision="tf32x3")
+    plan(At.T.contiguous(), B, C1, 0.5, -2.0)
+    ref = 0.5 * (At.T.double() @ B.double()) - 2.0
+    assert float((C1.double() - ref).norm() / ref.norm()) < 1e-6
+
+
+def test_tf32x3_refuses_what_it_cannot_do():
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    A = torch.randn(8, 8, device="cuda")
+    with pytest.raises(ValueError, match="precision 'tf16'"):
+        simtlab.gemm(A, A, precision="tf16")
+    with pytest.raises(ValueError, match="no other rung and no kahan"):
+        simtlab.gemm(A, A, precision="tf32x3", kahan=True)
