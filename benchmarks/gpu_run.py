@@ -124,6 +124,8 @@ PHASES: dict[str, tuple[str, list]] = {
         Tests("gemm and api", "pytest_tf32x3.txt", 200),
         Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --json {out}/tf32x3.json",
             300),
+        Run("rung 11's promotion period (slices) at 4096^3", "python3 benchmarks/param_sweep.py gemm tf32x3 --size 4096 "
+            "--param SPLIT=1,2,4 --json {out}/split_sweep.json", 200),
         Run("rungs 10-11 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 "
             f"{sizes('4096 8192 8192x1024x8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "

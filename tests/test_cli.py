@@ -21,7 +21,7 @@ def test_kernels_json():
     assert out.exit_code == 0, out.output
     data = {f["family"]: f for f in json.loads(out.output)}
     assert [r["name"] for r in data["gemm"]["rungs"]][:3] == ["naive", "coalesced", "smem_tiling"]
-    assert len(data["gemm"]["rungs"]) == 10 and len(data["elementwise"]["rungs"]) == 3
+    assert len(data["gemm"]["rungs"]) == 11 and len(data["elementwise"]["rungs"]) == 3
     assert data["gemm"]["rungs"][8]["min_cc"] == "8.0"
 
 

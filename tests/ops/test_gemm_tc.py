@@ -164,14 +164,17 @@ def test_tf32_problems_and_the_rungs_that_take_them():
 
 
 def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
-    """KEEP 5 where K has 64 slices or more (4096 for 16-bit inputs, 2048 for TF32), else 4."""
+    """KEEP 5 and a 16-bit C in 64x64 pieces (WIDE 1) where K has 64 slices or more (4096 for 16-bit
+    inputs, 2048 for TF32), else KEEP 4 and 64x32 pieces."""
     row_major = {"TA": 0, "TB": 0}
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0, **row_major}
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0,
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0, "WIDE": 1,
+                                                                              **row_major}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0, "WIDE": 0,
                                                                              **row_major}  # 63 slices
     assert tc.cluster_params(tc.TcProblem(2048, 2048, 2048, "bfloat16"))["KEEP"] == 4
     assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
-    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0, **row_major}
+    assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0, "WIDE": 1,
+                                                                             **row_major}
     rung = family("gemm_tc").rung("wgmma_cluster")
     assert rung.size_defaults is tc.cluster_params and rung.params("sm_90")["KEEP"] == 4
 
@@ -236,7 +239,7 @@ def test_layout_suffix_and_what_reads_transposed_views():
     assert not tc.tma_ready(tc.TcProblem(60, 64, 64, "float16", layout="tn"))
     assert tc.tma_ready(tc.TcProblem(60, 64, 64, "float16", layout="nt"))
     assert tc.cluster_params(tc.TcProblem(64, 64, 64, "float16", layout="tt")) == {
-        "DT": 0, "KEEP": 4, "OUT": 0, "TA": 1, "TB": 1, "CM": 1}
+        "DT": 0, "KEEP": 4, "OUT": 0, "WIDE": 0, "TA": 1, "TB": 1, "CM": 1}
     # shapes that run on padded row-major copies are built for row-major operands
     assert tc.cluster_params(tc.TcProblem(60, 64, 64, "float16", layout="tn"))["TA"] == 0
 

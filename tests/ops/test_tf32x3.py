@@ -15,20 +15,22 @@ def test_rung_11_is_rung_6_walking_k_three_times():
     assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
 
 
-@pytest.mark.parametrize("params", [None, {"EPI": 0, "CM": 1}, {"BN": 128, "STAGES": 6}])
+@pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6}])
 def test_rung_11_compiles_spill_free(params):
     inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0, res
-    six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **(params or {})}, "sm_90").resources(None)
+    same = {k: v for k, v in params.items() if k != "SPLIT"}
+    six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **same}, "sm_90").resources(None)
     assert res.registers == six.registers  # (the launch bound: 168 a thread before setmaxnreg)
 
 
 def test_size_defaults_pick_the_epilogue_by_c_rows():
     d = tf32x3.size_defaults(gemm.GemmProblem(4096, 4096, 4096))
     assert d["SPLIT"] == 1 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
+    assert d["BN"] == 128 and d["CM"] == 2  # 1024 tiles of 128 x 128: paired
     assert tf32x3.size_defaults(gemm.GemmProblem(100, 1013, 37))["EPI"] == 0  # rows not 16-byte units: no TMA store
-    assert tf32x3.size_defaults(gemm.GemmProblem(2048, 2048, 2048))["CM"] == 1  # one round of tiles: unpaired
+    assert tf32x3.size_defaults(gemm.GemmProblem(1024, 1536, 2048))["CM"] == 1  # 96 tiles, one round: unpaired
     p = tf32x3.tc_problem(gemm.GemmProblem(5, 6, 7))
     assert (p.M, p.N, p.K, p.dtype) == (5, 6, 8, "float32") and tf32x3.tc_problem(p) is p
 
@@ -48,7 +50,7 @@ def test_requested_bytes_count_the_split_and_three_passes():
     r = family("gemm").rung("tf32x3")
     p = gemm.GemmProblem(4096, 4096, 4096)
     params = r.params("sm_90")
-    one_pass = 4 * 4096 * (16 * 128 * 32 + 32 * 256 * 16)  # 32 x 16 tiles of 128 x 256
+    one_pass = 4 * 4096 * (32 * 128 * 32 + 32 * 128 * 32)  # 32 x 32 tiles of 128 x 128
     split = 4 * 4096 * 8192 + 8 * 4096 * 8192
     assert gemm.requested_bytes(r.name, params, p) == split + 3 * one_pass + 4 * 4096 * 4096
 

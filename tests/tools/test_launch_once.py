@@ -10,9 +10,9 @@ def test_params_go_over_the_size_defaults():
     rung = family("gemm_tc").rung("wgmma_cluster")
     explicit = parse_params(["LEAN=0", "KEEP=4"])
     assert explicit == {"LEAN": 0, "KEEP": 4}
-    p = TcProblem(4096, 4096, 4096, "bfloat16")  # (its size defaults: DT 1, KEEP 5, OUT 0, row-major TA 0 TB 0)
-    assert choose_params(rung, p, None, None, explicit=explicit) == {"DT": 1, "KEEP": 4, "OUT": 0, "LEAN": 0, "TA": 0,
-                                                                      "TB": 0}
+    p = TcProblem(4096, 4096, 4096, "bfloat16")  # (its size defaults: DT 1, KEEP 5, OUT 0, WIDE 1, TA 0, TB 0)
+    assert choose_params(rung, p, None, None, explicit=explicit) == {"DT": 1, "KEEP": 4, "OUT": 0, "WIDE": 1, "LEAN": 0,
+                                                                      "TA": 0, "TB": 0}
 
 
 @pytest.mark.parametrize("text", ["LEAN", "LEAN=x"])

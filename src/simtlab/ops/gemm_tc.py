@@ -176,6 +176,9 @@ def dtype_params(p: TcProblem, device=None, vec=None) -> dict:
 # main loop is long enough to hand them all over behind the multiplies - 64 slices or more -
 # and 4 otherwise. Same process (runs f49d9a, 0cbb61_compare): KEEP 5 +0.1 to +1.6 points at
 # K = 4096-8192, but -1.0 to -1.8 at 2048^3 (32 slices) and batched 64x512^3 (8 slices).
+# A 16-bit C leaves in 64x64 pieces (WIDE 1) from the same depth: in one process (run
+# 2026-12-04_h200_05ff6e_tf32x3) +0.2 / +0.5 / +1.6 points at 4096^3 bf16 / fp16 and 8192^3 bf16,
+# a tie at 8192x1024x8192 and batched 64x512^3, but -2.3 at 2048^3, where 64x32 pieces stay.
 KEEP_DEEP_SLICES = 64
 
 
@@ -188,7 +191,8 @@ def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
     2026-12-03_h200_e95975_api/sweep_2048.json)."""
     slices = -(-p.K // slice_k(p.dtype))
     direct = tma_ready(p)
-    params = {"DT": DT[p.dtype], "KEEP": 5 if slices >= KEEP_DEEP_SLICES else 4, "OUT": OUT[p.out],
+    deep = slices >= KEEP_DEEP_SLICES
+    params = {"DT": DT[p.dtype], "KEEP": 5 if deep else 4, "OUT": OUT[p.out], "WIDE": int(deep),
               "TA": int(p.ta and direct), "TB": int(p.tb and direct)}
     tiles = -(-p.M // 128) * -(-p.N // 256) * p.batch  # (the default tile)
     if tiles <= sm_count(device):
@@ -353,10 +357,11 @@ def tma_boxes(params, p: TcProblem) -> tuple[TmaBox, TmaBox]:
     a slice. 16-bit B (K x N, N contiguous) in 64 x BK boxes (BN/64 of them per slice); B^T (N x K
     stored, K contiguous: a transposed view, or the copy TF32 makes) in BK x BN boxes (BK x BN/CM
     when a cluster of CM blocks shares them). See tma_ready for the shapes they take."""
-    if not tma_ready(p):
-        raise ValueError(f"tensor maps need each operand's contiguous extent and N multiples of 8 (16-byte rows), "
-                         f"got M={p.M}, N={p.N}, K={p.K} ({p.layout})")
     es, bk = ELEMENT_BYTES[p.dtype], slice_k(p.dtype)
+    a_row, b_row = (p.M if p.ta else p.K), (p.K if p.tb or p.dtype == "float32" else p.N)  # contiguous extents
+    if (es * a_row) % 16 or (es * b_row) % 16:
+        raise ValueError(f"tensor maps need each operand's contiguous extent in whole 16-byte units (multiples of 8 "
+                         f"16-bit or 4 fp32 elements), got M={p.M}, N={p.N}, K={p.K} ({p.dtype}, {p.layout})")
     if p.ta:
         a = TmaBox((p.M, p.K, p.batch), (es * p.M, es * p.M * p.K), (64, bk, 1))
     else:

@@ -33,11 +33,12 @@ def geometry(params, p, device=None) -> Launch:
 
 
 def size_defaults(p, device=None, vec=None) -> dict:
-    """Rung 6's TF32 defaults (unpaired blocks for one round of tiles, 4 blocks of kept epilogue
-    registers); the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    """Rung 6's TF32 defaults at 128x128 (unpaired blocks for one round of tiles), promoting the
+    tensor cores' sums every slice; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
-    params["DT"], params["SPLIT"] = 2, 1
-    params["KEEP"] = 4  # (5 spills here: alpha, beta and C's address live beside the kept pieces)
+    # 128x128 tiles: the second set of sums (promoted out of the tensor cores every SPLIT slices)
+    # needs the registers that 128x256 gives its accumulators
+    params.update(DT=2, SPLIT=1, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
     if p.N % 4:
         params["EPI"] = 0
     return params

@@ -138,10 +138,12 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     return ((M + BM - 1) / BM + CM - 1) / CM * (((N + BN - 1) / BN + CN - 1) / CN) * batch;
   };
   const int cluster = blockIdx.x / CS, clusters = gridDim.x / CS;
-  // SPLIT 1 (3xTF32, the fp32 ladder's rung 11): K is walked three times - A's big parts times B's
-  // small parts (map_a, map_b2), A's small times B's big (map_a2, map_b), then big times big - the
-  // small products summed first, while the accumulators are small; alpha and beta in the epilogue
-  static_assert(SPLIT == 0 || SPLIT == 1, "SPLIT: 0 one pass, 1 three TF32 passes (3xTF32)");
+  // SPLIT >= 1 (3xTF32, the fp32 ladder's rung 11): K is walked three times - A's big parts times
+  // B's small parts (map_a, map_b2), A's small times B's big (map_a2, map_b), then big times big -
+  // the small products summed first; alpha and beta in the epilogue. The tensor cores add into
+  // their fp32 accumulators with truncation, an error that grows with K: every SPLIT slices the
+  // accumulators are added (rounded to nearest) into a second set and the tensor cores start afresh.
+  static_assert(SPLIT >= 0 && SPLIT <= 8, "SPLIT: 0 one pass; 1-8 3xTF32, promoting every SPLIT slices");
   static_assert(SPLIT == 0 || (DT == 2 && OUT == 0), "3xTF32 takes fp32 operands (DT 2) and writes fp32");
   const int KP = (K + BK - 1) / BK;  // slices of one pass over K
   const int KT = SPLIT ? 3 * KP : KP;
@@ -349,6 +351,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    float total[SPLIT ? BN / 2 : 1];  // SPLIT: the sums promoted out of the tensor cores' accumulators
+#pragma unroll
+    for (int i = 0; i < (SPLIT ? BN / 2 : 1); ++i) total[i] = 0.0f;
     for (int u = cluster, n = work(); u < n; u += clusters) {
       int z, tm, tn;
       tile_coords(u, z, tm, tn);
@@ -361,6 +366,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
         constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
+        const bool fresh = SPLIT && kt % (SPLIT ? SPLIT : 1) == 0;  // (SPLIT: the first slice of a window)
         if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
@@ -368,7 +374,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
             simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, simtlab::desc_join(a_lo + A_STEP * kk, HI),
-                                                simtlab::desc_join(b_lo + B_STEP * kk, HI), kt > 0 || kk > 0);
+                                                simtlab::desc_join(b_lo + B_STEP * kk, HI), fresh ? kk > 0 : kt > 0 || kk > 0);
         } else {
           const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
           const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
@@ -377,12 +383,19 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
-            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, da + A_STEP * kk, db + B_STEP * kk, kt > 0 || kk > 0);
+            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, da + A_STEP * kk, db + B_STEP * kk, fresh ? kk > 0 : kt > 0 || kk > 0);
         }
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
         if (kt > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
         last = slot;
+        if constexpr (SPLIT) {
+          if (kt % SPLIT == SPLIT - 1 && kt < KT - 1) {  // the window's sums into `total` (the last: below)
+            simtlab::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
+          }
+        }
         if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
           // (LEAN 1: one test a slice for "a kept piece is due", not one per piece)
           if (!LEAN || (kept && (unsigned)(kt - 1) < (unsigned)KEEP)) {
@@ -395,6 +408,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       simtlab::wgmma_wait<0>();
       if (KT > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
       if constexpr (SPLIT) {  // C = alpha * A@B + beta * C (C read only where beta != 0, as BLAS does)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] += total[i], total[i] = 0.0f;
         const float* Cz = C + (size_t)z * M * N;
 #pragma unroll
         for (int jj = 0; jj < BN / 8; ++jj)
