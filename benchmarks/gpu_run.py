@@ -122,12 +122,10 @@ PHASES: dict[str, tuple[str, list]] = {
     "tf32x3": ("fp32 on the tensor cores (3xTF32, rung 11): tests, the accuracy and speed table, the ladder's "
                "top rows, the sanitizer", [
         Tests("gemm and api", "pytest_tf32x3.txt", 200),
-        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --json {out}/tf32x3.json",
+        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --splits 2,4 --json {out}/tf32x3.json",
             300),
-        Run("rung 11's promotion period (slices) at 4096^3", "python3 benchmarks/param_sweep.py gemm tf32x3 --size 4096 "
-            "--param SPLIT=1,2,4 --json {out}/split_sweep.json", 200),
         Run("rungs 10-11 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 "
-            f"{sizes('4096 8192 8192x1024x8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
+            f"{sizes('4096 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3 --size $s --jobs 8; done", 200)]),
     "epi16": ("rung 6's 16-bit C in 64x64 pieces (WIDE 1) against 64x32 (WIDE 0), one process", [

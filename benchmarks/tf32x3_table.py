@@ -56,7 +56,35 @@ def _ours(A, B):
     return simtlab.gemm(A, B, precision="tf32x3")
 
 
-METHODS = (("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton))
+METHODS = [("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton)]
+
+
+def _rung_11(split: int):
+    """Rung 11 built with another promotion period (SPLIT slices) than simtlab.gemm's default,
+    called through its kernel object (split kernels and main loop, scratch from torch): labelled as
+    such in the tables."""
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, prepare
+    from simtlab.ops import gemm, tf32x3
+
+    kernels = {}
+
+    def call(A, B):
+        M, K = A.shape
+        N = B.shape[1]
+        k = kernels.get((M, N, K))
+        if k is None:
+            rung, info = family("gemm").rung("tf32x3"), device_info()
+            params = {**tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info), "SPLIT": split}
+            k = kernels[(M, N, K)] = tf32x3.Tf32x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
+        C = torch.empty(M, N, device=A.device)
+        scratch = torch.empty(k.parts_bytes // 4, device=A.device)
+        k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
+              torch.cuda.current_stream().cuda_stream)
+        return C
+
+    return call
 
 
 def _inputs(kind: str, M: int, N: int, K: int, seed: int):
@@ -170,8 +198,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--only", default="accuracy,speed", help="which parts: accuracy, speed")
+    ap.add_argument("--splits", default="", help="rung 11 also at these promotion periods (kernel calls), e.g. 2,4")
     args = ap.parse_args()
     parts = set(args.only.split(","))
+    for split in filter(None, args.splits.split(",")):
+        METHODS.append((f"rung 11 SPLIT {split} (kernel call)", _rung_11(int(split))))
     out = {"device": torch.cuda.get_device_properties(0).name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "commit": os.environ.get("SIMTLAB_COMMIT", "unknown"), "torch": torch.__version__,
            "command": "python benchmarks/tf32x3_table.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v)}

@@ -464,7 +464,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             }
           }
         } else {
-          simtlab::store_accumulators<BN>(C + (size_t)z * M * N, acc, row0 + warp * 16 + lane / 4,
+          simtlab::store_accumulators<BN, SPLIT != 0>(C + (size_t)z * M * N, acc, row0 + warp * 16 + lane / 4,
                                           tn * BN + 2 * (lane % 4), M, N);
         }
       }

@@ -327,7 +327,9 @@ __device__ __forceinline__ void wgmma_slice(float (&acc)[BN / 2], unsigned a, un
 
 // A warpgroup's m64nBN accumulators (fp32, row-major C of row stride N) straight from the
 // registers: a thread holds rows row and row + 8, columns col + 8j and col + 8j + 1; bounds-checked.
-template <int BN>
+// Column pairs go out as one 8-byte store (C's rows even and 8-byte aligned), or, with ANY_N, one
+// value at a time where a pair is not 8-byte aligned or ends past the row (any N, any C).
+template <int BN, bool ANY_N = false>
 __device__ __forceinline__ void store_accumulators(float* C, const float (&acc)[BN / 2], int row, int col, int M,
                                                    int N) {
 #pragma unroll
@@ -335,8 +337,15 @@ __device__ __forceinline__ void store_accumulators(float* C, const float (&acc)[
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int r = row + 8 * e, cc = col + 8 * j;
-      if (r < M && cc < N)
-        *reinterpret_cast<float2*>(C + (size_t)r * N + cc) = make_float2(acc[4 * j + 2 * e], acc[4 * j + 2 * e + 1]);
+      if (r < M && cc < N) {
+        float* p = C + (size_t)r * N + cc;
+        if (!ANY_N || (!(reinterpret_cast<size_t>(p) & 7) && cc + 1 < N)) {
+          *reinterpret_cast<float2*>(p) = make_float2(acc[4 * j + 2 * e], acc[4 * j + 2 * e + 1]);
+        } else {
+          p[0] = acc[4 * j + 2 * e];
+          if (cc + 1 < N) p[1] = acc[4 * j + 2 * e + 1];
+        }
+      }
     }
 }
 
