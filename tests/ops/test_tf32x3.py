@@ -11,7 +11,7 @@ def test_rung_11_is_rung_6_walking_k_three_times():
     r = family("gemm").rung("tf32x3")
     six = family("gemm_tc").rung("wgmma_cluster")
     assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT",)
-    assert r.params()["SPLIT"] == 1 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
+    assert r.params()["SPLIT"] == 2 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
     assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
 
 
@@ -27,7 +27,7 @@ def test_rung_11_compiles_spill_free(params):
 
 def test_size_defaults_pick_the_epilogue_by_c_rows():
     d = tf32x3.size_defaults(gemm.GemmProblem(4096, 4096, 4096))
-    assert d["SPLIT"] == 1 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
+    assert d["SPLIT"] == 2 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
     assert d["BN"] == 128 and d["CM"] == 2  # 1024 tiles of 128 x 128: paired
     assert tf32x3.size_defaults(gemm.GemmProblem(100, 1013, 37))["EPI"] == 0  # rows not 16-byte units: no TMA store
     assert tf32x3.size_defaults(gemm.GemmProblem(1024, 1536, 2048))["CM"] == 1  # 96 tiles, one round: unpaired

@@ -272,7 +272,7 @@ def _tf32x3_rung() -> Rung:
 
     cluster = gemm_tc.FAMILY.rung("wgmma_cluster")
     return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT",),
-                frozen({**cluster.defaults, "DT": 2, "SPLIT": 1, "BN": 128}),
+                frozen({**cluster.defaults, "DT": 2, "SPLIT": 2, "BN": 128}),
                 "3xTF32: each fp32 operand split into two TF32 parts, three tensor-core passes (the small "
                 "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
                 tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,

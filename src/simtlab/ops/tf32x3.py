@@ -34,11 +34,14 @@ def geometry(params, p, device=None) -> Launch:
 
 def size_defaults(p, device=None, vec=None) -> dict:
     """Rung 6's TF32 defaults at 128x128 (unpaired blocks for one round of tiles), promoting the
-    tensor cores' sums every slice; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    tensor cores' sums every two slices; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
     # 128x128 tiles: the second set of sums (promoted out of the tensor cores every SPLIT slices)
-    # needs the registers that 128x256 gives its accumulators
-    params.update(DT=2, SPLIT=1, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
+    # needs the registers that 128x256 gives its accumulators. SPLIT 2 (run 2026-12-04_h200_96c44a_
+    # tf32x3, one process): 97.8 / 102.4 TFLOP/s at 4096^3 / 8192^3 against SPLIT 1's 85.2 / 87.3
+    # with the same rows of the accuracy table at or under SGEMM's; SPLIT 4 (99.8 / 104.8) lost
+    # the K = 256 row to SGEMM
+    params.update(DT=2, SPLIT=2, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
     if p.N % 4:
         params["EPI"] = 0
     return params
