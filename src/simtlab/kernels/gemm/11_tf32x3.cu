@@ -1,15 +1,16 @@
 // Rung 11 - fp32 on the tensor cores: 3xTF32 (sm_90a). What changed from rung 10:
-//  * the CUDA cores are left for the tensor cores, which multiply TF32 (fp32 with 10 mantissa
-//    bits); each operand x is split into big = tf32(x) and small = tf32(x - big), rounded to
-//    nearest, and a*b = big*big + big*small + small*big: the dropped small*small lies ~2^-22
-//    below the product, under fp32's own rounding (in a pre-pass: A's parts row-major, B's
-//    transposed to K-major, as wgmma's tf32 form reads both);
-//  * the main loop is the tensor-core ladder's rung 6 (gemm_tc_wgmma_cluster with SPLIT 1: TMA,
-//    wgmma, clusters, warp specialisation; included below) walking K three times: the two small
-//    products first, summed while the accumulators are small, then big times big; alpha, beta.
-// What it should buy: fp32-accurate results at ~2x cuBLAS SGEMM, for 3x the tensor-core work and
-// a pre-pass moving 12 bytes a fp32 input. Inf and NaN ride in the small part (big 0), so they
-// reach C as SGEMM's would, except where both operands of one product are infinite (NaN).
+//  * the tensor cores multiply TF32 (10 mantissa bits): each operand x is split into big = tf32(x)
+//    and small = tf32(x - big), rounded to nearest, and a*b = big*big + big*small + small*big (the
+//    dropped small*small lies ~2^-22 below the product). A pre-pass makes the parts: A's row-major,
+//    B's transposed to K-major, as wgmma's tf32 form reads both, 12 bytes moved an input element;
+//  * the main loop is the tensor-core ladder's rung 6 (gemm_tc_wgmma_cluster, included below,
+//    with SPLIT) walking K three times, the small products first; alpha and beta in its epilogue;
+//  * the tensor cores round each k-step into their accumulators with a bias: every SPLIT slices
+//    the sums move into a second set of registers (rounded to nearest) and the tensor cores start
+//    afresh - the error no longer grows with K; 128x128 tiles leave the registers for it.
+// What it should buy: errors under SGEMM's at ~2x its speed. Inf and NaN ride in the small part
+// (big 0) and reach C as in SGEMM, but an infinity times an infinity gives NaN. Values below
+// ~2^-115 lose their small part (subnormal: the tensor cores flush it). docs/design/gemm.md.
 #include "gemm_tc/06_wgmma_cluster.cu"
 
 namespace {

@@ -9,6 +9,7 @@
 //    waits for global memory and half the store drain overlaps the multiplies;
 //  * C in fp32, fp16 or bf16 (OUT), A and B row-major or transposed views (TA, TB), and the
 //    tensor maps as __grid_constant__ parameters: a launch is one driver call (CUDA graphs).
+//  (SPLIT, for the fp32 ladder's rung 11: K walked three times over TF32 parts, sums promoted.)
 // What it should buy: cuBLAS's speed at 4096^3 and above. Every knob's measured outcome, and the
 // ones tried and removed: docs/design/gemm_tc.md.
 #include "simtlab_hopper.cuh"
