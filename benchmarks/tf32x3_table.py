@@ -148,7 +148,7 @@ def speed() -> list[dict]:
         plan = simtlab.gemm_plan(A, B, C, precision="tf32x3")
         kernel, scratch = plan.split, torch.empty(plan.split.parts_bytes // 4, device="cuda")
 
-        def split_only():
+        def split_only(A=A, B=B, K=K, N=N, kernel=kernel, scratch=scratch):
             s = kernel.parts(scratch.data_ptr())
             stream = torch.cuda.current_stream().cuda_stream
             v = kernel.rows.values
@@ -163,7 +163,7 @@ def speed() -> list[dict]:
         times = {name: [] for name in calls}
         for _ in range(ROUNDS):
             for name, fn in calls.items():
-                times[name].append(_ms(split_only if fn is None else (lambda fn=fn: fn(A, B))))
+                times[name].append(_ms(split_only if fn is None else (lambda fn=fn, A=A, B=B: fn(A, B))))
         med = {name: statistics.median(t) for name, t in times.items()}
         flops = 2 * M * N * K
         row = {"size": f"{M}x{N}x{K}"}

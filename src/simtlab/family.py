@@ -26,7 +26,7 @@ def frozen(d: Mapping | None = None) -> Mapping:
 
 @runtime_checkable
 class FamilyOps(Protocol):
-    """What every family's ops module provides. The last four are hooks whose defaults
+    """What every family's ops module provides. The last two are hooks whose defaults
     (`simtlab.ops.base`) a module imports where it has nothing of its own to say."""
 
     DTYPE: str
@@ -35,10 +35,9 @@ class FamilyOps(Protocol):
     def workspace(self, problem, seed: int) -> Any: ...  # fresh random inputs, the output, the expected result
     def references(self) -> list: ...  # what every rung is compared with (ops.base.Reference)
     def tolerance(self, problem, ws=None) -> float: ...  # relative error a correct result stays under
-    def requested_bytes(self, rung_name: str, params, problem) -> int: ...  # bytes the rung asks of memory
+    def requested_bytes(self, params, problem) -> int: ...  # bytes a rung asks of memory (its `traffic` aside)
     def unsupported(self, rung, problem) -> str | None: ...  # why a rung cannot take a problem (None: it can)
     def make_runner(self, instance, problem, ws, device, vec, prepare): ...  # several launches etc. (None: one)
-    def work_units(self, rung_name: str, params, problem, sms: int): ...  # a persistent grid's units (None: blocks)
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,8 @@ class Rung:
     capabilities: frozenset[str] = frozenset()  # what the rung can do beyond its family's basics (family-defined)
     space: Callable[[int], Any] | None = None  # (opt-in shared memory per block) -> its search space (simtlab.space)
     features: Callable[[Mapping[str, int]], list[float]] | None = None  # what a cost model sees of a configuration
+    traffic: Callable[[Mapping[str, int], Any], int] | None = None  # (params, problem) -> bytes, where not the family's
+    work: Callable[[Mapping[str, int], Any, int], tuple[int, int]] | None = None  # persistent: (units, slots) on sms
     ops: Any = field(default=None, compare=False, repr=False)  # its family's operations (set by Family)
 
     @property
@@ -90,6 +91,16 @@ class Rung:
         if self.vec_variant:
             return (self.name_expression(params, True), self.name_expression(params, False))
         return (self.name_expression(params),)
+
+    def requested_bytes(self, params: Mapping[str, int], problem) -> int:
+        """Global bytes the rung's threads ask for (caches aside): its own `traffic` where it
+        declares one, else its family's count."""
+        return self.traffic(params, problem) if self.traffic else self.ops.requested_bytes(params, problem)
+
+    def work_units(self, params: Mapping[str, int], problem, sms: int) -> tuple[int, int] | None:
+        """A persistent rung's units of work and the slots that run them at once on `sms` SMs, for
+        wave quantization; None where the grid's blocks are the units."""
+        return self.work(params, problem, sms) if self.work else None
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities

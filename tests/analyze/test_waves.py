@@ -16,9 +16,10 @@ def test_rounds_and_the_idle_share_of_the_last():
 
 def test_one_shot_grids_fill_every_block_slot():
     p = gemm.GemmProblem(4096, 4096, 4096)
-    assert waves(gemm, "tuned", {}, p, grid_blocks=512, blocks_per_sm=1, sms=132) == Waves(512, 132)
-    assert waves(gemm, "multistage", {}, p, grid_blocks=1024, blocks_per_sm=2, sms=132) == Waves(1024, 264)
-    assert waves(gemm, "tuned", {}, p, grid_blocks=512, blocks_per_sm=0, sms=132) is None
+    tuned, multistage = family("gemm").rung("tuned"), family("gemm").rung("multistage")
+    assert waves(tuned, {}, p, grid_blocks=512, blocks_per_sm=1, sms=132) == Waves(512, 132)
+    assert waves(multistage, {}, p, grid_blocks=1024, blocks_per_sm=2, sms=132) == Waves(1024, 264)
+    assert waves(tuned, {}, p, grid_blocks=512, blocks_per_sm=0, sms=132) is None
 
 
 def test_persistent_rungs_count_their_own_units():
@@ -26,7 +27,7 @@ def test_persistent_rungs_count_their_own_units():
     fam = family("gemm_tc")
     ws = fam.rung("wgmma_ws").params("sm_90")
     cl = fam.rung("wgmma_cluster").params("sm_90")
-    assert waves(gemm_tc, "wgmma_ws", ws, p, grid_blocks=132, blocks_per_sm=1, sms=132) == Waves(512, 132)
+    assert waves(fam.rung("wgmma_ws"), ws, p, grid_blocks=132, blocks_per_sm=1, sms=132) == Waves(512, 132)
     # clusters of two blocks sharing B: 256 cluster tiles over 66 clusters, the same 3.88 rounds
-    assert waves(gemm_tc, "wgmma_cluster", cl, p, grid_blocks=132, blocks_per_sm=1, sms=132) == Waves(256, 66)
-    assert waves(gemm_tc, "wgmma_cluster", {**cl, "CN": 2}, p, 132, 1, 132) == Waves(128, 33)
+    assert waves(fam.rung("wgmma_cluster"), cl, p, grid_blocks=132, blocks_per_sm=1, sms=132) == Waves(256, 66)
+    assert waves(fam.rung("wgmma_cluster"), {**cl, "CN": 2}, p, 132, 1, 132) == Waves(128, 33)

@@ -31,7 +31,7 @@ def test_every_pixel_has_a_thread(rung, shape):
 def test_tiling_cuts_the_requested_bytes():
     p = cv.parse_size("8192:r3")
     fam = family("conv2d")
-    req = {r.name: cv.requested_bytes(r.name, r.params("sm_90", r.size_defaults(p) if r.size_defaults
+    req = {r.name: r.requested_bytes(r.params("sm_90", r.size_defaults(p) if r.size_defaults
                                                         else None), p)
            for r in fam.rungs}
     assert req["naive"] > req["constant"] > 10 * req["smem_tile"]

@@ -45,5 +45,5 @@ def test_every_row_has_a_block_or_warp(rung, shape):
 
 def test_each_rung_reads_less():
     p = sm.parse_size("32768x4096")
-    req = [sm.requested_bytes(r.name, {}, p) for r in family("softmax").rungs]
+    req = [r.requested_bytes({}, p) for r in family("softmax").rungs]
     assert req == sorted(req, reverse=True) and req[-1] == p.bytes

@@ -31,7 +31,7 @@ def test_every_point_has_a_thread(rung, shape):
 def test_blocking_requests_about_one_load_per_point():
     p = st.parse_size("512")
     fam = family("stencil")
-    naive, blocked, pipelined, ring = (st.requested_bytes(r.name, r.params("sm_90"), p) for r in fam.rungs)
+    naive, blocked, pipelined, ring = (r.requested_bytes(r.params("sm_90"), p) for r in fam.rungs)
     assert naive == 4 * 8 * p.points
     assert blocked < 1.5 * p.bytes < naive / 2
     assert pipelined < blocked  # the taller tile's ring costs less per point

@@ -52,12 +52,12 @@ def test_requested_bytes_count_the_split_and_three_passes():
     params = r.params("sm_90")
     one_pass = 4 * 4096 * (32 * 128 * 32 + 32 * 128 * 32)  # 32 x 32 tiles of 128 x 128
     split = 4 * 4096 * 8192 + 8 * 4096 * 8192
-    assert gemm.requested_bytes(r.name, params, p) == split + 3 * one_pass + 4 * 4096 * 4096
+    assert r.requested_bytes(params, p) == split + 3 * one_pass + 4 * 4096 * 4096
 
 
 def test_work_units_are_rung_6s_cluster_tiles():
     r = family("gemm").rung("tf32x3")
     params = r.params("sm_90")
     p = gemm.GemmProblem(4096, 4096, 4096)
-    assert gemm.work_units(r.name, params, p, 132) == (gemm_tc.cluster_work(params, tf32x3.tc_problem(p)), 66)
-    assert gemm.work_units("tuned", family("gemm").rung("tuned").params(), p, 132) is None
+    assert r.work_units(params, p, 132) == (gemm_tc.cluster_work(params, tf32x3.tc_problem(p)), 66)
+    assert family("gemm").rung("tuned").work_units(family("gemm").rung("tuned").params(), p, 132) is None

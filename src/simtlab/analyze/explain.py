@@ -33,14 +33,13 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     launch = inst.geometry(problem, None)
     res = inst.resources(vec)
     occ = inst.occupancy(launch, vec)
-    op = rung.ops
     facts = {
         "expression": inst.expression(vec), "threads": launch.threads, "registers": res.registers,
         "shared_bytes": res.shared_static + launch.shared, "spill_bytes": res.spill_bytes,
         "occupancy": occ.occupancy, "limiter": occ.limiter,
-        "flop_per_requested_byte": problem.flops / op.requested_bytes(rung.name, inst.params, problem),
+        "flop_per_requested_byte": problem.flops / rung.requested_bytes(inst.params, problem),
     }
-    w = waves(op, rung.name, inst.params, problem, launch.blocks, occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
+    w = waves(rung, inst.params, problem, launch.blocks, occ.blocks_per_sm, DEFAULT_SMS)  # (the geometry above assumes the same SM count)
     if w is not None:
         facts["rounds"] = f"{w.rounds:.2f} on {DEFAULT_SMS} SMs, {w.idle_share:.0%} idle"
     try:

@@ -23,11 +23,11 @@ def plan(fam: Family, arch: str, ceilings: Ceilings | None, size: str | None = N
             if e.get("error"):
                 rows.append(e)
             continue
-        name = e["rung"].split("/")[-1].split("_", 1)[1]
-        requested = op.requested_bytes(name, e["params"], problem)
+        rung = fam.rung(e["rung"].split("/")[-1].split("_", 1)[1])
+        requested = rung.requested_bytes(e["params"], problem)
         row = {**e, "requested_bytes": requested, "flop_per_requested_byte": problem.flops / requested}
         if sms:
-            w = waves(op, name, e["params"], problem, e["grid_blocks"], e["blocks_per_sm"], sms)
+            w = waves(rung, e["params"], problem, e["grid_blocks"], e["blocks_per_sm"], sms)
             row["waves"] = w.as_dict() if w else None
         rows.append(row)
     out = {"family": fam.name, "arch": arch, "problem": problem.label, "flops": problem.flops,

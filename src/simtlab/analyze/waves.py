@@ -31,10 +31,10 @@ class Waves:
         return {**asdict(self), "rounds": self.rounds, "idle_share": self.idle_share}
 
 
-def waves(op, rung_name: str, params, problem, grid_blocks: int, blocks_per_sm: int, sms: int) -> Waves | None:
+def waves(rung, params, problem, grid_blocks: int, blocks_per_sm: int, sms: int) -> Waves | None:
     """The rounds of one rung's launch on a GPU of `sms` SMs; None when no block fits on an SM.
-    Persistent rungs name their own units through their op module's `work_units`."""
-    persistent = op.work_units(rung_name, params, problem, sms)
+    Persistent rungs name their own units (`Rung.work`)."""
+    persistent = rung.work_units(params, problem, sms)
     if persistent is not None:
         return Waves(*persistent)
     if blocks_per_sm < 1:

@@ -160,7 +160,3 @@ def make_runner(instance, problem, ws, device, vec, prepare):
     """Default: None, one launch of the rung's geometry with the workspace's arguments."""
     return None
 
-
-def work_units(rung_name: str, params, problem, sms: int):
-    """Default: None, the grid's blocks are the units of work (a persistent grid says otherwise)."""
-    return None

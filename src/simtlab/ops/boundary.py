@@ -10,7 +10,7 @@ import numpy as np
 
 from ..family import Family, Rung, frozen
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 LO, HI, DT = 0.0, 1.0, 0.125
@@ -39,7 +39,7 @@ def tolerance(p: BoundaryProblem, ws=None) -> float:
 geometry = one_thread_per_element
 
 
-def requested_bytes(rung_name: str, params, p: BoundaryProblem) -> int:
+def requested_bytes(params, p: BoundaryProblem) -> int:
     return p.bytes
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 DEGREE = 64
@@ -37,7 +37,7 @@ def tolerance(p: BranchProblem, ws=None) -> float:
 geometry = one_thread_per_element
 
 
-def requested_bytes(rung_name: str, params, p: BranchProblem) -> int:
+def requested_bytes(params, p: BranchProblem) -> int:
     return p.bytes
 
 

@@ -16,7 +16,7 @@ from ..launch import Launch, grid2
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
-from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 from .tma import TMA_SWIZZLE_NONE, TmaBox, encode_tensor_map
 
 DTYPE = "float32"
@@ -194,26 +194,34 @@ def tma_box(params, p: ConvProblem, width: int) -> TmaBox:
     return TmaBox((width, p.H), (4 * width,), (tw, th))
 
 
-def requested_bytes(rung_name: str, params, p: ConvProblem) -> int:
-    """Global bytes the threads ask for (caches aside): per-pixel rungs read every tap's input (and,
-    in rung 1, every tap's filter value); tiled rungs read each block's haloed tile once."""
-    out = 4 * p.H * p.W
-    if rung_name == "naive":
-        return 8 * p.taps * p.H * p.W + out
-    if rung_name == "constant":
-        return 4 * p.taps * p.H * p.W + out
+def requested_bytes(params, p: ConvProblem) -> int:
+    """Global bytes the threads ask for (caches aside) in the tiled rungs: each block's haloed tile
+    once (rung 3: BX + 2R columns of BY rows, one output a thread), and the output."""
     bx, by, r = params["BX"], params["BY"], p.R
-    rows = by * params.get("TY", 1)
-    if rung_name in ("pipelined", "tma"):
-        th, tw = pipelined_tile(params, r)
-        return 4 * -(-p.W // (bx * params["TX"])) * -(-p.H // rows) * th * tw + out
-    if rung_name in ("register_x", "register_xy"):
-        nc = (TX + 2 * r + 3) // 4
-        tw, cols = bx * TX + 4 * nc, bx * TX
-    else:
-        tw, cols = bx + 2 * r, bx
+    return _tiles_bytes(p, bx + 2 * r, bx, by * params.get("TY", 1))
+
+
+def _tiles_bytes(p: ConvProblem, tile_width: int, cols: int, rows: int) -> int:
     tiles = -(-p.W // cols) * -(-p.H // rows)
-    return 4 * tiles * tw * (rows + 2 * r) + out
+    return 4 * tiles * tile_width * (rows + 2 * p.R) + 4 * p.H * p.W
+
+
+def per_pixel_bytes(params, p: ConvProblem, filter_loads: bool = False) -> int:
+    """Rungs 1-2: every tap's input (and, in rung 1, every tap's filter value) for every pixel."""
+    return (8 if filter_loads else 4) * p.taps * p.H * p.W + 4 * p.H * p.W
+
+
+def register_bytes(params, p: ConvProblem) -> int:
+    """Rungs 4-5: TX outputs a thread, each row of the window read as whole 16-byte chunks."""
+    bx, nc = params["BX"], (TX + 2 * p.R + 3) // 4
+    return _tiles_bytes(p, bx * TX + 4 * nc, bx * TX, params["BY"] * params.get("TY", 1))
+
+
+def pipelined_bytes(params, p: ConvProblem) -> int:
+    """Rungs 6-7: each tile of the strip read once as its (TMA-shaped) haloed box."""
+    th, tw = pipelined_tile(params, p.R)
+    rows = params["BY"] * params.get("TY", 1)
+    return 4 * -(-p.W // (params["BX"] * params["TX"])) * -(-p.H // rows) * th * tw + 4 * p.H * p.W
 
 
 # --- inputs, outputs, references ---------------------------------------------------------------
@@ -327,11 +335,12 @@ FAMILY = Family(
     default_sizes=("8192:r3",),
     rungs=(
         Rung("conv2d", 1, "naive", "conv2d/01_naive.cu", "conv2d_naive", ("BX", "BY"), frozen({"BX": 32, "BY": 8}),
-             "one thread per pixel; every tap's input and filter value loaded from global memory", geometry_pixel),
+             "one thread per pixel; every tap's input and filter value loaded from global memory", geometry_pixel,
+             traffic=functools.partial(per_pixel_bytes, filter_loads=True)),
         Rung("conv2d", 2, "constant", "conv2d/02_constant.cu", "conv2d_constant", ("BX", "BY"),
              frozen({"BX": 32, "BY": 8}),
              "filter in __constant__ memory: one broadcast per tap for the whole warp, half the loads",
-             geometry_pixel, capabilities=frozenset({CONSTANT_FILTER, RADIUS_ARGUMENT})),
+             geometry_pixel, capabilities=frozenset({CONSTANT_FILTER, RADIUS_ARGUMENT}), traffic=per_pixel_bytes),
         Rung("conv2d", 3, "smem_tile", "conv2d/03_smem_tile.cu", "conv2d_smem_tile", ("BX", "BY", "R"),
              frozen({"BX": 32, "BY": 8, "R": 3}),
              "haloed input tile loaded once per block into shared memory; taps unrolled for the radius",
@@ -341,24 +350,26 @@ FAMILY = Family(
              frozen({"BX": 32, "BY": 8, "R": 3}),
              "four outputs per thread: each window row read once (LDS.128) feeds 4(2R+1) FMAs",
              geometry_register_x, size_defaults=radius_params, sass_expect=("LDS.128", "STG.128"),
-             capabilities=frozenset({CONSTANT_FILTER}), space=block_space),
+             capabilities=frozenset({CONSTANT_FILTER}), space=block_space, traffic=register_bytes),
         Rung("conv2d", 5, "register_xy", "conv2d/05_register_xy.cu", "conv2d_register_xy", ("BX", "BY", "TY", "R"),
              frozen({"BX": 32, "BY": 8, "TY": 4, "R": 3}),
              "a TYx4 patch per thread: each input row read once feeds every output row it touches; FMA-bound",
              geometry_register_xy, size_defaults=radius_rows_params, sass_expect=("LDS.128", "STG.128"),
-             capabilities=frozenset({CONSTANT_FILTER}), space=patch_space),
+             capabilities=frozenset({CONSTANT_FILTER}), space=patch_space, traffic=register_bytes),
         Rung("conv2d", 6, "pipelined", "conv2d/06_pipelined.cu", "conv2d_pipelined", ("BX", "BY", "TX", "TY", "R", "NT"),
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
              "a block walks NT tiles down a strip; cp.async fills the next tile (16-byte copies) while "
              "this one computes",
              geometry_pipelined, min_cc=(8, 0), size_defaults=radius_rows_params,
-             sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER}), space=pipeline_space),
+             sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER}), space=pipeline_space,
+             traffic=pipelined_bytes),
         Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 8, "R": 3, "NT": 8}),
              "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
              "no fill instructions left",
              geometry_tma, min_cc=(9, 0), size_defaults=tma_params, sass_expect=("UTMALDG", "SYNCS"),
-             capabilities=frozenset({CONSTANT_FILTER, TMA}), space=functools.partial(pipeline_space, tma=True)),
+             capabilities=frozenset({CONSTANT_FILTER, TMA}), space=functools.partial(pipeline_space, tma=True),
+             traffic=pipelined_bytes),
     ),
     metric="gbs",
     check_size="333x517:r7",

@@ -11,7 +11,7 @@ from ..launch import Launch
 from ..space import Space
 from ..verify import elementwise_tolerance
 from .base import LengthProblem, Reference, device_copy, one_thread_per_element
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 
@@ -36,7 +36,7 @@ def tolerance(p: VecProblem, ws=None) -> float:
     return elementwise_tolerance(p.dtype)
 
 
-def requested_bytes(rung_name: str, params, p: VecProblem) -> int:
+def requested_bytes(params, p: VecProblem) -> int:
     """Every rung reads x and y once and writes z once: the ladder changes how, not how much."""
     return p.bytes
 

@@ -174,23 +174,40 @@ def gemm_features(config: dict) -> list[float]:
                                                          threads * config["MINB"]]
 
 
-def requested_bytes(rung_name: str, params, p: GemmProblem) -> int:
-    """Bytes the rung's threads request from global memory (before any cache helps): what
-    tiling changes. One-thread-per-output rungs load two floats per FMA; a BMxBN block tile loads
-    a BMxK panel of A and a KxBN panel of B once for BM*BN outputs."""
-    c = 4 * p.M * p.N * (2 if p.beta != 0 else 1)
-    if params.get("SPLIT"):  # 3xTF32: the split (reads A and B, writes two parts of each), then 3 passes
-        from . import tf32x3
+def _c_bytes(p: GemmProblem) -> int:
+    return 4 * p.M * p.N * (2 if p.beta != 0 else 1)
 
-        kp, (bm, bn) = tf32x3.padded_k(p.K), (params["BM"], params["BN"])
-        tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
-        split = 4 * p.K * (p.M + p.N) + 8 * kp * (p.M + p.N)
-        return split + 3 * 4 * kp * (tiles_n * bm * tiles_m + tiles_m * bn * tiles_n) + c
-    if rung_name in ("naive", "coalesced"):
-        return 8 * p.M * p.N * p.K + c
-    bm, bn = (params["TILE"], params["TILE"]) if rung_name == "smem_tiling" else (params["BM"], params["BN"])
+
+def _panels(p: GemmProblem, bm: int, bn: int, k: int) -> int:
+    """A BMxBN block tile loads a BMxk panel of A and a kxBN panel of B once for BM*BN outputs."""
     tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
-    return 4 * p.K * (tiles_n * bm * tiles_m + tiles_m * bn * tiles_n) + c
+    return 4 * k * (tiles_n * bm * tiles_m + tiles_m * bn * tiles_n)
+
+
+def requested_bytes(params, p: GemmProblem) -> int:
+    """Bytes a block-tiled rung's threads request from global memory (before any cache helps): what
+    tiling changes - its A and B panels and C."""
+    return _panels(p, params["BM"], params["BN"], p.K) + _c_bytes(p)
+
+
+def per_output_bytes(params, p: GemmProblem) -> int:
+    """Rungs 1-2: one thread an output loads two floats an FMA."""
+    return 8 * p.M * p.N * p.K + _c_bytes(p)
+
+
+def square_tile_bytes(params, p: GemmProblem) -> int:
+    """Rung 3: TILE x TILE block tiles."""
+    return _panels(p, params["TILE"], params["TILE"], p.K) + _c_bytes(p)
+
+
+def tf32x3_bytes(params, p: GemmProblem) -> int:
+    """Rung 11: the split (reads A and B, writes two parts of each, K padded), then three passes of
+    block-tile panels over the parts."""
+    from .tf32x3 import padded_k
+
+    kp = padded_k(p.K)
+    split = 4 * p.K * (p.M + p.N) + 8 * kp * (p.M + p.N)
+    return split + 3 * _panels(p, params["BM"], params["BN"], kp) + _c_bytes(p)
 
 
 # --- size-dependent defaults of the tuned rung -----------------------------------------------
@@ -258,10 +275,8 @@ def make_runner(instance, problem, ws, device, vec, prepare):
     return run
 
 
-def work_units(rung_name: str, params, problem, sms: int):
-    """Rung 11's persistent grid: rung 6's cluster tiles over the clusters that fit; None otherwise."""
-    if not params.get("SPLIT"):
-        return None
+def tf32x3_work(params, problem, sms: int) -> tuple[int, int]:
+    """Rung 11's persistent grid: rung 6's cluster tiles over the clusters that fit."""
     from . import gemm_tc, tf32x3
 
     return gemm_tc.cluster_work(params, tf32x3.tc_problem(problem)), sms // (params["CM"] * params["CN"])
@@ -277,6 +292,7 @@ def _tf32x3_rung() -> Rung:
                 "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
                 tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,
                 tunable=("BN", "STAGES", "GROUP_M", "CM"), capabilities=frozenset({TF32X3}),
+                traffic=tf32x3_bytes, work=tf32x3_work,
                 sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 
 
@@ -393,15 +409,15 @@ FAMILY = Family(
     rungs=(
         Rung("gemm", 1, "naive", "gemm/01_naive.cu", "gemm_naive", ("BLOCK",), frozen({"BLOCK": 16}),
              "one thread per output; a warp's A loads are K*4 bytes apart: uncoalesced, no reuse",
-             geometry_naive),
+             geometry_naive, traffic=per_output_bytes),
         Rung("gemm", 2, "coalesced", "gemm/02_coalesced.cu", "gemm_coalesced", ("BX", "BY"),
              frozen({"BX": 32, "BY": 8}),
              "threadIdx.x walks columns: B and C accesses coalesce, A is a broadcast",
-             geometry_coalesced),
+             geometry_coalesced, traffic=per_output_bytes),
         Rung("gemm", 3, "smem_tiling", "gemm/03_smem_tiling.cu", "gemm_smem_tiling", ("TILE",),
              frozen({"TILE": 32}),
              "tiles of A and B staged in shared memory: global traffic / TILE, now bound by shared loads",
-             geometry_square_tile, sass_expect=("LDS", "BAR")),
+             geometry_square_tile, sass_expect=("LDS", "BAR"), traffic=square_tile_bytes),
         Rung("gemm", 4, "1d_blocktiling", "gemm/04_1d_blocktiling.cu", "gemm_1d_blocktiling",
              ("BM", "BN", "BK", "TM"), frozen({"BM": 64, "BN": 64, "BK": 8, "TM": 8}),
              "TM outputs per thread: one B value in a register feeds TM FMAs",

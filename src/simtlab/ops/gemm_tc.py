@@ -319,24 +319,20 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
 
 
-def work_units(rung_name: str, params, p: TcProblem, sms: int) -> tuple[int, int] | None:
-    """(units, slots) of the persistent rungs for wave quantization (analyze/waves): rung 5's
-    tiles over one block per SM, rung 6's cluster tiles over the clusters that fit; None for the
-    one-shot grids."""
-    if rung_name == "wgmma_ws":
-        return wgmma_tiles(params, p), sms
-    if rung_name == "wgmma_cluster":
-        return cluster_work(params, p), sms // (params["CM"] * params["CN"])
-    return None
+def ws_work(params, p: TcProblem, sms: int) -> tuple[int, int]:
+    """Rung 5's persistent grid for wave quantization (analyze/waves): tiles over a block an SM."""
+    return wgmma_tiles(params, p), sms
 
 
-def requested_bytes(rung_name: str, params, p: TcProblem) -> int:
-    """Global bytes the threads ask for: a warp (rung 1) or block tile reads its A row panel and
-    B column panel once."""
-    if rung_name == "wmma":
-        bm, bn = 16, 16
-    else:
-        bm, bn = params["BM"], params["BN"]
+def cluster_work_units(params, p: TcProblem, sms: int) -> tuple[int, int]:
+    """Rung 6's: cluster tiles over the clusters that fit."""
+    return cluster_work(params, p), sms // (params["CM"] * params["CN"])
+
+
+def requested_bytes(params, p: TcProblem, tile: tuple[int, int] | None = None) -> int:
+    """Global bytes the threads ask for: a block tile (BM x BN, or a warp's `tile` in rung 1) reads
+    its A row panel and B column panel once."""
+    bm, bn = tile or (params["BM"], params["BN"])
     tiles_m, tiles_n = -(-p.M // bm), -(-p.N // bn)
     return (2 * p.K * tiles_m * tiles_n * (bm + bn) + 4 * p.M * p.N) * p.batch
 
@@ -712,7 +708,8 @@ FAMILY = Family(
         Rung("gemm_tc", 1, "wmma", "gemm_tc/01_wmma.cu", "gemm_tc_wmma", ("DT", "WARPS_M", "WARPS_N"),
              frozen({"DT": 0, "WARPS_M": 2, "WARPS_N": 2}),
              "one warp, one 16x16 tile: WMMA fragments loaded straight from global, 4096 MACs per HMMA",
-             geometry_wmma, min_cc=(8, 0), size_defaults=dtype_params, sass_expect=("HMMA",)),
+             geometry_wmma, min_cc=(8, 0), size_defaults=dtype_params, sass_expect=("HMMA",),
+             traffic=functools.partial(requested_bytes, tile=(16, 16))),
         Rung("gemm_tc", 2, "wmma_smem", "gemm_tc/02_wmma_smem.cu", "gemm_tc_wmma_smem",
              ("DT", "BM", "BN", "BK", "WARPS_M", "WARPS_N"),
              frozen({"DT": 0, "BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 4}),
@@ -736,7 +733,7 @@ FAMILY = Family(
              "setmaxnreg, a persistent grid whose next loads overlap the last tile's stores",
              geometry_wgmma_ws, min_cc=(9, 0), arch_specific=True, size_defaults=dtype_params,
              tunable=("BM", "BN", "STAGES", "GROUP_M"), sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
-             capabilities=frozenset({TF32, TMA})),
+             capabilities=frozenset({TF32, TMA}), work=ws_work),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
              ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "OUT", "WIDE", "LEAN", "TA",
               "TB"),
@@ -747,7 +744,8 @@ FAMILY = Family(
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
              tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
-             capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space),
+             capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space,
+             work=cluster_work_units),
     ),
     check_size="127x129x65",
 )

@@ -15,7 +15,7 @@ from ..family import Family, Rung, frozen
 from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, parse_int
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 OPS = ("exp", "div", "int")
@@ -84,7 +84,7 @@ def geometry(params, p: IntrinsicProblem, device=None) -> Launch:
     return Launch((-(-p.n // 256), 1, 1), (256, 1, 1))
 
 
-def requested_bytes(rung_name: str, params, p: IntrinsicProblem) -> int:
+def requested_bytes(params, p: IntrinsicProblem) -> int:
     return p.bytes
 
 

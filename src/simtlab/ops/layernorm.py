@@ -4,6 +4,7 @@ y[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * w[c] + b[c], var the biased (
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ import numpy as np
 from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
                    row_references, store, torch_view, vec_ok)
 from .rows import row_params as _row_params
@@ -60,11 +61,10 @@ def tolerance(p: LayerNormProblem, ws=None) -> float:
     return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
 
 
-READS = {"two_pass": 3, "welford": 1, "two_sums": 1}  # times each rung reads x
-
-
-def requested_bytes(rung_name: str, params, p: LayerNormProblem) -> int:
-    return p.itemsize * (p.rows * p.cols * (READS[rung_name] + 1) + 2 * p.cols)
+def requested_bytes(params, p: LayerNormProblem, reads: int = 1) -> int:
+    """x read `reads` times (once: the family's default; the rung that reads more says so), y
+    written, the weight and bias read."""
+    return p.itemsize * (p.rows * p.cols * (reads + 1) + 2 * p.cols)
 
 
 class Workspace:
@@ -136,7 +136,8 @@ FAMILY = Family(
         Rung("layernorm", 1, "two_pass", "layernorm/01_two_pass.cu", "layernorm_two_pass", ("DT", "BLOCK"),
              frozen({"DT": 0, "BLOCK": 256}),
              "mean, then variance around it (no cancellation), then normalise: three reads of each row",
-             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL", "MUFU")),
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL", "MUFU"),
+             traffic=functools.partial(requested_bytes, reads=3)),
         Rung("layernorm", 2, "welford", "layernorm/02_welford.cu", "layernorm_welford",
              ("DT", "BLOCK", "VPT", "WARP_ROWS", "EARLY"),
              frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),

@@ -17,7 +17,7 @@ from ..launch import Launch, LaunchError
 from ..space import Space
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
-from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 
 DTYPE = "float32"
 OPS = {"sum": 0, "max": 1}
@@ -111,7 +111,7 @@ for _name in _KIND:
     globals()[f"geometry_{_name}"] = _geometry(_name)
 
 
-def requested_bytes(rung_name: str, params, p: ReduceProblem) -> int:
+def requested_bytes(params, p: ReduceProblem) -> int:
     return p.bytes
 
 

@@ -12,6 +12,7 @@ float64 scan.
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from ..launch import Launch, LaunchError
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
-from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 
 DTYPE = "float32"
 DTYPES = {"fp32": "float32", "int32": "int32"}  # a size suffix picks the element type ("2^24:int32")
@@ -86,11 +87,10 @@ def geometry(params, p: ScanProblem, device=None) -> Launch:
     return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
 
 
-def requested_bytes(rung_name: str, params, p: ScanProblem) -> int:
-    """Rungs 1-3: read and write in the tile scan, read and write again adding the carry; rung 4:
-    read to reduce, read and write in the scan with its carry (the tile totals are small)."""
-    rung = FAMILY.rung(rung_name)
-    passes = 2 if rung.can(SINGLE_PASS) else 3 if rung.can(REDUCE_FIRST) else 4
+def requested_bytes(params, p: ScanProblem, passes: int = 4) -> int:
+    """Rungs 1-3 (the default): read and write in the tile scan, read and write again adding the
+    carry; rung 4 (3 passes): read to reduce, read and write in the scan with its carry; rung 5 (2):
+    read and write once (the tile totals are small)."""
     return 4 * passes * p.n
 
 
@@ -258,12 +258,12 @@ FAMILY = Family(
              ("DT", "BLOCK", "ITEMS"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 16}),
              "reduce the tiles first (nothing written), then scan each with its carry: 12 bytes an element, not 16",
              geometry, size_defaults=dtype_params, sass_expect=("SHFL",), space=block_space,
-             capabilities=frozenset({REDUCE_FIRST})),
+             capabilities=frozenset({REDUCE_FIRST}), traffic=functools.partial(requested_bytes, passes=3)),
         Rung("scan", 5, "decoupled_lookback", "scan/05_decoupled_lookback.cu", "scan_decoupled_lookback",
              ("DT", "BLOCK", "ITEMS"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 8}),  # (the H200 sweep's best at 2^28)
              "one pass: tiles taken in order, each publishing its total and looking back for its prefix: 8 bytes an element",
              geometry, size_defaults=dtype_params, sass_expect=("SHFL", "ATOMG"), space=block_space,
-             capabilities=frozenset({SINGLE_PASS})),
+             capabilities=frozenset({SINGLE_PASS}), traffic=functools.partial(requested_bytes, passes=2)),
     ),
     metric="gbs",
     check_size="1000003",

@@ -3,6 +3,7 @@ y[r, c] = exp(x[r, c] - max_r) / sum_c' exp(x[r, c'] - max_r)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ import numpy as np
 from ..family import Family, Rung, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
-from .base import unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geometry_row, geometry_vectorized, load,
                    poison_value, row_params, row_references, store, torch_view, vec_ok)
 
@@ -41,11 +42,9 @@ def tolerance(p: SoftmaxProblem, ws=None) -> float:
     return fp32 if p.dtype == "float32" else fp32 + 2 * UNIT_ROUNDOFF["bfloat16"]
 
 
-READS = {"three_pass": 3, "fused": 3, "online": 2, "vectorized": 1}  # times each rung reads x
-
-
-def requested_bytes(rung_name: str, params, p: SoftmaxProblem) -> int:
-    return p.itemsize * p.rows * p.cols * (READS[rung_name] + 1)
+def requested_bytes(params, p: SoftmaxProblem, reads: int = 1) -> int:
+    """x read `reads` times (once: the family's default; the rungs that read more say so), y written."""
+    return p.itemsize * p.rows * p.cols * (reads + 1)
 
 
 class Workspace:
@@ -125,13 +124,15 @@ FAMILY = Family(
     rungs=(
         Rung("softmax", 1, "three_pass", "softmax/01_three_pass.cu", "softmax_three_pass", ("DT", "BLOCK"),
              frozen({"DT": 0, "BLOCK": 256}), "max, sum of exponentials, normalise: three launches, three reads of x",
-             geometry_row, size_defaults=dtype_params),
+             geometry_row, size_defaults=dtype_params, traffic=functools.partial(requested_bytes, reads=3)),
         Rung("softmax", 2, "fused", "softmax/02_fused.cu", "softmax_fused", ("DT", "BLOCK"),
              frozen({"DT": 0, "BLOCK": 256}), "one launch per matrix, shuffle reductions; rereads of a row hit L2",
-             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",)),
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",),
+             traffic=functools.partial(requested_bytes, reads=3)),
         Rung("softmax", 3, "online", "softmax/03_online.cu", "softmax_online", ("DT", "BLOCK"),
              frozen({"DT": 0, "BLOCK": 256}), "running max and rescaled running sum: the statistics in one read",
-             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",)),
+             geometry_row, size_defaults=dtype_params, sass_expect=("SHFL",),
+             traffic=functools.partial(requested_bytes, reads=2)),
         Rung("softmax", 4, "vectorized", "softmax/04_vectorized.cu", "softmax_vectorized",
              ("DT", "BLOCK", "VPT", "WARP_ROWS"), frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
              "the row held in registers (LDG.128), __expf, a warp or a block per row by length: one read, one write",

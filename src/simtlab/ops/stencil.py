@@ -3,6 +3,7 @@ out[z, y, x] = C0 * u[z, y, x] + C1 * (sum of the six face neighbours of u[z, y,
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 C0, C1 = 0.4, 0.1  # Jacobi-style weights (centre and each face neighbour)
@@ -91,18 +92,21 @@ def geometry_async_ring(params, p: StencilProblem, device=None) -> Launch:
     return Launch((gx, gy, -(-p.NZ // params["ZC"])), (params["BX"], params["BY"], 1), shared)
 
 
-def requested_bytes(rung_name: str, params, p: StencilProblem) -> int:
-    """Loads the threads issue (caches aside): seven per point in rung 1; in rungs 2-4 one per point
-    and plane of the column (plus the two planes around each z chunk) and each plane's halo ring
-    (rungs 3-4's tile is BY*RY rows tall; rung 4's ring has no corners)."""
-    if rung_name == "naive":
-        return 4 * 8 * p.points
+def requested_bytes(params, p: StencilProblem, corners: bool = True) -> int:
+    """Loads the threads issue (caches aside) in the 2.5D rungs: one per point and plane of the
+    column (plus the two planes around each z chunk) and each plane's halo ring (rungs 3-4's tile
+    is BY*RY rows tall; rung 4's ring has no corners)."""
     bx, by, zc = params["BX"], params["BY"] * params.get("RY", 1), params["ZC"]
     columns = -(-p.NX // bx) * -(-p.NY // by)
     chunks = -(-p.NZ // zc)
     own = columns * bx * by * (p.NZ + 2 * chunks)
-    ring = columns * (2 * (bx + (0 if rung_name == "async_ring" else 2)) + 2 * by) * p.NZ
+    ring = columns * (2 * (bx + (2 if corners else 0)) + 2 * by) * p.NZ
     return 4 * (own + ring) + 4 * p.points
+
+
+def naive_bytes(params, p: StencilProblem) -> int:
+    """Rung 1: seven loads a point, one store."""
+    return 4 * 8 * p.points
 
 
 class Workspace:
@@ -170,7 +174,8 @@ FAMILY = Family(
     default_sizes=("512",),
     rungs=(
         Rung("stencil", 1, "naive", "stencil/01_naive.cu", "stencil_naive", ("BX", "BY"), frozen({"BX": 32, "BY": 8}),
-             "one thread per point, seven global loads: the z neighbours are a plane away", geometry_naive),
+             "one thread per point, seven global loads: the z neighbours are a plane away", geometry_naive,
+             traffic=naive_bytes),
         Rung("stencil", 2, "blocking_25d", "stencil/02_blocking_25d.cu", "stencil_25d", ("BX", "BY", "ZC"),
              frozen({"BX": 32, "BY": 8, "ZC": 64}),
              "2.5D: the plane in shared memory with its halo, z neighbours in registers, marching along z",
@@ -183,7 +188,8 @@ FAMILY = Family(
              ("BX", "BY", "RY", "ZC", "P"), frozen({"BX": 256, "BY": 2, "RY": 8, "ZC": 32, "P": 2}),
              "planes stream by cp.async into a ring of shared slots P planes ahead: loads in flight "
              "without registers",
-             geometry_async_ring, min_cc=(8, 0), sass_expect=("LDGSTS", "BAR")),
+             geometry_async_ring, min_cc=(8, 0), sass_expect=("LDGSTS", "BAR"),
+             traffic=functools.partial(requested_bytes, corners=False)),
     ),
     metric="gbs",
     check_size="33x65x17",

@@ -10,7 +10,7 @@ import numpy as np
 from ..family import Family, Rung, frozen
 from ..launch import Launch, grid2
 from .base import Reference, device_copy, parse_int
-from .base import make_runner, unsupported, work_units  # noqa: F401 (FamilyOps' default hooks)
+from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
 
@@ -67,7 +67,7 @@ def geometry_wide(params, p: TransposeProblem, device=None) -> Launch:
     return Launch(grid2(p.cols, p.rows, t, t), (params["THREADS"], 1, 1))
 
 
-def requested_bytes(rung_name: str, params, p: TransposeProblem) -> int:
+def requested_bytes(params, p: TransposeProblem) -> int:
     return p.bytes
 
 

@@ -133,7 +133,7 @@ def _explanations(fam_name: str, rows: list[Row]) -> str:
         if best is not None:
             problem = op.parse_size(best.problem.split()[0])
             facts = {"occupancy": best.occupancy or 0.0, "limiter": best.limiter or "",
-                     "flop_per_requested_byte": (problem.flops / op.requested_bytes(rung.name, best.params, problem)
+                     "flop_per_requested_byte": (problem.flops / rung.requested_bytes(best.params, problem)
                                                  if problem.flops else 0.0)}
             text += f"<br><b>likely limiter:</b> {_esc(limiter(fam, facts, best.pct_of_reference))}"
         items.append(text + "</dd>")
