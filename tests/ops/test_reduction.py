@@ -38,18 +38,18 @@ def test_tolerance_policy():
     assert red.tolerance(red.ReduceProblem(2), Ws()) > 1e-2  # ill-conditioned: near-total cancellation
 
 
-@pytest.mark.parametrize("name", list(red._KIND))
+@pytest.mark.parametrize("rung", family("reduction").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("n", [1, 2, 255, 256, 257, 1000003, 2**28])
-def test_passes_end_in_one_block_and_cover_the_input(name, n):
-    passes = red.plan_passes(name, 256, n, Dev())
-    if name == "vectorized_single_pass":  # one launch; its last block finishes the job
-        assert passes == [(min(-(-n // 1024), 132 * 8), n)]
+def test_passes_end_in_one_block_and_cover_the_input(rung, n):
+    passes = red.plan_passes(rung, {"BLOCK": 256, "OP": 0}, n, Dev())
+    if rung.can(red.SINGLE_LAUNCH):  # one launch; its last block finishes the job
+        assert rung.name == "vectorized_single_pass" and passes == [(min(-(-n // 1024), 132 * 8), n)]
         return
     assert passes[0][1] == n and passes[-1][0] == 1
     for (grid, count), (_, next_count) in zip(passes, passes[1:]):
         assert next_count == grid  # each pass reads the previous pass's partials
     grid, count = passes[0]
-    per_block = {"one": 256, "two": 512}.get(red._KIND[name])
+    per_block = {red.ONE: 256, red.TWO: 512}.get(rung.geometry.keywords["kind"])
     if per_block:
         assert grid * per_block >= count > (grid - 1) * per_block
     else:

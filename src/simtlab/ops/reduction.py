@@ -6,6 +6,7 @@ until a single value is left (the runner below); rung 9 finishes in one launch.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -94,21 +95,15 @@ def _grid(kind: str, block: int, n: int, device) -> int:
     return max(1, min(needed, cap) if cap else needed)
 
 
-_KIND = {"interleaved_divergent": "one", "interleaved_strided": "one", "sequential": "one",
-         "first_add_during_load": "two", "unrolled_last_warp": "two", "completely_unrolled": "two",
-         "multiple_per_thread": "stride", "warp_shuffle": "stride", "vectorized_single_pass": "vec"}
+# How a rung's first step takes its elements: one or two a thread (a block a tile), or a
+# grid-stride loop over a grid that fills the GPU once ("stride"; "vec": four at a time).
+ONE, TWO, STRIDE, VEC = "one", "two", "stride", "vec"
+SINGLE_LAUNCH = "single_launch"  # rung capability: one launch, the last block to finish reduces the partials
 
 
-def _geometry(name: str):
-    def geometry(params, p: ReduceProblem, device=None) -> Launch:
-        return Launch((_grid(_KIND[name], params["BLOCK"], p.n, device), 1, 1), (params["BLOCK"], 1, 1))
-
-    geometry.__name__ = f"geometry_{name}"
-    return geometry
-
-
-for _name in _KIND:
-    globals()[f"geometry_{_name}"] = _geometry(_name)
+def geometry(params, p: ReduceProblem, device=None, kind: str = ONE) -> Launch:
+    """A launch over n elements, its blocks by the rung's kind of first step (the rung binds `kind`)."""
+    return Launch((_grid(kind, params["BLOCK"], p.n, device), 1, 1), (params["BLOCK"], 1, 1))
 
 
 def requested_bytes(params, p: ReduceProblem) -> int:
@@ -150,14 +145,17 @@ def workspace(p: ReduceProblem, seed: int) -> Workspace:
     return Workspace(p, seed)
 
 
-def plan_passes(rung_name: str, block: int, n: int, device=None) -> list[tuple[int, int]]:
-    """(blocks, elements in) of each launch of a multi-pass rung, until one block is left."""
-    kind = _KIND[rung_name]
-    if kind == "vec":
-        return [(_grid(kind, block, n, device), n)]
+def plan_passes(rung: Rung, params, n: int, device=None) -> list[tuple[int, int]]:
+    """(blocks, elements in) of each launch of a rung until one block is left (a single-launch
+    rung: its one launch)."""
+    def blocks(count: int) -> int:
+        return rung.geometry(params, ReduceProblem(count), device).blocks
+
+    if rung.can(SINGLE_LAUNCH):
+        return [(blocks(n), n)]
     passes, count = [], n
     while True:
-        grid = _grid(kind, block, count, device)
+        grid = blocks(count)
         passes.append((grid, count))
         if grid == 1:
             return passes
@@ -166,9 +164,8 @@ def plan_passes(rung_name: str, block: int, n: int, device=None) -> list[tuple[i
 
 def make_runner(inst, problem: ReduceProblem, ws: Workspace, device, vec, prepare):
     """Launch the rung until one value is left (rung 9: once)."""
-    name = inst.rung.name
     block = inst.params["BLOCK"]
-    if _KIND[name] == "vec":
+    if inst.rung.can(SINGLE_LAUNCH):
         launch = inst.geometry(problem, device)
         if launch.blocks > ws.partials[0].size:
             raise LaunchError(f"{launch.blocks} partials do not fit the workspace")
@@ -182,7 +179,7 @@ def make_runner(inst, problem: ReduceProblem, ws: Workspace, device, vec, prepar
     first = inst.geometry(problem, device)
     func = prepare(inst, first, vec, device)
     passes, src = [], ws.x
-    for k, (grid, count) in enumerate(plan_passes(name, block, problem.n, device)):
+    for k, (grid, count) in enumerate(plan_passes(inst.rung, inst.params, problem.n, device)):
         dst = ws.out if grid == 1 else ws.partials[k % 2]
         passes.append(((grid, 1, 1), (src, dst, np.int64(count))))
         src = dst
@@ -216,10 +213,10 @@ def references() -> list[Reference]:
 
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
-def _reduction_rung(stage: int, name: str, kernel: str, lesson: str, **kw) -> Rung:
+def _reduction_rung(stage: int, name: str, kernel: str, lesson: str, kind: str, **kw) -> Rung:
     return Rung("reduction", stage, name, f"reduction/{stage:02d}_{name}.cu", kernel, ("BLOCK", "OP"),
-                frozen({"BLOCK": 256, "OP": 0}), lesson, _geometry(name), size_defaults=operator_params,
-                tunable=("BLOCK",), space=block_space, **kw)
+                frozen({"BLOCK": 256, "OP": 0}), lesson, functools.partial(geometry, kind=kind),
+                size_defaults=operator_params, tunable=("BLOCK",), space=block_space, **kw)
 
 
 def block_space(max_smem: int) -> Space:
@@ -237,25 +234,26 @@ FAMILY = Family(
     rungs=(
         _reduction_rung(1, "interleaved_divergent", "reduce_interleaved_divergent",
                         "tid % (2s) == 0: half the lanes of every warp idle through each step (divergence)",
-                        sass_expect=("BAR",)),
+                        ONE, sass_expect=("BAR",)),
         _reduction_rung(2, "interleaved_strided", "reduce_interleaved_strided",
-                        "contiguous active threads (no divergence), but a 2s word stride: bank conflicts"),
+                        "contiguous active threads (no divergence), but a 2s word stride: bank conflicts", ONE),
         _reduction_rung(3, "sequential", "reduce_sequential",
-                        "s[tid] += s[tid + s]: no divergence, conflict-free; half the threads idle from step 1"),
+                        "s[tid] += s[tid + s]: no divergence, conflict-free; half the threads idle from step 1", ONE),
         _reduction_rung(4, "first_add_during_load", "reduce_first_add",
-                        "two elements per thread added on the way in: no idle first step, half the blocks"),
+                        "two elements per thread added on the way in: no idle first step, half the blocks", TWO),
         _reduction_rung(5, "unrolled_last_warp", "reduce_unrolled_last_warp",
-                        "the last six steps inside one warp with __syncwarp: six block barriers fewer"),
+                        "the last six steps inside one warp with __syncwarp: six block barriers fewer", TWO),
         _reduction_rung(6, "completely_unrolled", "reduce_completely_unrolled",
-                        "BLOCK as a template constant: every step unrolled, no loop control"),
+                        "BLOCK as a template constant: every step unrolled, no loop control", TWO),
         _reduction_rung(7, "multiple_per_thread", "reduce_multiple_per_thread",
-                        "grid-stride loop, many elements per thread in a register: few blocks, one tree each"),
+                        "grid-stride loop, many elements per thread in a register: few blocks, one tree each", STRIDE),
         _reduction_rung(8, "warp_shuffle", "reduce_warp_shuffle",
                         "__shfl_down_sync inside warps: one shared write per warp, one barrier per block",
-                        sass_expect=("SHFL",)),
+                        STRIDE, sass_expect=("SHFL",)),
         _reduction_rung(9, "vectorized_single_pass", "reduce_vectorized_single_pass",
                         "LDG.128 loads and a last-block finish: one launch, deterministic order",
-                        vec_variant=True, sass_expect=("SHFL", "LDG.128", "ATOMG")),
+                        VEC, vec_variant=True, sass_expect=("SHFL", "LDG.128", "ATOMG"),
+                        capabilities=frozenset({SINGLE_LAUNCH})),
     ),
     metric="gbs",
 )
