@@ -105,6 +105,10 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json"),
         Run("rung 5's block and elements a thread", "python3 benchmarks/param_sweep.py scan decoupled_lookback --size 2^28 "
             "--param BLOCK=128,256,512,1024 --param ITEMS=8,16 --json {out}/scan_sweep.json")]),
+    "spmv": ("the SpMV ladder: tests (every rung on every matrix class), the ladder at 4M rows", [
+        Tests("spmv", "pytest_spmv.txt", 200),
+        Run("simtlab ladder spmv", f"simtlab ladder spmv {sizes('2^22:uniform 2^22:powerlaw 2^22:banded')} "
+            "--json-out {out}/spmv_ladder.json", 300)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),

@@ -1,0 +1,348 @@
+"""Sparse matrix times vector in CSR, fp32: y = alpha * A @ x + beta * y, A square (n x n).
+
+The matrix's shape is part of the problem - its class and n fix its row lengths (a seeded draw,
+the same on every machine), so its nonzero count, FLOPs and bytes are known before any GPU work;
+the values, x and y are drawn afresh for each workspace. Classes: `uniform` (16 nonzeros a row,
+random columns), `powerlaw` (Pareto row lengths, a few rows of tens of thousands), `banded` (27
+diagonals), `dense` (one dense row among empty ones) and `sparse` (0-3 nonzeros a row, a quarter
+of the rows empty). Rung 1 gives each row a thread, rung 2 a group of lanes, rung 3 a lane of a
+sorted, padded slice (SELL-C-sigma, built outside the timed call), rung 4 an equal share of the
+merged rows and nonzeros (merge path). Checked against a float64 product; cuSPARSE (through
+cupyx) is the bar, a device copy of the bytes that must move the ceiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..family import Family, Rung, frozen
+from ..launch import Launch, LaunchError
+from ..space import Space
+from ..verify import dot_tolerance
+from .base import Reference, device_copy, parse_int
+from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
+
+DTYPE = "float32"
+KINDS = ("uniform", "powerlaw", "banded", "dense", "sparse")
+UNIFORM_ROW, BANDS = 16, 27
+POWERLAW_SCALE, POWERLAW_ALPHA, POWERLAW_MAX = 6, 1.5, 65536  # rows of floor(6 U^(-1/1.5)) nonzeros, at most 65536
+SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by length within windows of 4096 rows
+# What a rung needs beyond one launch on the CSR arrays (Rung.capabilities):
+SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
+MERGE_PATH = "merge_path"  # a first launch for the tiles' corners (and beta * y), then the tiles
+
+
+@functools.lru_cache(maxsize=32)
+def row_lengths(kind: str, n: int) -> np.ndarray:
+    """Nonzeros of each row of the class's n x n matrix (int64; drawn from a fixed seed)."""
+    rng = np.random.default_rng(20261204 + n)
+    if kind == "uniform":
+        return np.full(n, min(UNIFORM_ROW, n), dtype=np.int64)
+    if kind == "powerlaw":
+        u = rng.random(n)
+        return np.minimum(np.floor(POWERLAW_SCALE * (1.0 - u) ** (-1.0 / POWERLAW_ALPHA)),
+                          min(n, POWERLAW_MAX)).astype(np.int64)
+    if kind == "banded":
+        r = np.arange(n)
+        half = BANDS // 2
+        return (np.minimum(r + half, n - 1) - np.maximum(r - half, 0) + 1).astype(np.int64)
+    if kind == "dense":
+        lengths = np.zeros(n, dtype=np.int64)
+        lengths[n // 2] = n
+        return lengths
+    if kind == "sparse":
+        return rng.integers(0, 4, n).astype(np.int64)
+    raise ValueError(f"matrix class {kind!r}: one of {', '.join(KINDS)}")
+
+
+@dataclass(frozen=True)
+class SpmvProblem:
+    n: int
+    kind: str = "uniform"
+    alpha: float = 1.0
+    beta: float = 0.0
+    dtype: str = DTYPE
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"SpMV rows must be >= 1, got {self.n}")
+        if self.kind not in KINDS:
+            raise ValueError(f"matrix class {self.kind!r}: one of {', '.join(KINDS)}")
+        if self.n + self.nnz >= 2**31:
+            raise ValueError(f"{self.label}: rows + nonzeros = {self.n + self.nnz} must stay below 2^31 (32-bit "
+                             "offsets)")
+
+    @property
+    def nnz(self) -> int:
+        return int(row_lengths(self.kind, self.n).sum())
+
+    @property
+    def max_row(self) -> int:
+        return int(row_lengths(self.kind, self.n).max())
+
+    @property
+    def label(self) -> str:
+        s = f"{self.n}:{self.kind}"
+        if (self.alpha, self.beta) != (1.0, 0.0):
+            s += f" a={self.alpha:g} b={self.beta:g}"
+        return s
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.nnz
+
+    @property
+    def bytes(self) -> int:
+        """What must move: values and columns, row offsets, x once, y written (and read where beta != 0)."""
+        return 8 * self.nnz + 4 * (self.n + 1) + 4 * self.n + 4 * self.n * (2 if self.beta != 0 else 1)
+
+
+def parse_size(text: str, alpha: float = 1.0, beta: float = 0.0, **_) -> SpmvProblem:
+    """'n' (uniform rows) or 'n:class' (uniform, powerlaw, banded, dense, sparse), e.g. 2^22:powerlaw."""
+    size, _, kind = str(text).partition(":")
+    return SpmvProblem(parse_int(size, "SpMV rows"), kind or "uniform", alpha, beta)
+
+
+def tolerance(p: SpmvProblem, ws=None) -> float:
+    """Each y[i] is a dot product of its row's length; the bound of the longest row holds norm-wise
+    (the merge path's atomics add a row's pieces in any order: the same terms, the same bound)."""
+    return dot_tolerance("float32", max(p.max_row, 1))
+
+
+def requested_bytes(params, p: SpmvProblem) -> int:
+    """Values, columns and one x gather a nonzero, the row offsets, y (SELL's padding aside)."""
+    return 12 * p.nnz + 4 * (p.n + 1) + 4 * p.n * (2 if p.beta != 0 else 1)
+
+
+# --- launch geometry --------------------------------------------------------------------------
+
+def geometry_scalar(params, p: SpmvProblem, device=None) -> Launch:
+    return Launch((-(-p.n // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def geometry_vector(params, p: SpmvProblem, device=None) -> Launch:
+    return Launch((-(-p.n * params["VW"] // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def geometry_sell(params, p: SpmvProblem, device=None) -> Launch:
+    slice_rows = -(-p.n // SELL_C) * SELL_C
+    return Launch((-(-slice_rows // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def merge_tiles(params, p: SpmvProblem) -> int:
+    return -(-(p.n + p.nnz) // (params["BLOCK"] * params["IPT"]))
+
+
+def geometry_merge(params, p: SpmvProblem, device=None) -> Launch:
+    """A block a tile of BLOCK * IPT merge-path items (the first launch's geometry is the runner's)."""
+    return Launch((merge_tiles(params, p), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def vector_params(p: SpmvProblem, device=None, vec=None) -> dict:
+    """Rung 2: lanes a row from the mean row length, a power of two from 2 to 32."""
+    mean = p.nnz / p.n
+    vw = 2
+    while vw < 32 and vw < mean:
+        vw *= 2
+    return {"VW": vw}
+
+
+# --- inputs, outputs, references ---------------------------------------------------------------
+
+class Workspace:
+    """The class's matrix (columns sorted within rows; values, x and y in [-1, 1)) on the GPU."""
+
+    def __init__(self, p: SpmvProblem, seed: int):
+        import cupy
+
+        self.p = p
+        n = p.n
+        rng = cupy.random.default_rng(seed)
+        lengths = cupy.asarray(row_lengths(p.kind, n))
+        self.row_ptr = cupy.zeros(n + 1, dtype=cupy.int32)
+        cupy.cumsum(lengths, out=self.row_ptr[1:])
+        rows = cupy.repeat(cupy.arange(n, dtype=cupy.int64), lengths)
+        if p.kind == "banded":
+            first = cupy.maximum(cupy.arange(n, dtype=cupy.int64) - BANDS // 2, 0)
+            cols = first[rows] + cupy.arange(p.nnz, dtype=cupy.int64) - self.row_ptr[rows].astype(cupy.int64)
+        elif p.kind == "dense":
+            cols = cupy.arange(p.nnz, dtype=cupy.int64) % n
+        else:  # random columns, sorted within each row
+            keys = rows * n + rng.integers(0, n, p.nnz, dtype=cupy.int64)
+            cols = cupy.sort(keys) % n
+        self.cols = cols.astype(cupy.int32)
+        self.vals = rng.random(p.nnz, dtype=cupy.float32) * 2 - 1
+        self.x = rng.random(n, dtype=cupy.float32) * 2 - 1
+        self.y0 = rng.random(n, dtype=cupy.float32) * 2 - 1 if p.beta != 0 else None
+        self.y = cupy.empty(n, dtype=cupy.float32)
+
+    def poison(self) -> None:
+        """NaN where beta == 0 (y must not be read); y0 otherwise (an unwritten y keeps a wrong value)."""
+        if self.y0 is None:
+            self.y.fill(np.nan)
+        else:
+            self.y[...] = self.y0
+
+    def args(self) -> tuple:
+        p = self.p
+        return (np.int32(p.n), self.row_ptr, self.cols, self.vals, self.x, np.float32(p.alpha), np.float32(p.beta),
+                self.y)
+
+    def matrix(self, dtype=None):
+        """A as a cupyx CSR matrix (sharing the arrays; values converted to `dtype` if given)."""
+        from cupyx.scipy import sparse
+
+        vals = self.vals if dtype is None else self.vals.astype(dtype)
+        return sparse.csr_matrix((vals, self.cols, self.row_ptr), shape=(self.p.n, self.p.n))
+
+    def expected(self):
+        """float64 product of the fp32 matrix and vectors (cuSPARSE in double, exactly widened inputs)."""
+        import cupy
+
+        ref = self.matrix(cupy.float64) @ self.x.astype(cupy.float64)
+        ref *= self.p.alpha
+        if self.y0 is not None:
+            ref += self.p.beta * self.y0.astype(cupy.float64)
+        return ref
+
+    def output(self):
+        return self.y
+
+
+def workspace(p: SpmvProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA):
+    """Rung 3's copy of A: rows sorted by length (longest first) within windows of `sigma` rows,
+    slices of SELL_C rows each padded to its longest row and stored column by column; padding has
+    column -1. Returns (slice_ptr, cols, vals, perm): perm[i] is the row of sorted row i (-1: none)."""
+    import cupy
+
+    n = ws.p.n
+    lengths = cupy.diff(ws.row_ptr).astype(cupy.int64)
+    longest = int(lengths.max()) if n else 0
+    keys = (cupy.arange(n, dtype=cupy.int64) // sigma) * (longest + 1) + (longest - lengths)
+    order = cupy.argsort(keys)
+    slices = -(-n // SELL_C)
+    perm = cupy.full(slices * SELL_C, -1, dtype=cupy.int32)
+    perm[:n] = order.astype(cupy.int32)
+    sorted_lengths = cupy.zeros(slices * SELL_C, dtype=cupy.int64)
+    sorted_lengths[:n] = lengths[order]
+    widths = sorted_lengths.reshape(slices, SELL_C).max(axis=1)
+    slice_ptr = cupy.zeros(slices + 1, dtype=cupy.int64)
+    cupy.cumsum(widths * SELL_C, out=slice_ptr[1:])
+    total = int(slice_ptr[-1])
+    if total >= 2**31:
+        raise LaunchError(f"SELL-{SELL_C}-{sigma} of {ws.p.label} holds {total} entries with padding: more than "
+                          "32-bit offsets reach")
+    position = cupy.empty(n, dtype=cupy.int64)
+    position[order] = cupy.arange(n, dtype=cupy.int64)  # row -> its sorted row
+    rows = cupy.repeat(cupy.arange(n, dtype=cupy.int64), lengths)
+    within = cupy.arange(ws.p.nnz, dtype=cupy.int64) - ws.row_ptr[rows].astype(cupy.int64)
+    i = position[rows]
+    dest = slice_ptr[i // SELL_C] + within * SELL_C + i % SELL_C
+    cols = cupy.full(max(total, 1), -1, dtype=cupy.int32)
+    vals = cupy.zeros(max(total, 1), dtype=cupy.float32)
+    cols[dest] = ws.cols
+    vals[dest] = ws.vals
+    return slice_ptr.astype(cupy.int32), cols, vals, perm
+
+
+def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare):
+    """Rung 3: its SELL copy of A made here (outside the timed call), one launch. Rung 4: the
+    corners' launch, then the tiles. Rungs 1-2: None (one launch on the CSR arrays)."""
+    import cupy
+
+    p = problem
+    launch = inst.geometry(p, device)
+    if inst.rung.can(SELL):
+        slice_ptr, cols, vals, perm = sell_arrays(ws)
+        func = prepare(inst, launch, vec, device)
+        args = (np.int32(perm.size), slice_ptr, cols, vals, perm, ws.x, np.float32(p.alpha), np.float32(p.beta), ws.y)
+
+        def run_sell():
+            func(launch.grid, launch.block, args)
+
+        run_sell.keep = (slice_ptr, cols, vals, perm)
+        return run_sell
+    if inst.rung.can(MERGE_PATH):
+        func = prepare(inst, launch, vec, device)
+        first = inst.module().get_function("spmv_merge_prepare")
+        tiles = launch.blocks
+        corners = cupy.empty(tiles + 1, dtype=cupy.int32)
+        span = max(p.n, tiles + 1)
+        first_grid = (min(-(-span // 256), 65535), 1, 1)
+        first_args = (np.int32(p.n), ws.row_ptr, np.int32(inst.params["BLOCK"] * inst.params["IPT"]), np.int32(tiles),
+                      np.float32(p.beta), ws.y, corners)
+        args = (np.int32(p.n), ws.row_ptr, ws.cols, ws.vals, ws.x, np.float32(p.alpha), corners, ws.y)
+
+        def run_merge():
+            first(first_grid, (256, 1, 1), first_args)
+            func(launch.grid, launch.block, args)
+
+        run_merge.keep = corners
+        return run_merge
+    return None
+
+
+def _cusparse(ws: Workspace):
+    from cupyx import cusparse
+
+    A, p = ws.matrix(), ws.p
+
+    def run():
+        cusparse.spmv(A, ws.x, y=ws.y, alpha=p.alpha, beta=p.beta)
+
+    return run
+
+
+def _device_copy(ws: Workspace):
+    return device_copy(ws.p.bytes // 2)  # moves the bytes an SpMV must: read and written once
+
+
+def references() -> list[Reference]:
+    return [Reference("cuSPARSE (cupyx)", _cusparse), Reference("device copy", _device_copy, verifiable=False)]
+
+
+def block_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (128, 256, 512, 1024)})
+
+
+def merge_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (128, 256, 512), "IPT": (4, 7, 8, 12, 16)},
+                 [("tile in static shared memory", lambda c: 8 * c["BLOCK"] * c["IPT"] + 8 <= 48 * 1024)])
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+FAMILY = Family(
+    name="spmv",
+    title="sparse matrix-vector product, CSR fp32: y = alpha*A@x + beta*y",
+    ops=sys.modules[__name__],
+    reference="cuSPARSE SpMV (cupyx), and a device copy of the bytes that must move",
+    default_sizes=("4194304:uniform", "4194304:powerlaw", "4194304:banded"),
+    rungs=(
+        Rung("spmv", 1, "scalar", "spmv/01_scalar.cu", "spmv_scalar", ("BLOCK",), frozen({"BLOCK": 256}),
+             "one thread a row: a warp's loads 32 rows apart, and it waits for its longest row",
+             geometry_scalar),
+        Rung("spmv", 2, "vector", "spmv/02_vector.cu", "spmv_vector", ("BLOCK", "VW"), frozen({"BLOCK": 256, "VW": 32}),
+             "VW lanes a row (from the mean row length): coalesced reads of a row, a shuffle sum",
+             geometry_vector, size_defaults=vector_params, sass_expect=("SHFL",)),
+        Rung("spmv", 3, "sell", "spmv/03_sell.cu", "spmv_sell", ("BLOCK",), frozen({"BLOCK": 256}),
+             "SELL-32-4096: rows sorted by length, sliced by warp, padded and stored column by column: every "
+             "load coalesced, no row pointers, no divergence",
+             geometry_sell, capabilities=frozenset({SELL}), space=block_space),
+        Rung("spmv", 4, "merge_path", "spmv/04_merge_path.cu", "spmv_merge_path", ("BLOCK", "IPT"),
+             frozen({"BLOCK": 256, "IPT": 8}),
+             "merge path: equal shares of rows and nonzeros a thread, whatever the row lengths; products staged "
+             "in shared memory, cut rows by atomicAdd",
+             geometry_merge, capabilities=frozenset({MERGE_PATH}), space=merge_space, sass_expect=("LDS", "BAR")),
+    ),
+    metric="gbs",
+    check_size="1001:powerlaw",
+)

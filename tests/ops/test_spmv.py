@@ -1,0 +1,66 @@
+"""The SpMV family on the CPU: matrix classes, sizes, bytes, geometry, and every rung's build."""
+
+import numpy as np
+import pytest
+
+from simtlab.catalog import family
+from simtlab.launch import build
+from simtlab.ops import spmv
+
+
+def test_classes_fix_the_row_lengths():
+    assert spmv.parse_size("1000") == spmv.SpmvProblem(1000, "uniform")
+    assert spmv.parse_size("2^10:banded").n == 1024
+    u, b = spmv.SpmvProblem(1000, "uniform"), spmv.SpmvProblem(1000, "banded")
+    assert u.nnz == 16000 and u.max_row == 16 and u.label == "1000:uniform"
+    assert b.max_row == 27 and b.nnz == 27 * 1000 - 2 * sum(range(1, 14))  # the corners' missing bands
+    d = spmv.SpmvProblem(777, "dense")
+    lengths = spmv.row_lengths("dense", 777)
+    assert d.nnz == 777 and lengths[388] == 777 and np.count_nonzero(lengths) == 1
+    s = spmv.row_lengths("sparse", 10000)
+    assert s.min() == 0 and s.max() == 3 and 0.2 < np.mean(s == 0) < 0.3
+    p = spmv.row_lengths("powerlaw", 1 << 20)
+    assert p.min() >= spmv.POWERLAW_SCALE and p.max() > 100 * p.mean()  # a heavy tail
+    assert np.array_equal(p, spmv.row_lengths("powerlaw", 1 << 20))  # the same matrix every time
+    assert spmv.SpmvProblem(1, "uniform").nnz == 1  # 1 x 1
+
+
+def test_bad_sizes_are_named():
+    with pytest.raises(ValueError, match="matrix class 'diagonal'"):
+        spmv.parse_size("100:diagonal")
+    with pytest.raises(ValueError, match="must be >= 1"):
+        spmv.parse_size("0")
+    with pytest.raises(ValueError, match="below 2\\^31"):
+        spmv.SpmvProblem(200_000_000, "uniform")
+
+
+def test_bytes_flops_and_tolerance():
+    p = spmv.SpmvProblem(1000, "uniform")
+    assert p.flops == 2 * 16000 and p.bytes == 8 * 16000 + 4 * 1001 + 4 * 1000 + 4 * 1000
+    assert spmv.SpmvProblem(1000, "uniform", beta=0.5).bytes == p.bytes + 4 * 1000
+    assert spmv.tolerance(spmv.SpmvProblem(1000, "dense")) > spmv.tolerance(p) > 0
+    for r in family("spmv").rungs:
+        assert r.requested_bytes(r.params("sm_90"), p) >= p.bytes
+
+
+def test_geometry_covers_rows_and_the_merge_path():
+    fam = family("spmv")
+    p = spmv.SpmvProblem(1001, "powerlaw")
+    scalar, vector, sell, merge = fam.rungs
+    assert scalar.geometry(scalar.params(), p).blocks * 256 >= p.n
+    vw = spmv.vector_params(p)["VW"]
+    assert vw in (2, 4, 8, 16, 32) and vw >= min(32, p.nnz / p.n)
+    assert spmv.vector_params(spmv.SpmvProblem(1000, "sparse"))["VW"] == 2
+    assert vector.geometry({"BLOCK": 256, "VW": vw}, p).blocks * 256 >= p.n * vw
+    assert sell.geometry(sell.params(), p).blocks * 256 >= 1024  # 32 slices of 32 rows
+    L = merge.geometry(merge.params(), p)
+    assert L.blocks == -(-(p.n + p.nnz) // 2048) and (L.blocks - 1) * 2048 < p.n + p.nnz
+
+
+@pytest.mark.parametrize("rung", family("spmv").rungs, ids=lambda r: r.name)
+def test_every_rung_builds_spill_free(rung):
+    inst = build(rung, rung.params("sm_90"), "sm_90")
+    res = inst.resources(None)
+    assert res.spill_bytes == 0 and res.stack_frame == 0
+    if rung.name == "merge_path":
+        assert res.shared_static == 8 * 2048 + 8  # the staged products and row ends of a 2048-item tile
