@@ -64,3 +64,37 @@ def test_every_rung_builds_spill_free(rung):
     assert res.spill_bytes == 0 and res.stack_frame == 0
     if rung.name == "merge_path":
         assert res.shared_static == 8 * 2048 + 8  # the staged products and row ends of a 2048-item tile
+
+
+def test_tolerance_scales_with_the_cancellation_of_the_data():
+    """With a workspace, the bound grows by || |A| |x| || / || A x ||: a dense row whose terms cancel
+    gets room, a well-conditioned product none to speak of (arrays as NumPy: the formula, no GPU)."""
+
+    class Ws:  # one row [1, 1, 1] against x = [1, -1, 1e-3]: terms of 1 summing to 1e-3
+        vals = np.array([1.0, 1.0, 1.0], dtype=np.float32)
+        cols = np.array([0, 1, 2], dtype=np.int32)
+        row_ptr = np.array([0, 3, 3, 3], dtype=np.int32)
+        x = np.array([1.0, -1.0, 1e-3], dtype=np.float32)
+        y0 = None
+
+    p = spmv.SpmvProblem(3, "dense")
+    cancelled = spmv.tolerance(p, Ws())
+    assert cancelled == pytest.approx(spmv.tolerance(p) * 2.001 / 1e-3, rel=1e-3)
+    Ws.x = np.array([1.0, 1.0, 1.0], dtype=np.float32)  # no cancellation: the static bound
+    assert spmv.tolerance(p, Ws()) == pytest.approx(spmv.tolerance(p))
+    Ws.y0 = np.array([0.0, 2.0, 0.0], dtype=np.float32)  # beta * y0 counts in both norms
+    q = spmv.SpmvProblem(3, "dense", beta=0.5)
+    assert spmv.tolerance(q, Ws()) == pytest.approx(spmv.tolerance(q))
+
+
+@pytest.mark.parametrize("kind,n", [("powerlaw", 3001), ("uniform", 17), ("sparse", 1001), ("uniform", 1000003)])
+def test_columns_are_distinct_and_sorted_in_every_row(kind, n):
+    lengths = spmv.row_lengths(kind, n)
+    rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    row_ptr = np.concatenate([[0], np.cumsum(lengths)])
+    within = np.arange(rows.size, dtype=np.int64) - row_ptr[rows]
+    cols = spmv.distinct_columns(rows, within, np.random.default_rng(1).integers(0, n, n), n)
+    assert cols.min() >= 0 and cols.max() < n
+    steps = np.diff(cols)
+    inside = np.diff(rows) == 0  # neighbours in the same row
+    assert np.all(steps[inside] > 0)  # strictly increasing: sorted, no duplicates

@@ -3,7 +3,7 @@
 The matrix's shape is part of the problem - its class and n fix its row lengths (a seeded draw,
 the same on every machine), so its nonzero count, FLOPs and bytes are known before any GPU work;
 the values, x and y are drawn afresh for each workspace. Classes: `uniform` (16 nonzeros a row,
-random columns), `powerlaw` (Pareto row lengths, a few rows of tens of thousands), `banded` (27
+distinct columns from a random start in steps of a large prime), `powerlaw` (Pareto row lengths, a few rows of tens of thousands), `banded` (27
 diagonals), `dense` (one dense row among empty ones) and `sparse` (0-3 nonzeros a row, a quarter
 of the rows empty). Rung 1 gives each row a thread, rung 2 a group of lanes, rung 3 a lane of a
 sorted, padded slice (SELL-C-sigma, built outside the timed call), rung 4 an equal share of the
@@ -30,6 +30,7 @@ DTYPE = "float32"
 KINDS = ("uniform", "powerlaw", "banded", "dense", "sparse")
 UNIFORM_ROW, BANDS = 16, 27
 POWERLAW_SCALE, POWERLAW_ALPHA, POWERLAW_MAX = 6, 1.5, 65536  # rows of floor(6 U^(-1/1.5)) nonzeros, at most 65536
+COLUMN_STEP, COLUMN_STEP_ALT = 1_000_003, 998_244_353  # primes: j * step mod n is distinct for j < n
 SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by length within windows of 4096 rows
 # What a rung needs beyond one launch on the CSR arrays (Rung.capabilities):
 SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
@@ -108,9 +109,29 @@ def parse_size(text: str, alpha: float = 1.0, beta: float = 0.0, **_) -> SpmvPro
 
 
 def tolerance(p: SpmvProblem, ws=None) -> float:
-    """Each y[i] is a dot product of its row's length; the bound of the longest row holds norm-wise
-    (the merge path's atomics add a row's pieces in any order: the same terms, the same bound)."""
-    return dot_tolerance("float32", max(p.max_row, 1))
+    """Each y[i] is a dot product of its row's length: the bound of the longest row's sum, relative
+    to what the sums add up in magnitude - || |alpha| |A| |x| + |beta y0| || - over what they add up
+    to, || y || (a product whose terms cancel loses digits as a sum does; a single dense row among
+    empty ones shows it). The merge path's atomics add a row's pieces in any order: the same terms,
+    the same bound. Without data (static use) no cancellation is assumed."""
+    bound = dot_tolerance("float32", max(p.max_row, 1))
+    if ws is None:
+        return bound
+    import cupy
+
+    xp = cupy.get_array_module(ws.vals)
+    n = p.n
+    rows = xp.repeat(xp.arange(n), xp.diff(ws.row_ptr))
+    terms = xp.abs(ws.vals.astype(xp.float64)) * xp.abs(ws.x.astype(xp.float64)[ws.cols])
+    magnitude = abs(p.alpha) * xp.bincount(rows, weights=terms, minlength=n)
+    value = p.alpha * xp.bincount(rows, weights=ws.vals.astype(xp.float64) * ws.x.astype(xp.float64)[ws.cols],
+                                  minlength=n)
+    if ws.y0 is not None:
+        y0 = ws.y0.astype(xp.float64)
+        magnitude = magnitude + abs(p.beta) * xp.abs(y0)
+        value = value + p.beta * y0
+    norm = float(xp.linalg.norm(value))
+    return bound * (float(xp.linalg.norm(magnitude)) / norm if norm > 0 else float("inf"))
 
 
 def requested_bytes(params, p: SpmvProblem) -> int:
@@ -153,6 +174,17 @@ def vector_params(p: SpmvProblem, device=None, vec=None) -> dict:
 
 # --- inputs, outputs, references ---------------------------------------------------------------
 
+def distinct_columns(rows, within, start, n: int):
+    """Column of each nonzero (its row, its place in the row, each row's random start): the start,
+    then steps of a prime that n does not divide - distinct within a row (a row has at most n) -
+    sorted within each row: canonical CSR, as cuSPARSE's SpMV wants. NumPy or CuPy arrays."""
+    import cupy
+
+    xp = cupy.get_array_module(rows)
+    step = COLUMN_STEP if n % COLUMN_STEP else COLUMN_STEP_ALT
+    keys = rows * n + (start[rows] + within * step) % n
+    return xp.sort(keys) % n
+
 class Workspace:
     """The class's matrix (columns sorted within rows; values, x and y in [-1, 1)) on the GPU."""
 
@@ -171,9 +203,9 @@ class Workspace:
             cols = first[rows] + cupy.arange(p.nnz, dtype=cupy.int64) - self.row_ptr[rows].astype(cupy.int64)
         elif p.kind == "dense":
             cols = cupy.arange(p.nnz, dtype=cupy.int64) % n
-        else:  # random columns, sorted within each row
-            keys = rows * n + rng.integers(0, n, p.nnz, dtype=cupy.int64)
-            cols = cupy.sort(keys) % n
+        else:
+            within = cupy.arange(p.nnz, dtype=cupy.int64) - self.row_ptr[rows].astype(cupy.int64)
+            cols = distinct_columns(rows, within, rng.integers(0, n, n, dtype=cupy.int64), n)
         self.cols = cols.astype(cupy.int32)
         self.vals = rng.random(p.nnz, dtype=cupy.float32) * 2 - 1
         self.x = rng.random(n, dtype=cupy.float32) * 2 - 1
