@@ -61,3 +61,15 @@ def test_work_units_are_rung_6s_cluster_tiles():
     p = gemm.GemmProblem(4096, 4096, 4096)
     assert r.work_units(params, p, 132) == (gemm_tc.cluster_work(params, tf32x3.tc_problem(p)), 66)
     assert family("gemm").rung("tuned").work_units(family("gemm").rung("tuned").params(), p, 132) is None
+
+
+def test_rung_11_declares_a_space_whose_corners_build_spill_free():
+    r = family("gemm").rung("tf32x3")
+    space = r.space(227 * 1024)
+    configs = list(space.valid())
+    assert r.params()["SPLIT"] in space.params["SPLIT"] and len(configs) > 50
+    assert all(gemm_tc.cluster_smem({**r.params(), **c}) <= 227 * 1024 for c in configs)
+    assert not any(c["BN"] == 128 and c["STAGES"] == 7 for c in configs)  # 7 x 32 KiB + staging: too much
+    for c in ({"BN": 64, "STAGES": 8, "CM": 1, "SPLIT": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLIT": 4}):
+        res = build(r, c, "sm_90").resources(None)
+        assert res.spill_bytes == 0 and res.stack_frame == 0, c

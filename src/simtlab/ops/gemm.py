@@ -282,6 +282,19 @@ def tf32x3_work(params, problem, sms: int) -> tuple[int, int]:
     return gemm_tc.cluster_work(params, tf32x3.tc_problem(problem)), sms // (params["CM"] * params["CN"])
 
 
+def tf32x3_space(max_smem: int) -> Space:
+    """Rung 11's knobs: the tile width (64 or 128 columns: the promoted sums take the registers 256
+    would need), pipeline depth, cluster pairing, tile order and the promotion period (SPLIT 4
+    measured faster and less accurate than 2: docs/design/gemm.md)."""
+    from . import gemm_tc
+
+    defaults = dict(FAMILY.rung("tf32x3").defaults)
+    rules = [("shared memory within the opt-in limit",
+              lambda c: gemm_tc.cluster_smem({**defaults, **c}) <= max_smem)]
+    return Space({"BN": (64, 128), "STAGES": (3, 4, 5, 6, 7, 8), "GROUP_M": (8, 16), "CM": (1, 2), "SPLIT": (1, 2, 4)},
+                 rules)
+
+
 def _tf32x3_rung() -> Rung:
     from . import gemm_tc, tf32x3
 
@@ -291,7 +304,7 @@ def _tf32x3_rung() -> Rung:
                 "3xTF32: each fp32 operand split into two TF32 parts, three tensor-core passes (the small "
                 "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
                 tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,
-                tunable=("BN", "STAGES", "GROUP_M", "CM"), capabilities=frozenset({TF32X3}),
+                tunable=("BN", "STAGES", "GROUP_M", "CM", "SPLIT"), capabilities=frozenset({TF32X3}), space=tf32x3_space,
                 traffic=tf32x3_bytes, work=tf32x3_work,
                 sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 
