@@ -119,3 +119,13 @@ def test_reduction_tree_simulation_counts_predicated_warps():
     wf, rq = tree_wavefronts(lambda t, s: t, lambda t, s: t < s, (128, 64, 32, 16, 8, 4, 2, 1))
     assert rq == 8 * 8 * 2 + 8
     assert wf == 2 * (4 + 2 + 1 + 5) + 1
+
+
+def test_spmv_rungs_coalesce_and_the_merge_walk_conflicts_at_even_strides():
+    """A row a lane reads 16 floats apart (32 sectors a request, 12.5% used); lanes along a row or a
+    SELL slice read one line; rung 4's walk over its staged products is an 8-way bank conflict at
+    IPT 8 and conflict-free at an odd IPT (7), which the merge path's space offers."""
+    r = {n.split(" ")[0] + (" 7" if n.endswith("IPT 7") else ""): run_analysis(n) for n in ANALYSES if n.startswith("spmv")}
+    assert r["spmv/01_scalar"]["sectors_per_request"] == 32 and r["spmv/01_scalar"]["efficiency"] == 0.125
+    assert r["spmv/02_vector"]["efficiency"] == r["spmv/03_sell"]["efficiency"] == 1.0
+    assert r["spmv/04_merge_path"]["ways"] == 8 and r["spmv/04_merge_path 7"]["conflicts"] == 0

@@ -203,11 +203,30 @@ def _reduction():
     }
 
 
+def _spmv():
+    """A warp's loads of the matrix values on uniform rows of 16 nonzeros, and rung 4's walk over
+    the products it staged in shared memory (thread t starts about t * IPT items in)."""
+    b = Block(256)
+    row = 16
+    return {
+        "spmv/01_scalar vals[row_ptr[r] + k] (a row a lane, 16 a row)": (
+            "global", lambda: global_access(addresses(lambda tx, *_: row * tx, b))),
+        "spmv/02_vector vals[row_ptr[r] + lane] (16 lanes a row)": (
+            "global", lambda: global_access(addresses(lambda tx, *_: row * (tx // 16) + tx % 16, b))),
+        "spmv/03_sell vals[slice + 32 j + lane]": (
+            "global", lambda: global_access(addresses(lambda tx, *_: tx, b))),
+        "spmv/04_merge_path prod[t * IPT] walk, IPT 8": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: 8 * tx, b), 4)),
+        "spmv/04_merge_path prod[t * IPT] walk, IPT 7": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: 7 * tx, b), 4)),
+    }
+
+
 def _branch():
     return {"branch i & 1 (even/odd lanes)": ("branch", lambda: divergence(lambda tx, *_: tx % 2 == 1, Block(256)))}
 
 
-ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch()}
+ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch(), **_spmv()}
 
 
 def run_analysis(name: str) -> dict:
