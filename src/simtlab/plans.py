@@ -468,8 +468,10 @@ class GemmPlan(_Plan):
         pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
         if pc % 16 and self.problem.N % 4 == 0:  # (the TMA stores' C starts on a 16-byte boundary)
             if self._split_epi0 is None:
-                self._split_epi0 = self._split_kernel(tuple(sorted({**dict(_store_params(
-                    "tf32x3", self.problem, None, self.info)), "EPI": 0}.items())))
+                guard = _current(lib, self.device)
+                with guard if guard is not None else nullcontext():
+                    self._split_epi0 = self._split_kernel(tuple(sorted({**dict(_store_params(
+                        "tf32x3", self.problem, None, self.info)), "EPI": 0}.items())))
             kernel = self._split_epi0
         scratch = lib.empty((kernel.parts_bytes // 4,), "float32", self.device)
         M, N, K = self._split_args
