@@ -7,6 +7,7 @@
 // thread walks its IPT items there. A row inside one thread is written once, a row cut between
 // threads gets its pieces by atomicAdd. What it should buy: the same speed on power-law rows as
 // on uniform ones, in CSR as it is.
+
 // How many row ends (i) and nonzeros (diag - i) lie before item `diag` of the merge path: the
 // largest i with row_end[i - 1] <= diag - i, ties to the row end (a row ends before nonzero k when
 // its end offset is k).
