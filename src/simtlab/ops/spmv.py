@@ -79,10 +79,14 @@ class SpmvProblem:
 
     @property
     def nnz(self) -> int:
+        if self.kind in ("uniform", "dense"):  # (counted, not drawn: sizes past 2^31 are refused at once)
+            return self.n * min(UNIFORM_ROW, self.n) if self.kind == "uniform" else self.n
         return int(row_lengths(self.kind, self.n).sum())
 
     @property
     def max_row(self) -> int:
+        if self.kind in ("uniform", "dense"):
+            return min(UNIFORM_ROW, self.n) if self.kind == "uniform" else self.n
         return int(row_lengths(self.kind, self.n).max())
 
     @property
