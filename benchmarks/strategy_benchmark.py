@@ -104,12 +104,16 @@ def main() -> None:
                     help="proposals at once (default: what simtlab tune uses on the H200 host)")
     ap.add_argument("--md", type=Path, help="write the table as markdown here")
     ap.add_argument("--no-kernel-tuner", action="store_true")
+    ap.add_argument("--only", default=",".join(OURS), help="which of ours to run (comma-separated)")
+    ap.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a CostModel option for a replay of another setting (explore, members, kappa)")
     args = ap.parse_args()
     table = load_table(args.table)
+    options = {k: float(v) if "." in v else int(v) for k, v in (o.split("=", 1) for o in args.model_option)}
     rows, seconds = [], {}
-    for name in OURS:
+    for name in args.only.split(","):
         t0 = time.monotonic()
-        rows += score(table, [name], FRACTIONS, args.seeds, args.batch, model={"features": gemm_features})
+        rows += score(table, [name], FRACTIONS, args.seeds, args.batch, model={"features": gemm_features, **options})
         seconds[name] = time.monotonic() - t0
         print(f"{name}: {seconds[name]:.0f} s", flush=True)
     if not args.no_kernel_tuner:

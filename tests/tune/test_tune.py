@@ -172,3 +172,21 @@ def test_a_resumed_search_retries_a_configuration_that_faulted_once(tmp_path):
                          error=error, median_ms=ms)
     history = {c["X"]: v for c, v in history_from_store(store, "gemm", "gemm/10_tuned", "64x64x64", None)}
     assert history == {2: None, 3: 2.0, 4: None}  # 1 and 5 faulted once: tried again
+
+
+def test_cost_model_options_split_a_batch_between_the_model_and_random_draws():
+    """explore random configurations a batch beside the model's fastest; members > 1 ranks by an
+    optimistic bound over several fits. The defaults are the command's: one draw, one fit."""
+    from simtlab.tune.strategies import CostModel
+
+    configs = [{"a": a, "b": b} for a in range(12) for b in range(12)]
+    cost = {(c["a"], c["b"]): 1.0 + (c["a"] - 7) ** 2 + (c["b"] - 3) ** 2 for c in configs}
+    for kw, model_picks in (({}, 14), ({"explore": 3}, 12), ({"members": 3, "kappa": 1.0, "explore": 0}, 15)):
+        s = CostModel(configs, seed=4, **kw)
+        for c in s.ask(15):
+            s.tell(c, cost[(c["a"], c["b"])])
+        picks = s.ask(15)
+        assert len(picks) == 15 and len({(c["a"], c["b"]) for c in picks}) == 15, kw
+        assert not any(s.measured.get(tuple(sorted(c.items()))) for c in picks), kw  # nothing measured again
+        fastest = sorted(picks[:model_picks], key=lambda c: cost[(c["a"], c["b"])])[0]
+        assert cost[(fastest["a"], fastest["b"])] <= 5, kw  # the model's share lands near the optimum

@@ -55,12 +55,31 @@ class RandomSearch(BruteForce):
 
 
 class CostModel(Strategy):
-    """Gradient-boosted trees on log(time); failures count as twice the slowest time seen."""
+    """Gradient-boosted trees on log(time); failures count as twice the slowest time seen. Each
+    batch: the `n - explore` configurations predicted fastest, and `explore` drawn at random.
+    `members` > 1 fits that many trees on subsamples and ranks by mean - kappa * spread (an
+    optimistic bound). The defaults (explore 1, members 1) are what `simtlab tune` runs; the others
+    are for replays (benchmarks/strategy_benchmark.py --model-option; docs/design/tune.md)."""
 
-    def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None):
+    def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,
+                 explore: int = 1, members: int = 1, kappa: float = 0.0):
         super().__init__(configs, seed)
-        self.initial = initial
+        self.initial, self.explore, self.members, self.kappa = initial, explore, members, kappa
         self.features = features or (lambda c: [float(v) for _, v in sorted(c.items())])
+
+    def _predict(self, X, y, candidates):
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        if self.members == 1:
+            model = GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1,
+                                              random_state=self.rng.randrange(2**31))
+            return list(model.fit(X, y).predict(candidates))
+        import numpy as np
+
+        preds = np.array([GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1, subsample=0.8,
+                                                    random_state=self.rng.randrange(2**31)).fit(X, y).predict(candidates)
+                          for _ in range(self.members)])
+        return list(preds.mean(axis=0) - self.kappa * preds.std(axis=0))
 
     def ask(self, n: int) -> list[Config]:
         pending = self.pending()
@@ -70,20 +89,20 @@ class CostModel(Strategy):
         good = [v for _, v in known if v is not None]
         if len(good) < max(self.initial, 2):
             return self.rng.sample(pending, min(n, len(pending)))
-        from sklearn.ensemble import GradientBoostingRegressor
-
         worst = max(good)
         X = [self.features(dict(k)) for k, _ in known]
         y = [math.log(v if v is not None else 2 * worst) for _, v in known]
-        model = GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1,
-                                          random_state=self.rng.randrange(2**31))
-        model.fit(X, y)
-        predicted = model.predict([self.features(c) for c in pending])
+        predicted = self._predict(X, y, [self.features(c) for c in pending])
         order = sorted(range(len(pending)), key=lambda i: predicted[i])
-        picks = [pending[i] for i in order[: max(n - 1, 1)]]
+        explore = min(self.explore, n - 1) if n > 1 else 0
+        picks = [pending[i] for i in order[: max(n - explore, 1)]]
         rest = [c for c in pending if c not in picks]
-        if n > 1 and rest:
-            picks.append(self.rng.choice(rest))  # keep exploring
+        for _ in range(explore):  # keep exploring
+            if not rest:
+                break
+            c = self.rng.choice(rest)
+            rest.remove(c)
+            picks.append(c)
         return picks[:n]
 
 
