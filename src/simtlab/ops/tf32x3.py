@@ -96,6 +96,11 @@ class Tf32x3Gemm:
             stream: int) -> None:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
         (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
+        s = self.split(pa, lda, pb, ldb, scratch, stream)
+        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream)
+
+    def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
+        """The pre-pass alone: A's and B's parts into `scratch` (two launches); returns where they are."""
         s = self.parts(scratch)
         v = self.rows.values
         v[0].value, v[3].value, v[5].value, v[6].value = pa, lda, s.a_big, s.a_small
@@ -103,4 +108,4 @@ class Tf32x3Gemm:
         v = self.cols.values
         v[0].value, v[3].value, v[5].value, v[6].value = pb, ldb, s.b_big, s.b_small
         self.cols.launch(stream)
-        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream)
+        return s
