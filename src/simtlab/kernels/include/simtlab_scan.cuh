@@ -1,6 +1,7 @@
 // Shared by the scan rungs: the element type a DT argument names, the carry step of the
 // three-launch scans (each tile after the first adds the scanned total of the tiles before it), and
-// the register pieces of rungs 3 and 5 (a thread's ITEMS elements in and out, a warp's scan).
+// the register pieces of rungs 3 and 5 (a thread's ITEMS elements in and out, a warp's scan, and
+// the two halves of a tile's scan around what comes before its warp).
 #pragma once
 
 namespace simtlab {
@@ -65,6 +66,37 @@ __device__ __forceinline__ T warp_inclusive_scan(T value, int lane) {
     if (lane >= o) value += y;
   }
   return value;
+}
+
+// The first half of a tile's scan in rungs 3 and 5: the thread's ITEMS elements (from x + base,
+// 16-byte loads where `vec`) scanned in registers, the threads' totals scanned across the warp,
+// each warp's total in warp_sums[warp], then a barrier. Returns the thread's exclusive prefix
+// within its warp; what comes before the warp is the caller's (warp_sums, scanned by warp 0).
+template <int DT, int ITEMS>
+__device__ __forceinline__ typename Elem<DT>::T scan_thread_and_warp(const typename Elem<DT>::T* __restrict__ x,
+                                                                     long long base, long long n, bool vec,
+                                                                     typename Elem<DT>::T (&v)[ITEMS],
+                                                                     typename Elem<DT>::T* warp_sums, int lane,
+                                                                     int warp) {
+  using T = typename Elem<DT>::T;
+  load_items<DT, ITEMS>(x, base, n, vec, v);
+#pragma unroll
+  for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
+  const T inc = warp_inclusive_scan(v[ITEMS - 1], lane);  // the thread's total, scanned across the warp
+  T excl = __shfl_up_sync(~0u, inc, 1);  // (the threads before this one in the warp)
+  if (lane == 0) excl = T(0);
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  return excl;
+}
+
+// ... and the last: every element plus the thread's whole prefix, back to out + base.
+template <int DT, int ITEMS>
+__device__ __forceinline__ void add_prefix_and_store(typename Elem<DT>::T* out, long long base, long long n, bool vec,
+                                                     typename Elem<DT>::T (&v)[ITEMS], typename Elem<DT>::T prefix) {
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
+  store_items<DT, ITEMS>(out, base, n, vec, v);
 }
 
 }  // namespace scan

@@ -49,14 +49,7 @@ scan_decoupled_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ 
   const long long base = ((long long)tile * BLOCK + threadIdx.x) * ITEMS;
   const bool vec = ITEMS % 4 == 0 && base + ITEMS <= n && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
   T v[ITEMS];
-  load_items<DT, ITEMS>(x, base, n, vec, v);
-#pragma unroll
-  for (int j = 1; j < ITEMS; ++j) v[j] += v[j - 1];
-  const T inc = warp_inclusive_scan(v[ITEMS - 1], lane);  // the thread's total, scanned across the warp
-  T excl = __shfl_up_sync(~0u, inc, 1);
-  if (lane == 0) excl = T(0);
-  if (lane == 31) warp_sums[warp] = inc;
-  __syncthreads();
+  const T excl = scan_thread_and_warp<DT, ITEMS>(x, base, n, vec, v, warp_sums, lane, warp);
   if (warp == 0) {
     const T w = warp_inclusive_scan(lane < BLOCK / 32 ? warp_sums[lane] : T(0), lane);
     if (lane < BLOCK / 32) warp_sums[lane] = w;
@@ -91,8 +84,5 @@ scan_decoupled_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ 
     }
   }
   __syncthreads();
-  const T prefix = block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
-  store_items<DT, ITEMS>(out, base, n, vec, v);
+  add_prefix_and_store<DT, ITEMS>(out, base, n, vec, v, block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl);
 }
