@@ -279,14 +279,10 @@ def mlp_step(layers: int = 4, width: int = 4096, tokens: int = 8192, rounds: int
 
 def _table(title: str, rows: list[dict]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=title)
-    for key in rows[0]:
-        table.add_column(key, justify="left" if key == "call" else "right")
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    Console(width=220).print(table)
+    from simtlab.report.table import dict_table
+
+    Console(width=220).print(dict_table(title, rows, left=("call",)))
 
 
 def main() -> None:

@@ -175,14 +175,10 @@ def speed() -> list[dict]:
 
 def _table(title: str, rows: list[dict]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table(title=title)
-    for k in rows[0]:
-        t.add_column(k, justify="right")
-    for r in rows:
-        t.add_row(*(str(v) for v in r.values()))
-    Console(width=250).print(t)
+    from simtlab.report.table import dict_table
+
+    Console(width=250).print(dict_table(title, rows))
 
 
 def main() -> None:

@@ -66,6 +66,18 @@ def static_table(entries: Iterable[dict], arch: str) -> Table:
     return t
 
 
+def dict_table(title: str, rows: Sequence[dict], left: Iterable[str] = ()) -> Table:
+    """A benchmark script's rows (dicts of one shape) as they are: a column a key, the `left` ones
+    left-justified."""
+    left = set(left)
+    t = Table(title=title)
+    for key in rows[0]:
+        t.add_column(key, justify="left" if key in left else "right")
+    for row in rows:
+        t.add_row(*(str(v) for v in row.values()))
+    return t
+
+
 def results_table(rows: Sequence[dict]) -> Table:
     t = Table(header_style="bold")
     for col in ("id", "run", "family", "rung", "problem", "ms", "GFLOP/s", "GB/s", "% ref", "rel err", "status"):
