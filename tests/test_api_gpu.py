@@ -232,6 +232,29 @@ def test_prepared_plans_launch_new_operands_and_refuse_other_kinds():
     assert _error(C, expect) <= 1e-5
 
 
+@pytest.mark.parametrize("shape", [(256, 128, 192), (4, 128, 64, 320)], ids=["2d", "batched"])
+def test_new_addresses_every_call_repoint_the_maps(shape):
+    """Rung 6's maps are re-pointed by one write per operand (driver.MapSlot): many pairs in
+    turn, a misaligned call (encoded, on the padded path) between them, every result checked."""
+    import simtlab
+
+    torch = _torch()
+    *lead, M, N, K = shape
+    batch = lead[0] if lead else None
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    pairs = [(_operand(torch, M, K, False, torch.bfloat16, batch, gen), _operand(torch, K, N, False, torch.bfloat16,
+                                                                                 batch, gen)) for _ in range(9)]
+    plan = simtlab.gemm_tc_plan(*pairs[0], out_dtype="bfloat16")
+    tol = _tolerance(M, N, K, "bfloat16", "bfloat16", batch or 1)
+    for i in range(27):
+        A, B = pairs[i % 9]
+        if i == 13:  # (an A two bytes off 16-byte alignment: the general path, then the slots again)
+            A = torch.empty(A.numel() + 1, device="cuda", dtype=A.dtype)[1:].view(A.shape).copy_(A)
+        C = simtlab.gemm_tc(A, B, out_dtype="bfloat16") if i % 2 else plan(A, B)
+        assert _error(C, A.double() @ B.double()) <= tol, i
+    assert plan._direct.slots, "the maps were encoded per address: the driver's layout was not learned"
+
+
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 def test_a_bound_plan_launches_its_operands_with_one_driver_call(layout):
     """plan.bind(A, B, C): everything set once; each call is one launch on the current stream (or

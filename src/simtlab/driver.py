@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache, partial
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
-__all__ = ["DriverError", "ContextMismatch", "libcuda", "error_name", "PackedLaunch", "TensorMapEncoder"]
+__all__ = ["DriverError", "ContextMismatch", "libcuda", "error_name", "PackedLaunch", "TensorMapEncoder",
+           "AddressField", "MapSlot", "learn_address_field"]
 
 _u32, _u64, _int, _vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
 CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE = 201, 400
@@ -115,6 +117,8 @@ class PackedLaunch:
 
 # cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)
 TMA_INTERLEAVE_NONE, TMA_L2_256B, TMA_OOB_ZERO = 0, 3, 0
+_UNLEARNED = object()
+_ALL_BITS = (1 << 64) - 1
 
 
 class TensorMapEncoder:
@@ -134,6 +138,7 @@ class TensorMapEncoder:
         self._maps: dict[int, ctypes.Array] = {}  # buffer address -> its map's storage
         self.addresses: dict[int, int] = {}  # buffer address -> its map's host address (a hot path reads this)
         self._encode = libcuda().cuTensorMapEncodeTiled
+        self._field = _UNLEARNED  # where the maps hold the address (slot(): learned once)
 
     def address(self, ptr: int) -> int:
         """The host address of the 128-byte map over the buffer at `ptr` (encoded on first use)."""
@@ -161,3 +166,110 @@ class TensorMapEncoder:
     def encode(self, ptr: int) -> bytes:
         """The map's 128 bytes (for a copy into device memory, as rungs 4-5 and conv2d take them)."""
         return ctypes.string_at(self.address(ptr), 128)
+
+    def _fresh(self, ptr: int) -> bytes | None:
+        """The driver's encoding over `ptr`, uncached (None where it refuses the address)."""
+        raw = (ctypes.c_uint8 * 192)()
+        addr = ctypes.addressof(raw) + (-ctypes.addressof(raw) % 64)
+        if self._encode(addr, *self._args[:2], ptr, *self._args[2:]):
+            return None
+        return ctypes.string_at(addr, 128)
+
+    def slot(self, ptr: int) -> "MapSlot | None":
+        """A map over `ptr` in storage of its own that one 64-bit write re-points at any other
+        buffer (MapSlot), where the driver's own encodings show where the address lies
+        (learn_address_field, once per encoder); None where they do not."""
+        if self._field is _UNLEARNED:
+            self._field = learn_address_field(self._fresh, ptr)
+        template = self._fresh(ptr) if self._field is not None else None
+        return MapSlot(template, self._field) if template is not None else None
+
+
+
+@dataclass(frozen=True)
+class AddressField:
+    """Where a tensor map holds its buffer's address: bits 4..top-1 of the address (TMA needs 16-
+    byte alignment, so bits 0-3 are zero) stored as plain bits of one 64-bit word, from `shift`.
+    Addresses with bits outside 4..top-1 (`outside`) must be encoded by the driver."""
+
+    word: int
+    shift: int
+    top: int
+
+    @property
+    def mask(self) -> int:
+        return ((1 << (self.top - 4)) - 1) << self.shift
+
+    @property
+    def outside(self) -> int:
+        return (_ALL_BITS ^ ((1 << self.top) - 1)) | 15
+
+    def place(self, template: bytes, ptr: int) -> bytes:
+        """`template` (a map over any address) re-pointed at `ptr`."""
+        at = 8 * self.word
+        word = int.from_bytes(template[at:at + 8], "little") & ~self.mask | (ptr >> 4) << self.shift
+        return template[:at] + word.to_bytes(8, "little") + template[at + 8:]
+
+
+def learn_address_field(encode: Callable[[int], bytes | None], ptr: int, probes: int = 8) -> AddressField | None:
+    """Where the driver's encoding keeps the address, learned from the driver itself: the map over
+    `ptr` and over `ptr` with each address bit flipped in turn (from bit 4 up, until the driver
+    refuses an address) must differ in exactly one bit each, those bits consecutive within one
+    64-bit word; then maps placed by that rule must equal the driver's at `probes` addresses whose
+    bits are all mixed. Anything else (a checksum, a split or scrambled field, a format that
+    changes) answers None, and the caller encodes every address. The CUtensorMap layout is not
+    documented, so the rule is never assumed - it is read from, and checked against, the driver
+    in use (about 60 encodings once)."""
+    if ptr & 15 or ptr <= 0:
+        return None
+    base = encode(ptr)
+    if base is None:
+        return None
+    b0 = int.from_bytes(base, "little")
+    positions = []
+    for bit in range(4, 64):
+        got = encode(ptr ^ (1 << bit))
+        if got is None:
+            break
+        diff = b0 ^ int.from_bytes(got, "little")
+        if diff == 0 or diff & (diff - 1):
+            return None
+        positions.append(diff.bit_length() - 1)
+    top = 4 + len(positions)
+    if top < 40 or ptr >> top:  # (an address space this small is not one we can trust a rule over)
+        return None
+    first = positions[0]
+    if positions != list(range(first, first + len(positions))) or first // 64 != positions[-1] // 64:
+        return None
+    field = AddressField(first // 64, first % 64, top)
+    span = (1 << (top - 4)) - 1
+    for i in range(probes):  # (a fixed scramble of every bit: alternating patterns and odd multipliers)
+        q = (((0x9E3779B97F4A7C15 * (i + 1)) ^ (0x5555555555555555 if i % 2 else 0xAAAAAAAAAAAAAAAA)) & span) << 4
+        got = encode(q or 16)
+        if got is None or field.place(base, q or 16) != got:
+            return None
+    return field
+
+
+class MapSlot:
+    """A tensor map in storage of its own (128 bytes, 64-byte aligned, at `address`) that a launch
+    re-points at a buffer by one write: `word.value = base | (ptr >> 4) << shift`. A kernel's
+    parameters are copied when it is launched (or captured), so the next call may re-point the
+    same slot at once. `outside`: address bits the rule cannot place (the caller encodes those)."""
+
+    def __init__(self, template: bytes, field: AddressField):
+        self._raw = (ctypes.c_uint8 * 192)()
+        self.address = ctypes.addressof(self._raw) + (-ctypes.addressof(self._raw) % 64)
+        ctypes.memmove(self.address, template, 128)
+        self.word = ctypes.c_uint64.from_address(self.address + 8 * field.word)
+        self.base = self.word.value & ~field.mask & _ALL_BITS
+        self.shift, self.outside = field.shift, field.outside
+
+    @classmethod
+    def fixed(cls, address: int) -> "MapSlot":
+        """A map parameter the kernel never reads, at `address`: re-pointing it writes a word
+        of the slot's own that nothing reads, and any address is fine."""
+        slot = cls.__new__(cls)
+        slot._raw, slot.address, slot.word = None, address, ctypes.c_uint64()
+        slot.base, slot.shift, slot.outside = 0, 0, 0
+        return slot

@@ -470,6 +470,7 @@ class ClusterKernel:
             packed.values[i].value = v
         packed.params[8] = packed.params[9] = unused.address(0)
         packed.values[10].value, packed.values[11].value = 1.0, 0.0
+        self.slots = None  # the maps launch() re-points (driver.MapSlot), once learned
         self.launch = self._launcher()
 
     def bind(self, pa: int, pb: int, pc: int):
@@ -484,17 +485,44 @@ class ClusterKernel:
         return packed
 
     def _launcher(self):
-        """launch(pa, pb, pc, stream): every call's path, with everything it touches bound to locals -
-        the kept maps read straight from the encoders' tables, the packed parameters, one driver call."""
+        """launch(pa, pb, pc, stream): every call's path, with everything it touches bound to locals.
+        The parameters point at three map slots (driver.MapSlot) that one 64-bit write each re-
+        points at a call's buffers, so new addresses cost no encoding; until the first call has
+        learned the slots from the driver, and for any address a slot cannot place, the maps are
+        encoded (or found) per address instead."""
         (ma, mb, mc), packed = self.maps, self.packed
         params, c_value, stream_value, bound, failed = (packed.params, packed.values[7], packed.stream_value,
                                                         packed.bound, packed.failed)
         kept_a, kept_b, kept_c = ma.addresses, mb.addresses, mc.addresses
+        outside = -1  # address bits that send a call to the encoding path (all of them until learned)
+        wa = wb = wc = ba = bb = bc = sa = sb = sc = slots = None
 
-        def launch(pa: int, pb: int, pc: int, stream: int) -> None:
+        def by_encoding(pa: int, pb: int, pc: int, stream: int) -> None:
+            nonlocal outside, wa, wb, wc, ba, bb, bc, sa, sb, sc, slots
+            if slots is None and not (pa | pb | pc) & 15:  # (learned once, from the first aligned call)
+                made = [m.slot(ptr) for m, ptr in ((ma, pa), (mb, pb), (mc, pc))]
+                slots = None not in made and made
+                if slots:
+                    (wa, ba, sa), (wb, bb, sb), (wc, bc, sc) = ((s.word, s.base, s.shift) for s in slots)
+                    outside = slots[0].outside | slots[1].outside | slots[2].outside
+                    self.slots = slots
             params[4] = kept_a.get(pa) or ma.address(pa)
             params[5] = kept_b.get(pb) or mb.address(pb)
             params[6] = kept_c.get(pc) or mc.address(pc)
+            c_value.value = pc
+            stream_value.value = stream
+            err = bound()
+            if slots:  # (the fast path's parameters point at the slots again)
+                params[4], params[5], params[6] = (s.address for s in slots)
+            if err:
+                failed(err)
+
+        def launch(pa: int, pb: int, pc: int, stream: int) -> None:
+            if (pa | pb | pc) & outside:
+                return by_encoding(pa, pb, pc, stream)
+            wa.value = ba | (pa >> 4) << sa
+            wb.value = bb | (pb >> 4) << sb
+            wc.value = bc | (pc >> 4) << sc
             c_value.value = pc
             stream_value.value = stream
             err = bound()
@@ -513,7 +541,11 @@ class ClusterKernel:
         packed.params[8], packed.params[9] = ma.address(pa2), mb.address(pb2)
         v = packed.values
         v[7].value, v[10].value, v[11].value = pc, alpha, beta
-        packed.launch(stream)
+        try:
+            packed.launch(stream)
+        finally:
+            if self.slots:  # (launch()'s fast path reads the slots)
+                packed.params[4], packed.params[5], packed.params[6] = (s.address for s in self.slots)
 
 
 class _UnusedMap:
@@ -529,6 +561,11 @@ class _UnusedMap:
 
     def keep(self, ptr: int):
         return self._address, None
+
+    def slot(self, ptr: int):
+        from ..driver import MapSlot
+
+        return MapSlot.fixed(self._address)
 
 
 def resident_clusters(func, launch: Launch, cs: int) -> Launch:
