@@ -136,6 +136,12 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("WIDE 0 and 1", "for s in 4096:bf16:bf16 4096:fp16:fp16 8192:bf16:bf16 2048:bf16:bf16 "
             "64x512x512x512:bf16:bf16 8192x1024x8192:bf16:bf16; do python3 benchmarks/param_sweep.py gemm_tc "
             "wgmma_cluster --size $s --param WIDE=0,1,0,1 --json {out}/wide_$(echo $s | tr ':' '_').json; done", 400)]),
+    "shapes": ("rung 6's configurations at the API shapes under target (batched 64x512^3, 2048^3), one process each", [
+        Run("batched 64x512^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
+            "--param BN=128,256 --param CM=1,2 --param STAGES=3,4,5,6 --param KEEP=4,5 --json {out}/shapes_batched.json",
+            300),
+        Run("2048^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 2048:bf16:bf16 --param BN=128,256 "
+            "--param CM=1,2 --param STAGES=4,5 --json {out}/shapes_2048.json", 150)]),
     "kahan": ("the Kahan-compensated fp32 GEMM beside plain and cuBLAS",
               [Run("kahan table", "python3 benchmarks/kahan_table.py --json {out}/kahan.json")]),
     "check": ("the occupancy model against the driver", [Run("occupancy", "python3 benchmarks/occupancy_check.py")]),

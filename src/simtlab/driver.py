@@ -214,7 +214,7 @@ class AddressField:
 def learn_address_field(encode: Callable[[int], bytes | None], ptr: int, probes: int = 8) -> AddressField | None:
     """Where the driver's encoding keeps the address, learned from the driver itself: the map over
     `ptr` and over `ptr` with each address bit flipped in turn (from bit 4 up, until the driver
-    refuses an address) must differ in exactly one bit each, those bits consecutive within one
+    refuses an address or ignores the bit) must differ in exactly one bit each, those bits consecutive within one
     64-bit word; then maps placed by that rule must equal the driver's at `probes` addresses whose
     bits are all mixed. Anything else (a checksum, a split or scrambled field, a format that
     changes) answers None, and the caller encodes every address. The CUtensorMap layout is not
@@ -229,10 +229,10 @@ def learn_address_field(encode: Callable[[int], bytes | None], ptr: int, probes:
     positions = []
     for bit in range(4, 64):
         got = encode(ptr ^ (1 << bit))
-        if got is None:
+        diff = b0 ^ int.from_bytes(got, "little") if got is not None else 0
+        if not diff:  # (refused, or a bit the map does not keep: addresses from here up are encoded)
             break
-        diff = b0 ^ int.from_bytes(got, "little")
-        if diff == 0 or diff & (diff - 1):
+        if diff & (diff - 1):
             return None
         positions.append(diff.bit_length() - 1)
     top = 4 + len(positions)

@@ -75,6 +75,13 @@ def test_a_format_the_rule_does_not_hold_for_gets_no_slot(encode):
     assert learn_address_field(encode, PTR) is None
 
 
+def test_bits_the_map_ignores_end_the_field():
+    def encode(ptr):  # bits from 49 up accepted but dropped
+        return _plain(0, 0)(ptr & ((1 << 49) - 1)) if not ptr & 15 else None
+    field = learn_address_field(encode, PTR)
+    assert field == AddressField(0, 0, 49) and (1 << 52) & field.outside
+
+
 def test_a_driver_that_refuses_high_addresses_early_gets_no_slot():
     assert learn_address_field(_plain(0, 0, 32), 0x1234_5670) is None  # (32 address bits: too few to trust)
 
