@@ -33,7 +33,7 @@ def test_spmv_rung(rung, size, alpha, beta):
         run()
     cupy.cuda.get_current_stream().synchronize()
     assert not bool(cupy.isnan(ws.y).any()), (rung.name, size)
-    v = compare(ws.y, ws.expected(), spmv.tolerance(p))
+    v = compare(ws.y, ws.expected(), spmv.tolerance(p, ws))
     assert v.ok, (rung.name, size, alpha, beta, v.reason)
 
 
@@ -48,7 +48,7 @@ def test_cusparse_reference_agrees(size):
     ws.poison()
     spmv.references()[0].make(ws)()
     cupy.cuda.get_current_stream().synchronize()
-    assert compare(ws.y, ws.expected(), spmv.tolerance(p)).ok
+    assert compare(ws.y, ws.expected(), spmv.tolerance(p, ws)).ok
 
 
 @pytest.mark.parametrize("params", [{"BLOCK": 128, "IPT": 4}, {"BLOCK": 512, "IPT": 8}, {"BLOCK": 256, "IPT": 7}])
@@ -68,4 +68,4 @@ def test_merge_path_tiles_of_any_shape(params):
         ws.poison()
         runner(inst, p, ws, None, dev)()
         cupy.cuda.get_current_stream().synchronize()
-        assert compare(ws.y, ws.expected(), spmv.tolerance(p)).ok, (params, size)
+        assert compare(ws.y, ws.expected(), spmv.tolerance(p, ws)).ok, (params, size)

@@ -163,16 +163,18 @@ def test_tf32_problems_and_the_rungs_that_take_them():
     assert "wgmma_ws" in unsupported_reason(family("gemm_tc").rung("wmma"), p)
 
 
-def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops():
+def test_cluster_rung_keeps_five_pieces_only_for_long_main_loops_and_batches():
     """KEEP 5 and a 16-bit C in 64x64 pieces (WIDE 1) where K has 64 slices or more (4096 for 16-bit
-    inputs, 2048 for TF32), else KEEP 4 and 64x32 pieces."""
+    inputs, 2048 for TF32), else KEEP 4 and 64x32 pieces; batches keep 5 pieces (measured at
+    64x512^3) with 64x32 pieces."""
     row_major = {"TA": 0, "TB": 0}
     assert tc.cluster_params(tc.TcProblem(4096, 4096, 4096, "bfloat16")) == {"DT": 1, "KEEP": 5, "OUT": 0, "WIDE": 1,
                                                                               **row_major}
     assert tc.cluster_params(tc.TcProblem(4096, 4096, 4032, "float16")) == {"DT": 0, "KEEP": 4, "OUT": 0, "WIDE": 0,
                                                                              **row_major}  # 63 slices
     assert tc.cluster_params(tc.TcProblem(2048, 2048, 2048, "bfloat16"))["KEEP"] == 4
-    assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64))["KEEP"] == 4
+    assert tc.cluster_params(tc.TcProblem(512, 512, 512, "bfloat16", 64)) == {"DT": 1, "KEEP": 5, "OUT": 0, "WIDE": 0,
+                                                                               **row_major}
     assert tc.cluster_params(tc.TcProblem(4096, 4096, 2048, "float32")) == {"DT": 2, "KEEP": 5, "OUT": 0, "WIDE": 1,
                                                                              **row_major}
     rung = family("gemm_tc").rung("wgmma_cluster")
