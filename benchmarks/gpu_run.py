@@ -136,6 +136,15 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("WIDE 0 and 1", "for s in 4096:bf16:bf16 4096:fp16:fp16 8192:bf16:bf16 2048:bf16:bf16 "
             "64x512x512x512:bf16:bf16 8192x1024x8192:bf16:bf16; do python3 benchmarks/param_sweep.py gemm_tc "
             "wgmma_cluster --size $s --param WIDE=0,1,0,1 --json {out}/wide_$(echo $s | tr ':' '_').json; done", 400)]),
+    "same": ("every family's ladder at sizes that runs before the architecture steps hold, for simtlab compare "
+             "(issue 30: the same ladders print the same figures)", [
+        Run("memory-bound ladders", f"simtlab ladder elementwise && simtlab ladder reduction {sizes('2^30 2^20')} && "
+            f"simtlab ladder transpose {sizes('16384 8191x8193')}", 200),
+        Run("conv2d, stencil, softmax, layernorm", f"simtlab ladder conv2d {sizes('8192:r3')} && simtlab ladder stencil "
+            f"{sizes('512')} && simtlab ladder softmax {sizes('32768x4096 1048576x128')} && simtlab ladder layernorm "
+            f"{sizes('32768x4096 1048576x128')}", 200),
+        Run("the GEMM ladders", f"simtlab ladder gemm_tc {sizes('4096:bf16 8192')} && simtlab ladder gemm {sizes('4096')}",
+            300)]),
     "shapes": ("rung 6's configurations at the API shapes under target (batched 64x512^3, 2048^3), one process each", [
         Run("batched 64x512^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
             "--param BN=128,256 --param CM=1,2 --param STAGES=3,4,5,6 --param KEEP=4,5 --json {out}/shapes_batched.json",

@@ -129,3 +129,5 @@ def test_spmv_rungs_coalesce_and_the_merge_walk_conflicts_at_even_strides():
     assert r["spmv/01_scalar"]["sectors_per_request"] == 32 and r["spmv/01_scalar"]["efficiency"] == 0.125
     assert r["spmv/02_vector"]["efficiency"] == r["spmv/03_sell"]["efficiency"] == 1.0
     assert r["spmv/04_merge_path"]["ways"] == 8 and r["spmv/04_merge_path 7"]["conflicts"] == 0
+    piece = r["spmv/05_sell_split"]  # 128 bytes from 20 bytes into a line: 5 sectors for 4 sectors' worth
+    assert piece["sectors_per_request"] == 5 and piece["efficiency"] == 0.8

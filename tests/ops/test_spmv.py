@@ -46,7 +46,7 @@ def test_bytes_flops_and_tolerance():
 def test_geometry_covers_rows_and_the_merge_path():
     fam = family("spmv")
     p = spmv.SpmvProblem(1001, "powerlaw")
-    scalar, vector, sell, merge = fam.rungs
+    scalar, vector, sell, merge, split = fam.rungs
     assert scalar.geometry(scalar.params(), p).blocks * 256 >= p.n
     vw = spmv.vector_params(p)["VW"]
     assert vw in (2, 4, 8, 16, 32) and vw >= min(32, p.nnz / p.n)
@@ -55,6 +55,60 @@ def test_geometry_covers_rows_and_the_merge_path():
     assert sell.geometry(sell.params(), p).blocks * 256 >= 1024  # 32 slices of 32 rows
     L = merge.geometry(merge.params(), p)
     assert L.blocks == -(-(p.n + p.nnz) // 2048) and (L.blocks - 1) * 2048 < p.n + p.nnz
+    lengths = spmv.row_lengths("powerlaw", 1001)
+    pieces, short = spmv.split_counts(p, 64)
+    assert short == np.sum(lengths <= 64) and pieces == np.sum(-(-lengths[lengths > 64] // 64)) and pieces > 0
+    assert split.geometry({"BLOCK": 256, "CHUNK": 64}, p).blocks == -(-pieces // 8) + -(-(-(-short // 32) * 32) // 256)
+
+
+class _Ws:
+    """A workspace's arrays as NumPy (the SELL and piece builders run on either library)."""
+
+    def __init__(self, size: str):
+        self.p = spmv.parse_size(size)
+        lengths = spmv.row_lengths(self.p.kind, self.p.n)
+        self.row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        rng = np.random.default_rng(3)
+        self.cols = rng.integers(0, self.p.n, self.p.nnz).astype(np.int32)
+        self.vals = rng.random(self.p.nnz).astype(np.float32) + 0.5
+        self.x = rng.random(self.p.n).astype(np.float32)
+
+    def product(self, rows=None):
+        y = np.zeros(self.p.n)
+        r = np.repeat(np.arange(self.p.n), np.diff(self.row_ptr))
+        np.add.at(y, r, self.vals.astype(np.float64) * self.x[self.cols])
+        return y
+
+
+@pytest.mark.parametrize("size,limit", [("3001:powerlaw", 64), ("3001:powerlaw", None), ("777:dense", 512),
+                                        ("1001:sparse", 2), ("1:uniform", 512)])
+def test_sell_of_the_short_rows_and_pieces_of_the_long_ones_cover_every_nonzero_once(size, limit):
+    """Walk the structures as rungs 3 and 5 do (in NumPy) and get the CSR product back."""
+    ws = _Ws(size)
+    slice_ptr, cols, vals, perm = spmv.sell_arrays(ws, limit=limit)
+    y = np.zeros(ws.p.n)
+    for i, r in enumerate(perm):
+        s, lane = divmod(i, 32)
+        width = (slice_ptr[s + 1] - slice_ptr[s]) // 32
+        k = slice_ptr[s] + lane + 32 * np.arange(width)
+        if r >= 0:
+            y[r] = np.sum(np.where(cols[k] >= 0, vals[k].astype(np.float64) * ws.x[np.maximum(cols[k], 0)], 0.0))
+        else:
+            assert np.all(cols[k] < 0)  # (a padding row reads nothing)
+    lengths = np.diff(ws.row_ptr)
+    short = lengths <= (limit if limit is not None else lengths.max())
+    assert sorted(perm[perm >= 0]) == list(np.nonzero(short)[0])  # every short row once, no long one
+    if limit is not None:
+        assert (slice_ptr[1:] - slice_ptr[:-1]).max() <= 32 * limit
+        long_rows, piece_row, piece_begin = spmv.long_row_pieces(ws.row_ptr, limit)
+        assert list(long_rows) == list(np.nonzero(~short)[0])
+        for r, b in zip(piece_row, piece_begin):
+            e = min(b + limit, ws.row_ptr[r + 1])
+            assert ws.row_ptr[r] <= b < e
+            y[r] += np.sum(ws.vals[b:e].astype(np.float64) * ws.x[ws.cols[b:e]])
+        sizes = np.minimum(piece_begin + limit, ws.row_ptr[piece_row + 1]) - piece_begin
+        assert sizes.sum() == lengths[~short].sum()  # the pieces tile the long rows exactly
+    assert np.allclose(y, ws.product(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("rung", family("spmv").rungs, ids=lambda r: r.name)

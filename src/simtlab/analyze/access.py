@@ -204,8 +204,9 @@ def _reduction():
 
 
 def _spmv():
-    """A warp's loads of the matrix values on uniform rows of 16 nonzeros, and rung 4's walk over
-    the products it staged in shared memory (thread t starts about t * IPT items in)."""
+    """A warp's loads of the matrix values on uniform rows of 16 nonzeros, rung 5's warp over a piece
+    of a long row (wherever the piece starts), and rung 4's walk over the products it staged in
+    shared memory (thread t starts about t * IPT items in)."""
     b = Block(256)
     row = 16
     return {
@@ -215,6 +216,8 @@ def _spmv():
             "global", lambda: global_access(addresses(lambda tx, *_: row * (tx // 16) + tx % 16, b))),
         "spmv/03_sell vals[slice + 32 j + lane]": (
             "global", lambda: global_access(addresses(lambda tx, *_: tx, b))),
+        "spmv/05_sell_split csr_vals[begin + lane] (a piece a warp, begin 5 past a line)": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 5 + tx, b))),
         "spmv/04_merge_path prod[t * IPT] walk, IPT 8": (
             "shared", lambda: shared_access(addresses(lambda tx, *_: 8 * tx, b), 4)),
         "spmv/04_merge_path prod[t * IPT] walk, IPT 7": (

@@ -7,7 +7,8 @@ distinct columns from a random start in steps of a large prime), `powerlaw` (Par
 diagonals), `dense` (one dense row among empty ones) and `sparse` (0-3 nonzeros a row, a quarter
 of the rows empty). Rung 1 gives each row a thread, rung 2 a group of lanes, rung 3 a lane of a
 sorted, padded slice (SELL-C-sigma, built outside the timed call), rung 4 an equal share of the
-merged rows and nonzeros (merge path). Checked against a float64 product; cuSPARSE (through
+merged rows and nonzeros (merge path), rung 5 rung 3's slices for the short rows and a warp to
+each CHUNK-nonzero piece of the long ones. Checked against a float64 product; cuSPARSE (through
 cupyx) is the bar, a device copy of the bytes that must move the ceiling.
 """
 
@@ -35,6 +36,7 @@ SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by l
 # What a rung needs beyond one launch on the CSR arrays (Rung.capabilities):
 SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
 MERGE_PATH = "merge_path"  # a first launch for the tiles' corners (and beta * y), then the tiles
+SELL_SPLIT = "sell_split"  # SELL of the short rows, pieces of the long ones (made outside the timed call)
 
 
 @functools.lru_cache(maxsize=32)
@@ -158,6 +160,22 @@ def geometry_sell(params, p: SpmvProblem, device=None) -> Launch:
     return Launch((-(-slice_rows // params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
 
 
+def split_counts(p: SpmvProblem, chunk: int) -> tuple[int, int]:
+    """Rung 5's pieces of long rows (more than `chunk` nonzeros) and its short rows, known from the
+    problem alone (the class fixes the row lengths)."""
+    lengths = row_lengths(p.kind, p.n)
+    long = lengths > chunk
+    return int((-(-lengths[long] // chunk)).sum()), p.n - int(long.sum())
+
+
+def geometry_sell_split(params, p: SpmvProblem, device=None) -> Launch:
+    """The pieces' blocks (a warp a piece), then the slices' (a thread a row)."""
+    block = params["BLOCK"]
+    pieces, short = split_counts(p, params["CHUNK"])
+    slice_rows = -(-short // SELL_C) * SELL_C
+    return Launch((-(-pieces // (block // 32)) + -(-slice_rows // block), 1, 1), (block, 1, 1))
+
+
 def merge_tiles(params, p: SpmvProblem) -> int:
     return -(-(p.n + p.nnz) // (params["BLOCK"] * params["IPT"]))
 
@@ -253,45 +271,72 @@ def workspace(p: SpmvProblem, seed: int) -> Workspace:
     return Workspace(p, seed)
 
 
-def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA):
+def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None):
     """Rung 3's copy of A: rows sorted by length (longest first) within windows of `sigma` rows,
     slices of SELL_C rows each padded to its longest row and stored column by column; padding has
-    column -1. Returns (slice_ptr, cols, vals, perm): perm[i] is the row of sorted row i (-1: none)."""
+    column -1. Returns (slice_ptr, cols, vals, perm): perm[i] is the row of sorted row i (-1: none).
+    With `limit` (rung 5), rows longer than `limit` nonzeros are left out (long_row_pieces takes
+    them). NumPy or CuPy arrays, as the workspace's."""
     import cupy
 
+    xp = cupy.get_array_module(ws.row_ptr)
     n = ws.p.n
-    lengths = cupy.diff(ws.row_ptr).astype(cupy.int64)
-    longest = int(lengths.max()) if n else 0
-    keys = (cupy.arange(n, dtype=cupy.int64) // sigma) * (longest + 1) + (longest - lengths)
-    order = cupy.argsort(keys)
-    slices = -(-n // SELL_C)
-    perm = cupy.full(slices * SELL_C, -1, dtype=cupy.int32)
-    perm[:n] = order.astype(cupy.int32)
-    sorted_lengths = cupy.zeros(slices * SELL_C, dtype=cupy.int64)
-    sorted_lengths[:n] = lengths[order]
+    lengths = xp.diff(ws.row_ptr).astype(xp.int64)
+    short = lengths <= limit if limit is not None else xp.ones(n, dtype=bool)
+    kept = int(short.sum())
+    longest = int(lengths[short].max()) if kept else 0
+    keys = (xp.arange(n, dtype=xp.int64) // sigma) * (longest + 1) + (longest - lengths)
+    keys[~short] = xp.iinfo(xp.int64).max  # (the long rows sort last, and are cut off)
+    order = xp.argsort(keys, kind="stable")[:kept]
+    slices = -(-kept // SELL_C)
+    perm = xp.full(slices * SELL_C, -1, dtype=xp.int32)
+    perm[:kept] = order.astype(xp.int32)
+    sorted_lengths = xp.zeros(slices * SELL_C, dtype=xp.int64)
+    sorted_lengths[:kept] = lengths[order]
     widths = sorted_lengths.reshape(slices, SELL_C).max(axis=1)
-    slice_ptr = cupy.zeros(slices + 1, dtype=cupy.int64)
-    cupy.cumsum(widths * SELL_C, out=slice_ptr[1:])
+    slice_ptr = xp.zeros(slices + 1, dtype=xp.int64)
+    xp.cumsum(widths * SELL_C, out=slice_ptr[1:])
     total = int(slice_ptr[-1])
     if total >= 2**31:
         raise LaunchError(f"SELL-{SELL_C}-{sigma} of {ws.p.label} holds {total} entries with padding: more than "
                           "32-bit offsets reach")
-    position = cupy.empty(n, dtype=cupy.int64)
-    position[order] = cupy.arange(n, dtype=cupy.int64)  # row -> its sorted row
-    rows = cupy.repeat(cupy.arange(n, dtype=cupy.int64), lengths)
-    within = cupy.arange(ws.p.nnz, dtype=cupy.int64) - ws.row_ptr[rows].astype(cupy.int64)
-    i = position[rows]
-    dest = slice_ptr[i // SELL_C] + within * SELL_C + i % SELL_C
-    cols = cupy.full(max(total, 1), -1, dtype=cupy.int32)
-    vals = cupy.zeros(max(total, 1), dtype=cupy.float32)
-    cols[dest] = ws.cols
-    vals[dest] = ws.vals
-    return slice_ptr.astype(cupy.int32), cols, vals, perm
+    position = xp.full(n, -1, dtype=xp.int64)
+    position[order] = xp.arange(kept, dtype=xp.int64)  # row -> its sorted row
+    rows = xp.repeat(xp.arange(n, dtype=xp.int64), lengths)
+    within = xp.arange(ws.p.nnz, dtype=xp.int64) - ws.row_ptr[rows].astype(xp.int64)
+    mine = short[rows]  # (the nonzeros of the rows kept)
+    i = position[rows[mine]]
+    dest = slice_ptr[i // SELL_C] + within[mine] * SELL_C + i % SELL_C
+    cols = xp.full(max(total, 1), -1, dtype=xp.int32)
+    vals = xp.zeros(max(total, 1), dtype=xp.float32)
+    cols[dest] = ws.cols[mine]
+    vals[dest] = ws.vals[mine]
+    return slice_ptr.astype(xp.int32), cols, vals, perm
+
+
+def long_row_pieces(row_ptr, chunk: int):
+    """Rung 5's long rows - those of more than `chunk` nonzeros - and their pieces of `chunk`
+    nonzeros (the last one shorter): (long_rows, piece_row, piece_begin), int32, NumPy or CuPy."""
+    import cupy
+
+    xp = cupy.get_array_module(row_ptr)
+    starts = row_ptr[:-1].astype(xp.int64)
+    lengths = row_ptr[1:].astype(xp.int64) - starts
+    long_rows = xp.nonzero(lengths > chunk)[0]
+    counts = -(-lengths[long_rows] // chunk)
+    total = int(counts.sum())
+    first = xp.cumsum(counts) - counts  # each long row's first piece
+    piece_row = xp.repeat(long_rows, counts)
+    nth = xp.arange(total, dtype=xp.int64) - xp.repeat(first, counts)
+    piece_begin = starts[piece_row] + nth * chunk
+    return long_rows.astype(xp.int32), piece_row.astype(xp.int32), piece_begin.astype(xp.int32)
 
 
 def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare):
-    """Rung 3: its SELL copy of A made here (outside the timed call), one launch. Rung 4: the
-    corners' launch, then the tiles. Rungs 1-2: None (one launch on the CSR arrays)."""
+    """Rung 3: its SELL copy of A made here (outside the timed call), one launch. Rung 5: the SELL
+    copy of the short rows and the long rows' pieces made here; beta * y on the long rows, then
+    the pieces and slices. Rung 4: the corners' launch, then the tiles. Rungs 1-2: None (one
+    launch on the CSR arrays)."""
     import cupy
 
     p = problem
@@ -306,6 +351,24 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
 
         run_sell.keep = (slice_ptr, cols, vals, perm)
         return run_sell
+    if inst.rung.can(SELL_SPLIT):
+        chunk = inst.params["CHUNK"]
+        slice_ptr, cols, vals, perm = sell_arrays(ws, limit=chunk)
+        long_rows, piece_row, piece_begin = long_row_pieces(ws.row_ptr, chunk)
+        func = prepare(inst, launch, vec, device)
+        first = inst.module().get_function("spmv_long_rows_beta")
+        first_grid = (max(-(-long_rows.size // 256), 1), 1, 1)
+        first_args = (np.int32(long_rows.size), long_rows, np.float32(p.beta), ws.y)
+        args = (np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, np.int32(perm.size),
+                slice_ptr, cols, vals, perm, ws.x, np.float32(p.alpha), np.float32(p.beta), ws.y)
+
+        def run_split():
+            if long_rows.size:
+                first(first_grid, (256, 1, 1), first_args)
+            func(launch.grid, launch.block, args)
+
+        run_split.keep = (slice_ptr, cols, vals, perm, long_rows, piece_row, piece_begin)
+        return run_split
     if inst.rung.can(MERGE_PATH):
         func = prepare(inst, launch, vec, device)
         first = inst.module().get_function("spmv_merge_prepare")
@@ -349,6 +412,10 @@ def block_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512, 1024)})
 
 
+def split_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (128, 256, 512), "CHUNK": (256, 512, 1024, 2048)})
+
+
 def merge_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512), "IPT": (4, 7, 8, 12, 16)},
                  [("tile in static shared memory", lambda c: 8 * c["BLOCK"] * c["IPT"] + 8 <= 48 * 1024)])
@@ -378,6 +445,12 @@ FAMILY = Family(
              "merge path: equal shares of rows and nonzeros a thread, whatever the row lengths; products staged "
              "in shared memory, cut rows by atomicAdd",
              geometry_merge, capabilities=frozenset({MERGE_PATH}), space=merge_space, sass_expect=("LDS", "BAR")),
+        Rung("spmv", 5, "sell_split", "spmv/05_sell_split.cu", "spmv_sell_split", ("BLOCK", "CHUNK"),
+             frozen({"BLOCK": 256, "CHUNK": 512}),
+             "SELL for rows up to CHUNK nonzeros; longer rows cut into CHUNK-nonzero pieces, a warp a piece, "
+             "added by atomicAdd: no warp walks a long row alone",
+             geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
+             sass_expect=("SHFL", "REDG")),
     ),
     metric="gbs",
     check_size="1001:powerlaw",
