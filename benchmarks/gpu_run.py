@@ -108,7 +108,9 @@ PHASES: dict[str, tuple[str, list]] = {
     "spmv": ("the SpMV ladder: tests (every rung on every matrix class), the ladder at 4M rows", [
         Tests("spmv", "pytest_spmv.txt", 200),
         Run("simtlab ladder spmv", f"simtlab ladder spmv {sizes('2^22:uniform 2^22:powerlaw 2^22:banded')} "
-            "--json-out {out}/spmv_ladder.json", 300)]),
+            "--json-out {out}/spmv_ladder.json", 300),
+        Run("rung 5's piece size and block", "python3 benchmarks/param_sweep.py spmv sell_split --size 2^22:powerlaw "
+            "--param CHUNK=128,256,512,1024,2048 --param BLOCK=128,256 --json {out}/spmv_split_sweep.json", 200)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
