@@ -57,7 +57,7 @@ class Rung:
     min_cc: tuple[int, int] = (7, 0)  # cp.async needs (8, 0)
     from_store: bool = False  # take parameters from the best verified result in the store, when there is one
     size_defaults: Callable | None = None  # (problem, device=None, vec=None) -> params, when the store has none
-    sass_expect: tuple[str, ...] = ()  # opcodes (base or base.width) the lesson must put in the SASS
+    sass_expect: tuple[str, ...] = ()  # opcodes (base, base.width, or A|B) the lesson must put in the SASS
     aliases: tuple[str, ...] = ()  # other names the CLI accepts (e.g. "warptile")
     arch_specific: bool = False  # built for min_cc's "a" target (wgmma, setmaxnreg): runs on exactly that capability
     capabilities: frozenset[str] = frozenset()  # what the rung can do beyond its family's basics (family-defined)

@@ -178,8 +178,9 @@ class SassSummary:
         return fmas / self.loop_instructions if self.loop_instructions else 0.0
 
     def has(self, pattern: str) -> bool:
-        """Whether an opcode (base, or base.width like 'LDG.128') appears anywhere."""
-        return self.mix.get(pattern, 0) > 0 or self.memory.get(pattern, 0) > 0
+        """Whether an opcode (base, or base.width like 'LDG.128') appears anywhere; 'A|B': either
+        (one instruction spelled differently by two architectures, as sm_80's RED and sm_90's REDG)."""
+        return any(self.mix.get(p, 0) > 0 or self.memory.get(p, 0) > 0 for p in pattern.split("|"))
 
     def as_dict(self) -> dict:
         return {"function": self.function, "instructions": self.instructions, "mix": self.mix, "memory": self.memory,
