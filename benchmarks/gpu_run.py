@@ -111,6 +111,10 @@ PHASES: dict[str, tuple[str, list]] = {
             "--json-out {out}/spmv_ladder.json", 300),
         Run("rung 5's piece size and block", "python3 benchmarks/param_sweep.py spmv sell_split --size 2^22:powerlaw "
             "--param CHUNK=128,256,512,1024,2048 --param BLOCK=128,256 --json {out}/spmv_split_sweep.json", 200)]),
+    "sort": ("the sort ladder: tests (every rung, uint32 and float32 keys, pairs, odd lengths), the ladder", [
+        Tests("sort", "pytest_sort.txt", 240),
+        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
+            "--json-out {out}/sort_ladder.json", 300)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from .family import Family, Rung
 from .ops import (boundary, branch, conv2d, elementwise, gemm, gemm_tc, intrinsics, layernorm, reduction, scan,
-                  softmax, spmv, stencil, transpose)
+                  softmax, sort, spmv, stencil, transpose)
 
 __all__ = ["Rung", "Family", "FAMILIES", "family", "families", "all_rungs"]
 
 FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in (elementwise, gemm, reduction, transpose, branch,
                                                                 boundary, gemm_tc, conv2d, stencil, softmax,
-                                                                layernorm, intrinsics, scan, spmv)}
+                                                                layernorm, intrinsics, scan, spmv, sort)}
 
 
 def families() -> list[Family]:

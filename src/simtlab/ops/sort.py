@@ -1,0 +1,348 @@
+"""Sorting 32-bit keys (uint32 or float32), optionally with uint32 values: ascending, in NumPy's
+order for floats (-0.0 equal to +0.0, NaNs last). Rungs 1-2 are bitonic networks (keys only, not
+stable) over the keys padded to a power of two; rung 3 is an LSD radix sort, stable, keys or
+key-value pairs. Every rung reads the input and writes the output arrays (the input is kept, so
+every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
+the keys exactly (floats compared as numbers: ±0 are equal keys, NaN matches NaN) and, for pairs,
+the values exactly - a stable sort has one right answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..family import Family, Rung, frozen
+from ..launch import Launch
+from ..space import Space
+from .base import Reference, device_copy, parse_int, torch_reference
+
+DTYPE = "uint32"
+KEY_TYPES = {"uint32": "uint32", "u32": "uint32", "float32": "float32", "fp32": "float32"}
+PAD = np.uint32(0xFFFFFFFF)  # the largest key (a NaN's bits for floats: sorts last either way)
+# What a rung is beyond one launch over the keys (Rung.capabilities):
+BITONIC = "bitonic"  # a compare-exchange network over the keys padded to a power of two: keys only
+MERGE_TAILS = "merge_tails"  # each merge stage's steps below a tile done in shared memory, in one launch
+RADIX = "radix"  # LSD radix passes: three launches a digit, stable, pairs too
+
+
+@dataclass(frozen=True)
+class SortProblem:
+    n: int
+    dtype: str = DTYPE  # the keys' type
+    pairs: bool = False  # uint32 values carried with the keys
+
+    def __post_init__(self):
+        if int(self.n) < 1:
+            raise ValueError(f"sort length must be >= 1, got {self.n}")
+        if self.n >= 2**31:
+            raise ValueError(f"sort length {self.n}: at most 2^31 - 1 keys (32-bit positions)")
+        if self.dtype not in ("uint32", "float32"):
+            raise ValueError(f"sort keys are uint32 or float32, got {self.dtype!r}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.n}" + ("" if self.dtype == DTYPE else ":float32") + (":pairs" if self.pairs else "")
+
+    @property
+    def flops(self) -> int:
+        return self.n  # (keys, not arithmetic: the GB/s column is the one to read)
+
+    @property
+    def bytes(self) -> int:
+        """What any sort must move: the keys (and values) read once and written once."""
+        return 8 * self.n * (2 if self.pairs else 1)
+
+
+def parse_size(text: str, **_) -> SortProblem:
+    """'n' (uint32 keys), then optionally ':float32' and ':pairs' ('2^24:float32:pairs')."""
+    size, *suffixes = str(text).lower().split(":")
+    dtype, pairs = DTYPE, False
+    for s in suffixes:
+        if s == "pairs":
+            pairs = True
+        elif s in KEY_TYPES:
+            dtype = KEY_TYPES[s]
+        else:
+            raise ValueError(f"sort size {text!r}: after the length come 'float32' (or 'uint32') and 'pairs', "
+                             f"not {s!r}")
+    return SortProblem(parse_int(size, "sort length"), dtype, pairs)
+
+
+def tolerance(p: SortProblem, ws=None) -> float:
+    return 0.0  # a sort has one right answer (a stable one for pairs)
+
+
+def requested_bytes(params, p: SortProblem) -> int:
+    """The radix rung's traffic (the family's count): 32 / BITS passes, each reading the keys twice
+    (histogram, scatter) and writing them once, values read and written once in the scatter."""
+    passes = -(-32 // params.get("BITS", 4))
+    return passes * 4 * p.n * (3 + (2 if p.pairs else 0))
+
+
+def padded(n: int, tile: int) -> int:
+    """The bitonic rungs' length: a power of two, at least a tile."""
+    return max(1 << (n - 1).bit_length(), tile)
+
+
+def bitonic_bytes(params, p: SortProblem, merge_tails: bool = False) -> int:
+    """Copy in and out of the padded buffer, the tile sort's read and write, then each global step's
+    read and write - every step of every stage beyond a tile (rung 1), or those of a tile's distance
+    or more plus one shared-memory launch a stage (rung 2)."""
+    tile = 2 * params["BLOCK"]
+    n2 = padded(p.n, tile)
+    stages = range(tile.bit_length(), n2.bit_length())  # log2 of each stage k beyond a tile
+    t = tile.bit_length() - 1
+    passes = 1 + sum((m - t + 1) if merge_tails else m for m in stages)
+    return 8 * p.n + 8 * n2 * passes
+
+
+def bitonic_steps(n2: int, tile: int, merge_tails: bool) -> list[tuple[int, int, int]]:
+    """The bitonic rungs' launches as (phase, k, j): the tile sort (0), then for each merge stage k
+    beyond a tile every distance j as a global step (1) - down to 1 (rung 1), or down to a tile
+    with the rest of the stage in one shared-memory launch (2; rung 2)."""
+    steps = [(0, 0, 0)]
+    k = 2 * tile
+    while k <= n2:
+        j = k // 2
+        while j >= (tile if merge_tails else 1):
+            steps.append((1, k, j))
+            j //= 2
+        if merge_tails:
+            steps.append((2, k, 0))
+        k *= 2
+    return steps
+
+
+def geometry_bitonic(params, p: SortProblem, device=None) -> Launch:
+    """The tile sort: a block a tile of 2 x BLOCK keys."""
+    return Launch((padded(p.n, 2 * params["BLOCK"]) // (2 * params["BLOCK"]), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def tiles(params, n: int) -> int:
+    return -(-n // (params["BLOCK"] * params["ITEMS"]))
+
+
+def geometry_radix(params, p: SortProblem, device=None) -> Launch:
+    """The histogram and scatter launches: a block a tile of BLOCK x ITEMS keys."""
+    return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def key_params(p: SortProblem, device=None, vec=None) -> dict:
+    """The problem picks the float mapping of the keys."""
+    return {"FLOAT": int(p.dtype == "float32")}
+
+
+def radix_params(p: SortProblem, device=None, vec=None) -> dict:
+    return {**key_params(p), "PAIRS": int(p.pairs)}
+
+
+def unsupported(rung, p: SortProblem) -> str | None:
+    if p.pairs and rung.can(BITONIC):
+        return "a bitonic network is not stable: key-value pairs need a stable sort (the radix rungs)"
+    return None
+
+
+# --- inputs, outputs, references ---------------------------------------------------------------
+
+class Workspace:
+    """Random keys over their whole range (floats: normal values of both signs, with a few -0.0,
+    +0.0, infinities and NaNs of both signs among them), values 0..n-1 shuffled."""
+
+    def __init__(self, p: SortProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+        bits = rng.integers(0, 2**32, p.n, dtype=cupy.uint64).astype(cupy.uint32)
+        if p.dtype == "float32":
+            x = (rng.standard_normal(p.n, dtype=cupy.float32) * 1e3).view(cupy.uint32)
+            special = cupy.asarray(np.array([0x80000000, 0, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
+                                             0x7F800001], dtype=np.uint32))
+            pick = bits % 64 == 0  # (1 in 64: the special values, and ties among them)
+            x[pick] = special[(bits[pick] >> 8) % special.size]
+            bits = x
+        self.keys = bits
+        self.vals = rng.permutation(p.n).astype(cupy.uint32) if p.pairs else None
+        self.out_keys = cupy.empty(p.n, dtype=cupy.uint32)
+        self.out_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
+
+    def poison(self) -> None:
+        self.out_keys.fill(0x7FC0DEAD if self.p.dtype == "float32" else 0xDEADBEEF)
+        if self.out_vals is not None:
+            self.out_vals.fill(0xDEADBEEF)
+
+    def args(self) -> tuple:  # (each rung's runner launches with its own)
+        return (self.keys, self.out_keys)
+
+    def _numbers(self, keys):
+        import cupy
+
+        return keys.view(cupy.float32).astype(cupy.float64) if self.p.dtype == "float32" else keys.astype(cupy.float64)
+
+    def expected(self):
+        """CuPy's stable sort (NaNs last, ±0 equal): the keys as numbers, then the values."""
+        import cupy
+
+        view = self.keys.view(cupy.float32) if self.p.dtype == "float32" else self.keys
+        order = cupy.argsort(view, kind="stable")
+        keys = self._numbers(self.keys[order])
+        return cupy.concatenate([keys, self.vals[order].astype(cupy.float64)]) if self.p.pairs else keys
+
+    def output(self):
+        import cupy
+
+        keys = self._numbers(self.out_keys)
+        return cupy.concatenate([keys, self.out_vals.astype(cupy.float64)]) if self.p.pairs else keys
+
+
+def workspace(p: SortProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare):
+    """Rungs 1-2: the keys copied into a power-of-two buffer padded with the largest key, the
+    network, the first n copied out - all inside the timed call. Rung 3: 32 / BITS digits, three
+    launches each, ping-ponging between a buffer and the output so the last pass lands in it."""
+    import cupy
+
+    p, params = problem, inst.params
+    launch = inst.geometry(p, device)
+    func = prepare(inst, launch, vec, device)
+    block = (params["BLOCK"], 1, 1)
+    if inst.rung.can(BITONIC):
+        tile = 2 * params["BLOCK"]
+        n2 = padded(p.n, tile)
+        buf = cupy.empty(n2, dtype=cupy.uint32)
+        grids = {0: (n2 // tile, 1, 1), 1: (-(-(n2 // 2) // params["BLOCK"]), 1, 1), 2: (n2 // tile, 1, 1)}
+        steps = [(grids[phase], (buf, np.uint32(n2), np.int32(phase), np.uint32(k), np.uint32(j)))
+                 for phase, k, j in bitonic_steps(n2, tile, inst.rung.can(MERGE_TAILS))]
+
+        def run_bitonic():
+            buf[p.n:].fill(PAD)
+            buf[: p.n] = ws.keys
+            for grid, args in steps:
+                func(grid, block, args)
+            ws.out_keys[...] = buf[: p.n]
+
+        run_bitonic.keep = buf
+        return run_bitonic
+    bits = params["BITS"]
+    radix, passes = 1 << bits, -(-32 // bits)
+    t = tiles(params, p.n)
+    hist = cupy.empty(radix * t, dtype=cupy.uint32)
+    totals = cupy.empty(radix, dtype=cupy.uint32)
+    tmp_keys = cupy.empty(p.n, dtype=cupy.uint32)
+    tmp_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
+    null = np.uint64(0)
+    steps = []
+    src_k, src_v = ws.keys, ws.vals if p.pairs else null
+    for d in range(passes):
+        to_out = (passes - 1 - d) % 2 == 0  # (the last pass writes the output)
+        dst_k = ws.out_keys if to_out else tmp_keys
+        dst_v = (ws.out_vals if to_out else tmp_vals) if p.pairs else null
+        common = (src_k, dst_k, src_v, dst_v, hist, totals, np.int32(p.n), np.int32(t), np.int32(d * bits))
+        steps += [((t, 1, 1), (np.int32(0), *common)), ((radix, 1, 1), (np.int32(1), *common)),
+                  ((t, 1, 1), (np.int32(2), *common))]
+        src_k, src_v = dst_k, dst_v
+
+    def run_radix():
+        for grid, args in steps:
+            func(grid, block, args)
+
+    run_radix.keep = (hist, totals, tmp_keys, tmp_vals)
+    return run_radix
+
+
+def _cupy_sort(ws: Workspace):
+    import cupy
+
+    view = ws.keys.view(cupy.float32) if ws.p.dtype == "float32" else ws.keys
+
+    def run():
+        ws.out_keys.view(view.dtype)[...] = cupy.sort(view)
+
+    return run
+
+
+def _cupy_argsort(ws: Workspace):
+    import cupy
+
+    view = ws.keys.view(cupy.float32) if ws.p.dtype == "float32" else ws.keys
+
+    def run():
+        order = cupy.argsort(view)
+        cupy.take(view, order, out=ws.out_keys.view(view.dtype))
+        cupy.take(ws.vals, order, out=ws.out_vals)
+
+    return run
+
+
+def _torch_sort(ws: Workspace):
+    import torch
+
+    keys = torch.as_tensor(ws.keys.view(np.float32 if ws.p.dtype == "float32" else np.int32), device="cuda")
+
+    def run():
+        torch.sort(keys, stable=True)
+
+    return run
+
+
+def _device_copy(ws: Workspace):
+    return device_copy(ws.p.bytes // 2)
+
+
+def references() -> list[Reference]:
+    return ([Reference("CuPy sort (CUB)", _cupy_sort, applies=lambda p: not p.pairs),
+             Reference("CuPy argsort + take", _cupy_argsort, applies=lambda p: p.pairs),
+             Reference("device copy", _device_copy, verifiable=False)]
+            + torch_reference("PyTorch sort (values and indices; uint32 keys as int32)", _torch_sort))
+
+
+def bitonic_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (256, 512, 1024)})
+
+
+def radix_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (128, 256, 512), "ITEMS": (4, 8, 16), "BITS": (4, 5)},
+                 [("a thread a digit; per-thread counts in static shared memory",
+                   lambda c: (1 << c["BITS"]) <= c["BLOCK"] and 4 * (1 << c["BITS"]) * c["BLOCK"] <= 40 * 1024)])
+
+
+# --- the family: its rungs, one per kernel file -------------------------------------------------
+
+def _bitonic_bytes_rung2(params, p):
+    return bitonic_bytes(params, p, merge_tails=True)
+
+
+FAMILY = Family(
+    name="sort",
+    title="sort 32-bit keys (uint32, float32), optionally with uint32 values",
+    ops=sys.modules[__name__],
+    reference="CuPy sort / argsort (CUB radix sort), PyTorch sort, and a device copy of the bytes a sort moves",
+    default_sizes=("16777216", "268435456", "268435456:float32", "16777216:pairs"),
+    rungs=(
+        Rung("sort", 1, "bitonic_shared", "sort/01_bitonic_shared.cu", "sort_bitonic_shared", ("BLOCK", "FLOAT"),
+             frozen({"BLOCK": 1024, "FLOAT": 0}),
+             "tiles sorted by a bitonic network in shared memory, then every merge step a pass over global memory",
+             geometry_bitonic, size_defaults=key_params, capabilities=frozenset({BITONIC}), space=bitonic_space,
+             traffic=bitonic_bytes, sass_expect=("LDS", "BAR")),
+        Rung("sort", 2, "bitonic_merge", "sort/02_bitonic_merge.cu", "sort_bitonic_merge", ("BLOCK", "FLOAT"),
+             frozen({"BLOCK": 1024, "FLOAT": 0}),
+             "merge stages in global memory only while the distance spans tiles; the rest of each stage in "
+             "shared memory, one launch",
+             geometry_bitonic, size_defaults=key_params, capabilities=frozenset({BITONIC, MERGE_TAILS}),
+             space=bitonic_space, traffic=_bitonic_bytes_rung2, sass_expect=("LDS", "BAR")),
+        Rung("sort", 3, "radix_lsd", "sort/03_radix_lsd.cu", "sort_radix_lsd",
+             ("BLOCK", "ITEMS", "BITS", "FLOAT", "PAIRS"), frozen({"BLOCK": 256, "ITEMS": 8, "BITS": 4, "FLOAT": 0,
+                                                                   "PAIRS": 0}),
+             "LSD radix, BITS a pass: tile histograms, a scan a digit, a stable scatter - three launches a digit",
+             geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
+             sass_expect=("SHFL", "ATOMS")),
+    ),
+    metric="gbs",
+    check_size="100003",
+)

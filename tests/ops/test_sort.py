@@ -1,0 +1,99 @@
+"""The sort family on the CPU: sizes, bytes, the bitonic rungs' launch plan (run through a NumPy
+model of the network), the float key order, and every rung's build."""
+
+import numpy as np
+import pytest
+
+from simtlab.catalog import family
+from simtlab.launch import build
+from simtlab.ops import sort
+
+
+def test_sizes_name_the_key_type_and_pairs():
+    assert sort.parse_size("2^24") == sort.SortProblem(1 << 24)
+    p = sort.parse_size("1000:float32:pairs")
+    assert (p.n, p.dtype, p.pairs, p.label) == (1000, "float32", True, "1000:float32:pairs")
+    assert p.bytes == 16 * 1000 and sort.parse_size("1000").bytes == 8 * 1000
+    with pytest.raises(ValueError, match="'float32' \\(or 'uint32'\\) and 'pairs'"):
+        sort.parse_size("1000:int8")
+    with pytest.raises(ValueError, match="must be >= 1"):
+        sort.parse_size("0")
+    with pytest.raises(ValueError, match="at most 2\\^31 - 1"):
+        sort.SortProblem(2**31)
+
+
+def _key(bits: np.ndarray) -> np.ndarray:
+    """kernels/include/simtlab_sort.cuh's sort_key<1>, in NumPy."""
+    b = bits.astype(np.uint64)
+    nan = (b & 0x7FFFFFFF) > 0x7F800000
+    b = np.where(b == 0x80000000, 0, b)
+    k = np.where(b & 0x80000000, ~b & 0xFFFFFFFF, b | 0x80000000)
+    return np.where(nan, 0xFFFFFFFF, k).astype(np.uint64)
+
+
+def test_the_float_key_orders_as_numpy_sorts():
+    x = np.array([3.0, -0.0, np.nan, -np.inf, 0.0, -2.5, np.inf, -np.nan, 1e-45, -1e-45, 7.0], dtype=np.float32)
+    order = np.argsort(_key(x.view(np.uint32)), kind="stable")
+    expect = np.sort(x, kind="stable")
+    assert np.array_equal(x[order], expect, equal_nan=True)
+    assert np.array_equal(x[order].view(np.uint32)[:8], np.sort(x, kind="stable").view(np.uint32)[:8])  # ±0 stay in order
+
+
+@pytest.mark.parametrize("n,tile,tails", [(1, 4, False), (1000, 8, False), (1000, 8, True), (4096, 16, True),
+                                          (37, 64, True)])
+def test_the_bitonic_plan_sorts(n, tile, tails):
+    """The launch plan, each launch done as the kernels do it (bitonic_tile, bitonic_global_step),
+    sorts padded random keys; rung 2's plan has fewer global passes."""
+    rng = np.random.default_rng(n)
+    n2 = sort.padded(n, tile)
+    keys = np.full(n2, 0xFFFFFFFF, dtype=np.uint64)
+    keys[:n] = rng.integers(0, 2**32, n)
+
+    def step(a, lo_base, k, j, count):
+        p = np.arange(count)
+        lo = 2 * j * (p // j) + p % j
+        hi = lo + j
+        up = ((lo + lo_base) & k) == 0
+        swap = (a[lo] > a[hi]) == up
+        a[lo[swap]], a[hi[swap]] = a[hi[swap]], a[lo[swap]].copy()
+
+    for phase, k, j in sort.bitonic_steps(n2, tile, tails):
+        if phase == 1:
+            step(keys, 0, k, j, n2 // 2)
+            continue
+        for base in range(0, n2, tile):  # a block a tile, in shared memory
+            s = keys[base:base + tile]
+            stages = [(kk, jj) for kk in (2 ** e for e in range(1, tile.bit_length())) for jj in
+                      (2 ** e for e in range(kk.bit_length() - 2, -1, -1))] if phase == 0 else \
+                [(k, jj) for jj in (2 ** e for e in range((tile // 2).bit_length() - 1, -1, -1))]
+            for kk, jj in stages:
+                step(s, base, kk, jj, tile // 2)
+    assert np.array_equal(keys[:n], np.sort(keys)[:n])
+    globals_ = sum(1 for ph, _, _ in sort.bitonic_steps(n2, tile, tails) if ph == 1)
+    if n2 > tile:
+        assert globals_ < sum(1 for ph, _, _ in sort.bitonic_steps(n2, tile, False) if ph == 1) or not tails
+
+
+def test_bytes_and_geometry():
+    fam = family("sort")
+    b1, b2, radix = fam.rungs
+    p = sort.SortProblem(1 << 20)
+    assert b2.requested_bytes(b2.params(), p) < b1.requested_bytes(b1.params(), p)
+    assert radix.requested_bytes(radix.params(), p) == 8 * 4 * (1 << 20) * 3
+    assert radix.requested_bytes(radix.params(), sort.SortProblem(1 << 20, pairs=True)) == 8 * 4 * (1 << 20) * 5
+    assert b1.geometry(b1.params(), sort.SortProblem(3000)).blocks == 2  # 4096 padded, tiles of 2048
+    assert radix.geometry(radix.params(), sort.SortProblem(2049)).blocks == 2
+    assert sort.unsupported(b1, sort.SortProblem(10, pairs=True)) and sort.unsupported(radix, sort.SortProblem(10,
+                                                                                                           pairs=True)) is None
+    assert sort.radix_params(sort.parse_size("8:float32:pairs")) == {"FLOAT": 1, "PAIRS": 1}
+
+
+@pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("size", ["1000", "1000:float32", "1000:float32:pairs"])
+def test_every_rung_builds_spill_free(rung, size):
+    p = sort.parse_size(size)
+    if sort.unsupported(rung, p):
+        pytest.skip("bitonic: keys only")
+    inst = build(rung, {**rung.params("sm_90"), **rung.size_defaults(p)}, "sm_90")
+    res = inst.resources(None)
+    assert res.spill_bytes == 0 and res.stack_frame == 0

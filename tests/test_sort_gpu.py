@@ -1,0 +1,92 @@
+"""The sort ladder on the GPU: every rung on uint32 and float32 keys (with -0.0, infinities and NaNs
+of both signs) and, for the stable rungs, key-value pairs; lengths from 1 to past several tiles
+and powers of two; the output poisoned before each of three runs; bit-exact against CuPy's stable
+sort for the radix rung (stability included), and as numbers (±0 equal, NaN = NaN) for the
+bitonic ones."""
+
+import numpy as np
+import pytest
+
+from simtlab.catalog import family
+
+pytestmark = [pytest.mark.gpu, pytest.mark.sort]
+
+SIZES = ["1", "2", "3", "1000", "2048", "2049", "100003", "1048576", "1000:float32", "100003:float32",
+         "1:pairs", "1000:pairs", "100003:pairs", "100003:float32:pairs", "1048577:float32:pairs"]
+
+
+def _run(rung, size, seed=1, params=None):
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import sort
+
+    dev = device_info()
+    p = sort.parse_size(size)
+    if sort.unsupported(rung, p):
+        pytest.skip(sort.unsupported(rung, p))
+    ws = sort.workspace(p, seed=seed)
+    inst = build(rung, params or choose_params(rung, p, dev, None), dev.arch)
+    run = runner(inst, p, ws, None, dev)
+    before = ws.keys.copy()
+    for _ in range(3):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    assert bool((ws.keys == before).all()), "the input keys were changed"
+    return p, ws
+
+
+@pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)
+@pytest.mark.parametrize("size", SIZES)
+def test_sort_rung(rung, size):
+    import cupy
+
+    from simtlab.ops import sort
+    from simtlab.verify import compare
+
+    p, ws = _run(rung, size)
+    v = compare(ws.output(), ws.expected(), 0.0)
+    assert v.ok, (rung.name, size, v.reason)
+    if rung.can(sort.RADIX):  # stable: the very bits of CuPy's stable sort, values included
+        view = ws.keys.view(cupy.float32) if p.dtype == "float32" else ws.keys
+        order = cupy.argsort(view)
+        assert bool((ws.out_keys == ws.keys[order]).all()), "keys not bit-exact (a stable sort keeps ±0 and NaNs in order)"
+        if p.pairs:
+            assert bool((ws.out_vals == ws.vals[order]).all())
+
+
+@pytest.mark.parametrize("params", [{"BLOCK": 128, "ITEMS": 4, "BITS": 5}, {"BLOCK": 512, "ITEMS": 16, "BITS": 4}])
+def test_radix_tiles_and_digits_of_the_space(params):
+    rung = family("sort").rung("radix_lsd")
+    for size in ("100003:float32:pairs", "65536"):
+        from simtlab.ops import sort
+
+        p = sort.parse_size(size)
+        _, ws = _run(rung, size, params={**rung.params(), **sort.radix_params(p), **params})
+        import cupy
+
+        view = ws.keys.view(cupy.float32) if p.dtype == "float32" else ws.keys
+        assert bool((ws.out_keys == ws.keys[cupy.argsort(view)]).all()), (params, size)
+
+
+def test_equal_keys_keep_their_order():
+    """Few distinct keys, many ties: a stable sort's values come out in input order within a key."""
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import sort
+
+    dev = device_info()
+    rung = family("sort").rung("radix_lsd")
+    p = sort.parse_size("300001:pairs")
+    ws = sort.workspace(p, seed=4)
+    ws.keys[...] = ws.keys % 7
+    ws.vals[...] = cupy.arange(p.n, dtype=cupy.uint32)
+    runner(build(rung, choose_params(rung, p, dev, None), dev.arch), p, ws, None, dev)()
+    keys, vals = cupy.asnumpy(ws.out_keys), cupy.asnumpy(ws.out_vals)
+    assert np.all(np.diff(keys.astype(np.int64)) >= 0)
+    for k in range(7):
+        assert np.all(np.diff(vals[keys == k].astype(np.int64)) > 0)
