@@ -22,18 +22,10 @@ def test_sizes_name_the_key_type_and_pairs():
         sort.SortProblem(2**31)
 
 
-def _key(bits: np.ndarray) -> np.ndarray:
-    """kernels/include/simtlab_sort.cuh's sort_key<1>, in NumPy."""
-    b = bits.astype(np.uint64)
-    nan = (b & 0x7FFFFFFF) > 0x7F800000
-    b = np.where(b == 0x80000000, 0, b)
-    k = np.where(b & 0x80000000, ~b & 0xFFFFFFFF, b | 0x80000000)
-    return np.where(nan, 0xFFFFFFFF, k).astype(np.uint64)
-
-
 def test_the_float_key_orders_as_numpy_sorts():
+    """numpy_order_keys (the kernels' sort_key, and the GPU reference's order) against NumPy itself."""
     x = np.array([3.0, -0.0, np.nan, -np.inf, 0.0, -2.5, np.inf, -np.nan, 1e-45, -1e-45, 7.0], dtype=np.float32)
-    order = np.argsort(_key(x.view(np.uint32)), kind="stable")
+    order = np.argsort(sort.numpy_order_keys(x.view(np.uint32)), kind="stable")
     expect = np.sort(x, kind="stable")
     assert np.array_equal(x[order], expect, equal_nan=True)
     assert np.array_equal(x[order].view(np.uint32)[:8], np.sort(x, kind="stable").view(np.uint32)[:8])  # ±0 stay in order
@@ -97,3 +89,12 @@ def test_every_rung_builds_spill_free(rung, size):
     inst = build(rung, {**rung.params("sm_90"), **rung.size_defaults(p)}, "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0
+
+
+def test_the_float_key_orders_random_bits_as_numpy_sorts():
+    bits = np.random.default_rng(0).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    bits[::97] = 0x80000000  # -0.0 among +0.0 (bits[::89])
+    bits[::89] = 0
+    x = bits.view(np.float32)
+    order = np.argsort(sort.numpy_order_keys(bits), kind="stable")
+    assert np.array_equal(bits[order], bits[np.argsort(x, kind="stable")])  # bit for bit, NaN payloads and ±0

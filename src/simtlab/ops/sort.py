@@ -149,7 +149,7 @@ def unsupported(rung, p: SortProblem) -> str | None:
 
 class Workspace:
     """Random keys over their whole range (floats: normal values of both signs, with a few -0.0,
-    +0.0, infinities and NaNs of both signs among them), values 0..n-1 shuffled."""
+    +0.0, infinities and NaNs of both signs among them), random uint32 values."""
 
     def __init__(self, p: SortProblem, seed: int):
         import cupy
@@ -165,7 +165,7 @@ class Workspace:
             x[pick] = special[(bits[pick] >> 8) % special.size]
             bits = x
         self.keys = bits
-        self.vals = rng.permutation(p.n).astype(cupy.uint32) if p.pairs else None
+        self.vals = rng.integers(0, 2**32, p.n, dtype=cupy.uint64).astype(cupy.uint32) if p.pairs else None
         self.out_keys = cupy.empty(p.n, dtype=cupy.uint32)
         self.out_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
 
@@ -182,12 +182,18 @@ class Workspace:
 
         return keys.view(cupy.float32).astype(cupy.float64) if self.p.dtype == "float32" else keys.astype(cupy.float64)
 
-    def expected(self):
-        """CuPy's stable sort (NaNs last, ±0 equal): the keys as numbers, then the values."""
+    def stable_order(self):
+        """NumPy's stable order of the keys, computed on the GPU: CuPy's stable argsort (CUB radix) of
+        numpy_order_keys - CuPy's own float sort orders NaNs by their sign bit and -0.0 before +0.0."""
         import cupy
 
-        view = self.keys.view(cupy.float32) if self.p.dtype == "float32" else self.keys
-        order = cupy.argsort(view, kind="stable")
+        return cupy.argsort(numpy_order_keys(self.keys) if self.p.dtype == "float32" else self.keys)
+
+    def expected(self):
+        """The stable sort: the keys as numbers (±0 equal, NaN = NaN), then the values exactly."""
+        import cupy
+
+        order = self.stable_order()
         keys = self._numbers(self.keys[order])
         return cupy.concatenate([keys, self.vals[order].astype(cupy.float64)]) if self.p.pairs else keys
 
@@ -196,6 +202,20 @@ class Workspace:
 
         keys = self._numbers(self.out_keys)
         return cupy.concatenate([keys, self.out_vals.astype(cupy.float64)]) if self.p.pairs else keys
+
+
+def numpy_order_keys(bits):
+    """float32 bits (uint32, NumPy or CuPy) -> uint32 keys whose unsigned order is NumPy's sort order:
+    negatives flipped, positives' sign bit set, -0.0 as +0.0, every NaN the largest key - the
+    kernels' sort_key (kernels/include/simtlab_sort.cuh), element by element."""
+    import cupy
+
+    xp = cupy.get_array_module(bits)
+    b = bits.astype(xp.uint32)
+    nan = (b & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000)
+    b = xp.where(b == xp.uint32(0x80000000), xp.uint32(0), b)
+    k = xp.where((b & xp.uint32(0x80000000)) != 0, ~b, b | xp.uint32(0x80000000))
+    return xp.where(nan, xp.uint32(0xFFFFFFFF), k).astype(xp.uint32)
 
 
 def workspace(p: SortProblem, seed: int) -> Workspace:
@@ -296,8 +316,18 @@ def _device_copy(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    return ([Reference("CuPy sort (CUB)", _cupy_sort, applies=lambda p: not p.pairs),
-             Reference("CuPy argsort + take", _cupy_argsort, applies=lambda p: p.pairs),
+    """CuPy's calls, checked on uint32 keys; on float keys timed only (CuPy orders NaNs by their sign
+    bit and -0.0 before +0.0, where NumPy puts every NaN last and keeps ±0 in input order)."""
+    def uint(pairs):
+        return lambda p: p.pairs == pairs and p.dtype == "uint32"
+
+    def floats(pairs):
+        return lambda p: p.pairs == pairs and p.dtype == "float32"
+
+    return ([Reference("CuPy sort (CUB)", _cupy_sort, applies=uint(False)),
+             Reference("CuPy sort (CUB; NaNs by sign)", _cupy_sort, verifiable=False, applies=floats(False)),
+             Reference("CuPy argsort + take", _cupy_argsort, applies=uint(True)),
+             Reference("CuPy argsort + take (NaNs by sign)", _cupy_argsort, verifiable=False, applies=floats(True)),
              Reference("device copy", _device_copy, verifiable=False)]
             + torch_reference("PyTorch sort (values and indices; uint32 keys as int32)", _torch_sort))
 
