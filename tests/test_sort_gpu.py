@@ -49,7 +49,7 @@ def test_sort_rung(rung, size):
     p, ws = _run(rung, size)
     v = compare(ws.output(), ws.expected(), 0.0)
     assert v.ok, (rung.name, size, v.reason)
-    if rung.can(sort.RADIX):  # stable: the very bits of NumPy's stable sort, values included
+    if rung.can(sort.RADIX) or rung.can(sort.ONESWEEP):  # stable: the very bits of NumPy's stable sort, values included
         order = ws.stable_order()
         assert bool((ws.out_keys == ws.keys[order]).all()), "keys not bit-exact (a stable sort keeps ±0 and NaNs in order)"
         if p.pairs:
@@ -73,7 +73,20 @@ def test_radix_tiles_and_digits_of_the_space(params):
         assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (params, size)
 
 
-def test_equal_keys_keep_their_order():
+@pytest.mark.parametrize("params", [{"BLOCK": 512, "ITEMS": 8}, {"BLOCK": 256, "ITEMS": 20}])
+def test_onesweep_tiles_of_the_space(params):
+    """Other tiles of rung 4's space, on many tiles (the look-back crosses hundreds of them)."""
+    from simtlab.ops import sort
+
+    rung = family("sort").rung("radix_onesweep")
+    for size in ("1000003:float32:pairs", "2000000"):
+        p = sort.parse_size(size)
+        _, ws = _run(rung, size, params={**rung.params(), **sort.radix_params(p), **params})
+        assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (params, size)
+
+
+@pytest.mark.parametrize("name", ["radix_lsd", "radix_onesweep"])
+def test_equal_keys_keep_their_order(name):
     """Few distinct keys, many ties: a stable sort's values come out in input order within a key."""
     import cupy
 
@@ -82,7 +95,7 @@ def test_equal_keys_keep_their_order():
     from simtlab.ops import sort
 
     dev = device_info()
-    rung = family("sort").rung("radix_lsd")
+    rung = family("sort").rung(name)
     p = sort.parse_size("300001:pairs")
     ws = sort.workspace(p, seed=4)
     ws.keys[...] = ws.keys % 7

@@ -68,7 +68,7 @@ def test_the_bitonic_plan_sorts(n, tile, tails):
 
 def test_bytes_and_geometry():
     fam = family("sort")
-    b1, b2, radix = fam.rungs
+    b1, b2, radix, onesweep = fam.rungs
     p = sort.SortProblem(1 << 20)
     assert b2.requested_bytes(b2.params(), p) < b1.requested_bytes(b1.params(), p)
     assert radix.requested_bytes(radix.params(), p) == 8 * 4 * (1 << 20) * 3
@@ -78,6 +78,10 @@ def test_bytes_and_geometry():
     assert sort.unsupported(b1, sort.SortProblem(10, pairs=True)) and sort.unsupported(radix, sort.SortProblem(10,
                                                                                                            pairs=True)) is None
     assert sort.radix_params(sort.parse_size("8:float32:pairs")) == {"FLOAT": 1, "PAIRS": 1}
+    # one-sweep: a histogram read, then four passes of a read and a write - under rung 3's 8 x 3
+    assert onesweep.requested_bytes(onesweep.params(), p) == 4 * (1 << 20) * 9 + 8 * 256 * 256
+    assert onesweep.requested_bytes(onesweep.params(), p) < radix.requested_bytes(radix.params(), p) / 2
+    assert onesweep.geometry(onesweep.params(), sort.SortProblem(4097)).blocks == 2  # tiles of 256 x 16
 
 
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)

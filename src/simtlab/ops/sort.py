@@ -1,7 +1,8 @@
 """Sorting 32-bit keys (uint32 or float32), optionally with uint32 values: ascending, in NumPy's
 order for floats (-0.0 equal to +0.0, NaNs last). Rungs 1-2 are bitonic networks (keys only, not
 stable) over the keys padded to a power of two; rung 3 is an LSD radix sort, stable, keys or
-key-value pairs. Every rung reads the input and writes the output arrays (the input is kept, so
+key-value pairs; rung 4 the one-sweep radix sort (a histogram launch, then one launch a digit with
+decoupled look-back). Every rung reads the input and writes the output arrays (the input is kept, so
 every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
 the keys exactly (floats compared as numbers: ±0 are equal keys, NaN matches NaN) and, for pairs,
 the values exactly - a stable sort has one right answer.
@@ -26,6 +27,7 @@ PAD = np.uint32(0xFFFFFFFF)  # the largest key (a NaN's bits for floats: sorts l
 BITONIC = "bitonic"  # a compare-exchange network over the keys padded to a power of two: keys only
 MERGE_TAILS = "merge_tails"  # each merge stage's steps below a tile done in shared memory, in one launch
 RADIX = "radix"  # LSD radix passes: three launches a digit, stable, pairs too
+ONESWEEP = "onesweep"  # one histogram launch, then a launch a digit with look-back (stable, pairs too)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,12 @@ def tiles(params, n: int) -> int:
 def geometry_radix(params, p: SortProblem, device=None) -> Launch:
     """The histogram and scatter launches: a block a tile of BLOCK x ITEMS keys."""
     return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
+
+
+def onesweep_bytes(params, p: SortProblem) -> int:
+    """Rung 4: the keys read once for the histograms, then four passes of one read and one write
+    (values too), and the look-back words cleared once a run (8 bytes a digit a tile)."""
+    return 4 * p.n + 4 * 8 * p.n * (2 if p.pairs else 1) + 8 * 256 * tiles(params, p.n)
 
 
 def key_params(p: SortProblem, device=None, vec=None) -> dict:
@@ -249,6 +257,8 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
 
         run_bitonic.keep = buf
         return run_bitonic
+    if inst.rung.can(ONESWEEP):
+        return _onesweep_runner(func, params, p, ws, block)
     bits = params["BITS"]
     radix, passes = 1 << bits, -(-32 // bits)
     t = tiles(params, p.n)
@@ -274,6 +284,42 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
 
     run_radix.keep = (hist, totals, tmp_keys, tmp_vals)
     return run_radix
+
+
+def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
+    """Rung 4: histogram and look-back words cleared on the caller's stream, the histogram launch,
+    the scan of each digit's counts, then four digit passes ping-ponging so the last lands in the
+    output."""
+    import cupy
+
+    t = tiles(params, p.n)
+    hist = cupy.empty(4 * 256, dtype=cupy.uint32)
+    tickets = cupy.empty(4, dtype=cupy.uint32)
+    status = cupy.empty(256 * t, dtype=cupy.uint64)
+    tmp_keys = cupy.empty(p.n, dtype=cupy.uint32)
+    tmp_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
+    null = np.uint64(0)
+    vals = ws.vals if p.pairs else null
+    state = (hist, status, tickets, np.int32(p.n), np.int32(t))
+    steps = [((min(t, 1024), 1, 1), (np.int32(0), ws.keys, null, null, null, *state, np.int32(0))),
+             ((4, 1, 1), (np.int32(1), ws.keys, null, null, null, *state, np.int32(0)))]
+    src_k, src_v = ws.keys, vals
+    for d in range(4):
+        to_out = d % 2 == 1
+        dst_k = ws.out_keys if to_out else tmp_keys
+        dst_v = (ws.out_vals if to_out else tmp_vals) if p.pairs else null
+        steps.append(((t, 1, 1), (np.int32(2), src_k, dst_k, src_v, dst_v, *state, np.int32(d))))
+        src_k, src_v = dst_k, dst_v
+
+    def run_onesweep():
+        stream = cupy.cuda.get_current_stream().ptr
+        for buf in (hist, tickets, status):
+            cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, stream)
+        for grid, args in steps:
+            func(grid, block, args)
+
+    run_onesweep.keep = (hist, tickets, status, tmp_keys, tmp_vals)
+    return run_onesweep
 
 
 def _cupy_sort(ws: Workspace):
@@ -336,6 +382,10 @@ def bitonic_space(max_smem: int) -> Space:
     return Space({"BLOCK": (256, 512, 1024)})
 
 
+def onesweep_space(max_smem: int) -> Space:
+    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20)})
+
+
 def radix_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512), "ITEMS": (4, 8, 16), "BITS": (4, 5)},
                  [("a thread a digit; per-thread counts in static shared memory",
@@ -372,6 +422,12 @@ FAMILY = Family(
              "LSD radix, BITS a pass: tile histograms, a scan a digit, a stable scatter - three launches a digit",
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
+        Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS"), frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0}),
+             "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
+             "tile offsets by decoupled look-back",
+             geometry_radix, size_defaults=radix_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
+             traffic=onesweep_bytes, sass_expect=("MATCH", "ATOMG")),
     ),
     metric="gbs",
     check_size="100003",

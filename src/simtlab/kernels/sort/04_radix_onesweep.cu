@@ -1,0 +1,115 @@
+// Rung 4 - one-sweep radix sort: what changed from rung 3: one launch reads the keys once and counts
+// all four 8-bit digits; then each digit is one launch that reads and writes every key once. Tiles
+// are taken in order (an atomic ticket); a warp ranks its keys a round at a time (__match_any_sync
+// finds the lanes with its digit, the lowest of them advances the warp's count), and a tile learns
+// where its keys of each digit go by decoupled look-back: thread d publishes the tile's count of
+// digit d and adds up its predecessors' until it meets an inclusive prefix. What it should buy: 4
+// passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
+#include "simtlab_sort.cuh"
+
+using simtlab::sort::block_exclusive_scan;
+using simtlab::sort::sort_key;
+
+// A look-back word: flag in the high half (0 = not ready, 2p + 1 = pass p's count, 2p + 2 = pass p's
+// inclusive prefix: an older pass's word reads as not ready, so the words are cleared once a run).
+__device__ __forceinline__ unsigned long long lookback_word(unsigned flag, unsigned value) {
+  return ((unsigned long long)flag << 32) | value;
+}
+
+// phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
+// digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS>
+__global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
+    int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
+    const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
+    unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
+  constexpr int RADIX = 256, WARPS = BLOCK / 32, TILE = BLOCK * ITEMS;
+  static_assert(BLOCK >= RADIX && BLOCK % 32 == 0, "a thread per digit");
+  __shared__ unsigned counts[WARPS * RADIX];  // phase 0: the four digits' counts; phase 2: a warp's counts
+  __shared__ unsigned tile_start[RADIX];      // where the tile's keys of each digit start in the output
+  __shared__ unsigned warp_sums[WARPS];
+  __shared__ unsigned ticket;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  if (phase == 0) {
+    for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
+    __syncthreads();
+    for (long long i = (long long)blockIdx.x * BLOCK + t; i < n; i += (long long)gridDim.x * BLOCK) {
+      const unsigned k = sort_key<FLOAT>(keys_in[i]);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) atomicAdd(&counts[p * RADIX + ((k >> (8 * p)) & 255)], 1u);
+    }
+    __syncthreads();
+    for (int i = t; i < 4 * RADIX; i += BLOCK)
+      if (counts[i]) atomicAdd(&hist[i], counts[i]);
+    return;
+  }
+  if (phase == 1) {  // block p: exclusive scan of digit p's 256 counts
+    unsigned total;
+    const unsigned v = t < RADIX ? hist[blockIdx.x * RADIX + t] : 0u;
+    const unsigned excl = block_exclusive_scan<BLOCK>(v, warp_sums, total);
+    if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
+    return;
+  }
+  if (t == 0) ticket = atomicAdd(&tickets[pass], 1u);
+  for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
+  __syncthreads();
+  const unsigned tile = ticket;
+  // This warp's 32 x ITEMS keys, item i of lane l at i * 32 + l: a round of the warp reads one line.
+  const long long base = (long long)tile * TILE + (long long)warp * 32 * ITEMS + lane;
+  unsigned key[ITEMS], digit[ITEMS], rank[ITEMS];
+  const int shift = 8 * pass;
+  unsigned* mine = counts + warp * RADIX;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const long long at = base + i * 32;
+    key[i] = at < n ? keys_in[at] : 0u;
+    digit[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;  // (RADIX: past the end)
+  }
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
+    const unsigned peers = __match_any_sync(0xffffffffu, digit[i]);
+    const int leader = __ffs(peers) - 1;
+    unsigned before = 0;
+    if (lane == leader && digit[i] < RADIX) {
+      before = mine[digit[i]];
+      mine[digit[i]] = before + __popc(peers);
+    }
+    rank[i] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1));
+    __syncwarp();
+  }
+  __syncthreads();
+  if (t < RADIX) {
+    unsigned count = 0;  // the warps' counts of digit t turned into each warp's start within the tile
+    for (int w = 0; w < WARPS; ++w) {
+      const unsigned c = counts[w * RADIX + t];
+      counts[w * RADIX + t] = count;
+      count += c;
+    }
+    unsigned long long* word = status + (long long)tile * RADIX + t;
+    unsigned before = 0;
+    if (tile == 0) {
+      atomicExch(word, lookback_word(2 * pass + 2, count));
+    } else {
+      atomicExch(word, lookback_word(2 * pass + 1, count));
+      for (long long j = (long long)tile - 1; j >= 0; --j) {
+        unsigned long long w;
+        do {
+          w = *reinterpret_cast<volatile unsigned long long*>(status + j * RADIX + t);
+        } while ((unsigned)(w >> 32) < (unsigned)(2 * pass + 1));
+        before += (unsigned)w;
+        if ((unsigned)(w >> 32) == (unsigned)(2 * pass + 2)) break;
+      }
+      atomicExch(word, lookback_word(2 * pass + 2, before + count));
+    }
+    tile_start[t] = hist[pass * RADIX + t] + before;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (digit[i] < RADIX) {
+      const unsigned at = tile_start[digit[i]] + mine[digit[i]] + rank[i];
+      keys_out[at] = key[i];
+      if (PAIRS) vals_out[at] = vals_in[base + i * 32];
+    }
+  }
+}
