@@ -62,27 +62,21 @@ def test_sort_rung(rung, size):
                 assert np.array_equal(cupy.asnumpy(ws.out_vals), cupy.asnumpy(ws.vals)[host])
 
 
-@pytest.mark.parametrize("params", [{"BLOCK": 128, "ITEMS": 4, "BITS": 5}, {"BLOCK": 512, "ITEMS": 16, "BITS": 4}])
-def test_radix_tiles_and_digits_of_the_space(params):
-    rung = family("sort").rung("radix_lsd")
-    for size in ("100003:float32:pairs", "65536"):
-        from simtlab.ops import sort
-
-        p = sort.parse_size(size)
-        _, ws = _run(rung, size, params={**rung.params(), **sort.radix_params(p), **params})
-        assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (params, size)
-
-
-@pytest.mark.parametrize("params", [{"BLOCK": 512, "ITEMS": 8}, {"BLOCK": 256, "ITEMS": 20}])
-def test_onesweep_tiles_of_the_space(params):
-    """Other tiles of rung 4's space, on many tiles (the look-back crosses hundreds of them)."""
+@pytest.mark.parametrize("name,params,sizes", [
+    ("radix_lsd", {"BLOCK": 128, "ITEMS": 4, "BITS": 5}, ("100003:float32:pairs", "65536")),
+    ("radix_lsd", {"BLOCK": 512, "ITEMS": 16, "BITS": 4}, ("100003:float32:pairs", "65536")),
+    ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8}, ("1000003:float32:pairs", "2000000")),  # (look-back over
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 20}, ("1000003:float32:pairs", "2000000")),  # hundreds of tiles)
+], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20"])
+def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
+    """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort
 
-    rung = family("sort").rung("radix_onesweep")
-    for size in ("1000003:float32:pairs", "2000000"):
+    rung = family("sort").rung(name)
+    for size in sizes:
         p = sort.parse_size(size)
         _, ws = _run(rung, size, params={**rung.params(), **sort.radix_params(p), **params})
-        assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (params, size)
+        assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (name, params, size)
 
 
 @pytest.mark.parametrize("name", ["radix_lsd", "radix_onesweep"])
