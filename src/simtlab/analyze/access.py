@@ -225,11 +225,29 @@ def _spmv():
     }
 
 
+def _sort():
+    """The sort rungs' key accesses: rung 1's global step and its tile in shared memory at the
+    shortest distance (j = 1: a thread's pair is 2p, 2p + 1), rung 3's thread reading its ITEMS (8)
+    consecutive keys, rung 4's warp reading a round (item i of lane l at i * 32 + l)."""
+    b = Block(256)
+    return {
+        "sort/01_bitonic_shared keys[2j(p / j) + p % j], j = 1": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 2 * tx, b))),
+        "sort/01_bitonic_shared s[2j(t / j) + t % j] in a tile, j = 1": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: 2 * tx, b), 4)),
+        "sort/03_radix_lsd keys[t * ITEMS + i], ITEMS 8": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 8 * tx, b))),
+        "sort/04_radix_onesweep keys[i * 32 + lane]": (
+            "global", lambda: global_access(addresses(lambda tx, *_: tx, b))),
+    }
+
+
 def _branch():
     return {"branch i & 1 (even/odd lanes)": ("branch", lambda: divergence(lambda tx, *_: tx % 2 == 1, Block(256)))}
 
 
-ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch(), **_spmv()}
+ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch(), **_spmv(),
+                                             **_sort()}
 
 
 def run_analysis(name: str) -> dict:
