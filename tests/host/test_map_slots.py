@@ -101,3 +101,72 @@ def test_the_probes_catch_a_rule_that_holds_bit_by_bit_but_not_for_mixed_address
 def test_a_misaligned_or_null_address_learns_nothing():
     assert learn_address_field(_plain(0, 0), PTR + 8) is None
     assert learn_address_field(_plain(0, 0), 0) is None
+
+
+class _FakeEncoder:
+    """A TensorMapEncoder's interface over a fake format (the driver's job done by `encode`)."""
+
+    def __init__(self, encode):
+        self.encode, self.addresses, self._kept, self.encodings = encode, {}, {}, 0
+
+    def address(self, ptr: int) -> int:
+        self.encodings += 1
+        buf = ctypes.create_string_buffer(self.encode(ptr), 128)
+        self._kept[ptr], self.addresses[ptr] = buf, ctypes.addressof(buf)
+        return self.addresses[ptr]
+
+    def slot(self, ptr: int):
+        field = learn_address_field(self.encode, ptr)
+        return MapSlot(self.encode(ptr), field) if field else None
+
+
+class _FakeLaunch:
+    """A PackedLaunch whose driver call records the three maps and C's address it was given."""
+
+    def __init__(self):
+        self.params = (ctypes.c_void_p * 12)()
+        self.values = [ctypes.c_uint64() for _ in range(12)]
+        self.stream_value = ctypes.c_void_p()
+        self.seen = []
+
+    def bound(self) -> int:
+        self.seen.append(tuple(ctypes.string_at(self.params[i], 128) for i in (4, 5, 6)) + (self.values[7].value,))
+        return 0
+
+    def failed(self, err):
+        raise AssertionError(err)
+
+
+def _tagged(tag: int, word: int = 2):
+    """Address bits 4-48 in `word` (higher ones dropped, as a driver might), a tag of the operand."""
+    plain = _plain(word, 0, 49)
+    return lambda ptr: None if ptr & 15 else plain(ptr & ((1 << 49) - 1))[:120] + bytes([tag]) * 8
+
+
+@pytest.mark.parametrize("learnable", [True, False], ids=["slots", "encoded"])
+def test_rung6_launcher_gives_every_launch_the_maps_of_its_own_addresses(learnable):
+    """ClusterKernel's per-call path on fake maps: learned once, re-pointed by one write a call
+    (no encoding after the first), an address the slots cannot place encoded and the slots used
+    again after it; where nothing is learnable, every new address encoded - each launch always
+    sees the maps of its own three addresses."""
+    from simtlab.ops.gemm_tc import ClusterKernel
+
+    fmt = [_tagged(1), _tagged(2, word=5), _tagged(3)] if learnable else [_scrambled, _tagged(2), _tagged(3)]
+    kernel = ClusterKernel.__new__(ClusterKernel)
+    kernel.maps = tuple(_FakeEncoder(f) for f in fmt)
+    kernel.packed = packed = _FakeLaunch()
+    kernel.slots = None
+    launch = kernel._launcher()
+    rng = random.Random(2)
+    calls = [tuple(rng.randrange(1, 1 << 44) << 4 for _ in range(3)) for _ in range(40)]
+    calls.insert(20, (PTR, 1 << 50, PTR + 4096))  # (B beyond the learned field: encoded)
+    for pa, pb, pc in calls:
+        launch(pa, pb, pc, 7)
+        maps = packed.seen[-1]
+        assert maps == (fmt[0](pa), fmt[1](pb), fmt[2](pc), pc)
+        assert packed.stream_value.value == 7
+    encodings = [m.encodings for m in kernel.maps]
+    if learnable:
+        assert kernel.slots and encodings == [2, 2, 2]  # the first call, and the call B could not take
+    else:
+        assert not kernel.slots and encodings == [41, 41, 41]
