@@ -36,6 +36,14 @@ def sizes(text: str) -> str:
     return " ".join(f"-s {s}" for s in text.split())
 
 
+def table_step(family: str, rung: str, size: str, name: str, seconds: int = 420) -> "Run":
+    """Every valid configuration of a rung's space at one size, in random order, until `seconds`:
+    a brute-force table for the tuner's replays ({out}/NAME.json, `simtlab tune --json`)."""
+    return Run(f"{family}/{rung} at {size}: every configuration",
+               f"simtlab tune {family} --rung {rung} --size {size} --strategy random --budget 5000 --fresh "
+               f"--time-budget {seconds} --target-ms 20 --timeout 60 --json > {{out}}/{name}.json", seconds + 140)
+
+
 @dataclass(frozen=True)
 class Tests:
     """GPU tests by marker expression (`-m "gpu and <markers>"`; None: the whole suite, CPU tests too)."""
@@ -126,9 +134,20 @@ PHASES: dict[str, tuple[str, list]] = {
             "--target-ms 20"),
         Run("conv2d rung 7", "simtlab tune conv2d --rung tma --size 8192:r3 --strategy random --budget 12 "
             "--target-ms 20")]),
-    "tunetable": ("every valid configuration of gemm/10_tuned at 2048^3, in random order, until the time budget", [
-        Run("simtlab tune --budget 5000", "simtlab tune gemm --rung tuned --size 2048 --strategy random --budget 5000 "
-            "--fresh --time-budget 420 --target-ms 20 --timeout 60 --json > {out}/tune_table.json", 560)]),
+    "tunetable": ("every valid configuration of gemm/10_tuned at 2048^3, in random order, until the time budget",
+                  [table_step("gemm", "tuned", "2048", "tune_table")]),
+    # More measured spaces for the tuner's replays (one phase each: a table takes most of a call)
+    "table-gemm-1024k": ("every configuration of gemm/10_tuned at 4096x4096x1024 (another optimum)",
+                         [table_step("gemm", "tuned", "4096x4096x1024", "table_gemm_tuned_4096x4096x1024")]),
+    "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (366: another kernel's space)",
+                         [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048")]),
+    "table-small": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 and 8192x1024x8192, conv2d rung 6 at "
+                    "radius 3 and 1, SpMV rung 4 on power-law rows", [
+        table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=100),
+        table_step("gemm_tc", "wgmma_cluster", "8192x1024x8192:bf16", "table_gemm_tc_8192x1024x8192", seconds=100),
+        table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=100),
+        table_step("conv2d", "pipelined", "8192:r1", "table_conv2d_r1", seconds=80),
+        table_step("spmv", "merge_path", "2^22:powerlaw", "table_spmv_merge", seconds=60)]),
     "tf32x3": ("fp32 on the tensor cores (3xTF32, rung 11): tests, the accuracy and speed table, the ladder's "
                "top rows, the sanitizer", [
         Tests("gemm and api", "pytest_tf32x3.txt", 200),
@@ -230,9 +249,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.list or not args.phases:
         for name, (what, steps) in PHASES.items():
-            print(f"{name:10} {what}")
+            print(f"{name:16} {what}")
             for s in steps:
-                print(f"{'':12}- {'tests: ' + (s.markers or 'all') if isinstance(s, Tests) else s.title}")
+                print(f"{'':16}- {'tests: ' + (s.markers or 'all') if isinstance(s, Tests) else s.title}")
         return 0
     unknown = [p for p in args.phases if p not in PHASES]
     if unknown:
