@@ -141,3 +141,9 @@ def test_sort_rungs_show_their_access_lessons():
     assert r["sort/01_bitonic_shared"]["efficiency"] == 0.5 and r["sort/01_bitonic_shared shared"]["ways"] == 2
     assert r["sort/03_radix_lsd"]["sectors_per_request"] == 32 and r["sort/03_radix_lsd"]["efficiency"] == 0.125
     assert r["sort/04_radix_onesweep"]["sectors_per_request"] == 4 and r["sort/04_radix_onesweep"]["efficiency"] == 1.0
+
+
+def test_blelloch_padding_removes_the_up_sweeps_bank_conflict():
+    unpadded = run_analysis("scan/02_blelloch s[4t + 1], unpadded")
+    padded = run_analysis("scan/02_blelloch s[k + k / 32], k = 4t + 1")
+    assert unpadded["ways"] == 4 and padded["ways"] == 1 and padded["conflicts"] == 0

@@ -242,12 +242,23 @@ def _sort():
     }
 
 
+def _scan():
+    """Rung 2's up-sweep at its second level (offset 2: thread t adds element 4t + 1 into 4t + 3),
+    its tree indices as they are and with a word of padding every 32 (index + index / 32)."""
+    b = Block(256)
+    return {
+        "scan/02_blelloch s[4t + 1], unpadded": ("shared", lambda: shared_access(addresses(lambda tx, *_: 4 * tx + 1, b), 4)),
+        "scan/02_blelloch s[k + k / 32], k = 4t + 1": (
+            "shared", lambda: shared_access(addresses(lambda tx, *_: (4 * tx + 1) + (4 * tx + 1) // 32, b), 4)),
+    }
+
+
 def _branch():
     return {"branch i & 1 (even/odd lanes)": ("branch", lambda: divergence(lambda tx, *_: tx % 2 == 1, Block(256)))}
 
 
 ANALYSES: dict[str, tuple[str, Callable]] = {**_gemm(), **_transpose(), **_reduction(), **_branch(), **_spmv(),
-                                             **_sort()}
+                                             **_sort(), **_scan()}
 
 
 def run_analysis(name: str) -> dict:
