@@ -95,10 +95,7 @@ def bitonic_bytes(params, p: SortProblem, merge_tails: bool = False) -> int:
     or more plus one shared-memory launch a stage (rung 2)."""
     tile = 2 * params["BLOCK"]
     n2 = padded(p.n, tile)
-    stages = range(tile.bit_length(), n2.bit_length())  # log2 of each stage k beyond a tile
-    t = tile.bit_length() - 1
-    passes = 1 + sum((m - t + 1) if merge_tails else m for m in stages)
-    return 8 * p.n + 8 * n2 * passes
+    return 8 * p.n + 8 * n2 * len(bitonic_steps(n2, tile, merge_tails))  # (each launch reads and writes n2 keys)
 
 
 def bitonic_steps(n2: int, tile: int, merge_tails: bool) -> list[tuple[int, int, int]]:
