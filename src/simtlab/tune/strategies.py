@@ -56,15 +56,18 @@ class RandomSearch(BruteForce):
 
 class CostModel(Strategy):
     """Gradient-boosted trees on log(time); failures count as twice the slowest time seen. Each
-    batch: the `n - explore` configurations predicted fastest, and `explore` drawn at random.
-    `members` > 1 fits that many trees on subsamples and ranks by mean - kappa * spread (an
-    optimistic bound). The defaults (explore 1, members 1) are what `simtlab tune` runs; the others
-    are for replays (benchmarks/strategy_benchmark.py --model-option; docs/design/tune.md)."""
+    batch: `explore` configurations drawn at random, `local` of the unmeasured neighbours of the
+    best configuration so far (one parameter different) that the model likes best, and the rest
+    the configurations predicted fastest. `members` > 1 fits that many trees on subsamples and
+    ranks by mean - kappa * spread (an optimistic bound). The defaults (explore 2, local 3, members
+    1) are what `simtlab tune` runs - chosen on the two committed gemm tables, where they meet the
+    tuner's goal (docs/design/tune.md); other settings are for replays (benchmarks/
+    strategy_benchmark.py --model-option)."""
 
     def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,
-                 explore: int = 1, members: int = 1, kappa: float = 0.0):
+                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3):
         super().__init__(configs, seed)
-        self.initial, self.explore, self.members, self.kappa = initial, explore, members, kappa
+        self.initial, self.explore, self.members, self.kappa, self.local = initial, explore, members, kappa, local
         self.features = features or (lambda c: [float(v) for _, v in sorted(c.items())])
 
     def _predict(self, X, y, candidates):
@@ -96,6 +99,11 @@ class CostModel(Strategy):
         order = sorted(range(len(pending)), key=lambda i: predicted[i])
         explore = min(self.explore, n - 1) if n > 1 else 0
         picks = [pending[i] for i in order[: max(n - explore, 1)]]
+        if self.local and len(picks) > self.local:  # the incumbent's neighbours the model likes best
+            best = dict(min(((k, v) for k, v in known if v is not None), key=lambda kv: kv[1])[0])
+            near = [pending[i] for i in order if sum(pending[i][p] != best[p] for p in best) == 1]
+            near = [c for c in near if c not in picks[: len(picks) - self.local]][: self.local]
+            picks = picks[: len(picks) - len(near)] + near
         rest = [c for c in pending if c not in picks]
         for _ in range(explore):  # keep exploring
             if not rest:
