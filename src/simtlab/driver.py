@@ -121,6 +121,13 @@ _UNLEARNED = object()
 _ALL_BITS = (1 << 64) - 1
 
 
+def _map_storage() -> tuple[ctypes.Array, int]:
+    """Room for one 128-byte tensor map on a 64-byte boundary (as the driver wants it): the storage
+    to keep alive, and the map's address in it."""
+    raw = (ctypes.c_uint8 * 192)()
+    return raw, ctypes.addressof(raw) + (-ctypes.addressof(raw) % 64)
+
+
 class TensorMapEncoder:
     """Encodes tensor maps of one shape, stride and box over any base address: the argument
     arrays are built once, so an encoding is one driver call. Maps are kept per address (a
@@ -148,8 +155,7 @@ class TensorMapEncoder:
         if len(self._maps) >= self.KEEP:  # (dicts keep insertion order: drop the oldest half)
             for key in list(self._maps)[: self.KEEP // 2]:
                 del self._maps[key], self.addresses[key]
-        raw = (ctypes.c_uint8 * 192)()
-        addr = ctypes.addressof(raw) + (-ctypes.addressof(raw) % 64)
+        raw, addr = _map_storage()
         t, rank, dims, strides, box, ones, interleave, swizzle, l2, oob = self._args
         err = self._encode(addr, t, rank, ptr, dims, strides, box, ones, interleave, swizzle, l2, oob)
         if err:
@@ -169,8 +175,7 @@ class TensorMapEncoder:
 
     def _fresh(self, ptr: int) -> bytes | None:
         """The driver's encoding over `ptr`, uncached (None where it refuses the address)."""
-        raw = (ctypes.c_uint8 * 192)()
-        addr = ctypes.addressof(raw) + (-ctypes.addressof(raw) % 64)
+        raw, addr = _map_storage()
         if self._encode(addr, *self._args[:2], ptr, *self._args[2:]):
             return None
         return ctypes.string_at(addr, 128)
@@ -183,7 +188,6 @@ class TensorMapEncoder:
             self._field = learn_address_field(self._fresh, ptr)
         template = self._fresh(ptr) if self._field is not None else None
         return MapSlot(template, self._field) if template is not None else None
-
 
 
 @dataclass(frozen=True)
@@ -258,8 +262,7 @@ class MapSlot:
     same slot at once. `outside`: address bits the rule cannot place (the caller encodes those)."""
 
     def __init__(self, template: bytes, field: AddressField):
-        self._raw = (ctypes.c_uint8 * 192)()
-        self.address = ctypes.addressof(self._raw) + (-ctypes.addressof(self._raw) % 64)
+        self._raw, self.address = _map_storage()
         ctypes.memmove(self.address, template, 128)
         self.word = ctypes.c_uint64.from_address(self.address + 8 * field.word)
         self.base = self.word.value & ~field.mask & _ALL_BITS

@@ -7,7 +7,6 @@ multiplies A^T B with A stored K x M, as autograd's backward asks for."""
 from __future__ import annotations
 
 import ctypes
-
 import functools
 import sys
 from dataclasses import dataclass
