@@ -71,15 +71,13 @@ class CostModel(Strategy):
         self.features = features or (lambda c: [float(v) for _, v in sorted(c.items())])
 
     def _predict(self, X, y, candidates):
+        """Predicted log times: one fit on all of the data, or the members' mean - kappa * spread
+        (each fit on a subsample)."""
+        import numpy as np
         from sklearn.ensemble import GradientBoostingRegressor
 
-        if self.members == 1:
-            model = GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1,
-                                              random_state=self.rng.randrange(2**31))
-            return list(model.fit(X, y).predict(candidates))
-        import numpy as np
-
-        preds = np.array([GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1, subsample=0.8,
+        subsample = 0.8 if self.members > 1 else 1.0
+        preds = np.array([GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.1, subsample=subsample,
                                                     random_state=self.rng.randrange(2**31)).fit(X, y).predict(candidates)
                           for _ in range(self.members)])
         return list(preds.mean(axis=0) - self.kappa * preds.std(axis=0))
