@@ -102,3 +102,23 @@ def test_the_float_key_orders_random_bits_as_numpy_sorts():
     x = bits.view(np.float32)
     order = np.argsort(sort.numpy_order_keys(bits), kind="stable")
     assert np.array_equal(bits[order], bits[np.argsort(x, kind="stable")])  # bit for bit, NaN payloads and ±0
+
+
+@pytest.mark.parametrize("passes,pairs", [(8, False), (7, True), (4, True), (1, False)])
+def test_radix_passes_read_the_input_then_each_others_output_and_end_in_the_output(passes, pairs):
+    class Ws:
+        keys, out_keys = np.zeros(5, np.uint32), np.zeros(5, np.uint32)
+        vals = np.zeros(5, np.uint32) if pairs else None
+        out_vals = np.zeros(5, np.uint32) if pairs else None
+
+    routes, temps = sort.pass_routes(Ws, passes, np)
+    assert len(routes) == passes and routes[0][0] is Ws.keys and routes[-1][1] is Ws.out_keys
+    for before, after in zip(routes, routes[1:]):
+        assert after[0] is before[1] and after[2] is before[3]  # each pass reads what the last wrote
+    for k_in, k_out, v_in, v_out in routes:
+        assert k_out is not k_in and {id(k_out)} <= {id(Ws.out_keys), id(temps[0])}
+        if pairs:
+            assert v_out is not v_in and (v_out is Ws.out_vals) == (k_out is Ws.out_keys)
+        else:
+            assert v_in == v_out == 0  # (null pointers)
+    assert (routes[0][2] is Ws.vals) if pairs else temps[1] is None

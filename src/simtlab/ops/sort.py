@@ -182,6 +182,13 @@ class Workspace:
     def args(self) -> tuple:  # (each rung's runner launches with its own)
         return (self.keys, self.out_keys)
 
+    @property
+    def typed_keys(self):
+        """The keys as their type (float32 or uint32): what a library call sorts."""
+        import cupy
+
+        return self.keys.view(cupy.float32) if self.p.dtype == "float32" else self.keys
+
     def _numbers(self, keys):
         import cupy
 
@@ -261,26 +268,38 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
     t = tiles(params, p.n)
     hist = cupy.empty(radix * t, dtype=cupy.uint32)
     totals = cupy.empty(radix, dtype=cupy.uint32)
-    tmp_keys = cupy.empty(p.n, dtype=cupy.uint32)
-    tmp_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
-    null = np.uint64(0)
+    routes, temps = pass_routes(ws, passes, cupy)
     steps = []
-    src_k, src_v = ws.keys, ws.vals if p.pairs else null
-    for d in range(passes):
-        to_out = (passes - 1 - d) % 2 == 0  # (the last pass writes the output)
-        dst_k = ws.out_keys if to_out else tmp_keys
-        dst_v = (ws.out_vals if to_out else tmp_vals) if p.pairs else null
-        common = (src_k, dst_k, src_v, dst_v, hist, totals, np.int32(p.n), np.int32(t), np.int32(d * bits))
+    for d, route in enumerate(routes):
+        common = (*route, hist, totals, np.int32(p.n), np.int32(t), np.int32(d * bits))
         steps += [((t, 1, 1), (np.int32(0), *common)), ((radix, 1, 1), (np.int32(1), *common)),
                   ((t, 1, 1), (np.int32(2), *common))]
-        src_k, src_v = dst_k, dst_v
 
     def run_radix():
         for grid, args in steps:
             func(grid, block, args)
 
-    run_radix.keep = (hist, totals, tmp_keys, tmp_vals)
+    run_radix.keep = (hist, totals, temps)
     return run_radix
+
+
+def pass_routes(ws, passes: int, xp) -> tuple[list[tuple], tuple]:
+    """The radix rungs' arrays, pass by pass - (keys in, keys out, values in, values out), a null
+    pointer for values a keys-only sort does not have: the input first, then back and forth between
+    a buffer and the output, so that the last pass lands in the output. Returns the routes and the
+    buffers (allocated with `xp`: CuPy, or NumPy in a test)."""
+    pairs = ws.vals is not None
+    temps = (xp.empty(ws.keys.size, dtype=xp.uint32), xp.empty(ws.keys.size, dtype=xp.uint32) if pairs else None)
+    null = np.uint64(0)
+    src = (ws.keys, ws.vals if pairs else null)
+    routes = []
+    for d in range(passes):
+        to_out = (passes - 1 - d) % 2 == 0
+        dst = (ws.out_keys, ws.out_vals) if to_out else temps
+        dst = (dst[0], dst[1] if pairs else null)
+        routes.append((src[0], dst[0], src[1], dst[1]))
+        src = dst
+    return routes, temps
 
 
 def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
@@ -293,20 +312,12 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
     hist = cupy.empty(4 * 256, dtype=cupy.uint32)
     tickets = cupy.empty(4, dtype=cupy.uint32)
     status = cupy.empty(256 * t, dtype=cupy.uint64)
-    tmp_keys = cupy.empty(p.n, dtype=cupy.uint32)
-    tmp_vals = cupy.empty(p.n, dtype=cupy.uint32) if p.pairs else None
     null = np.uint64(0)
-    vals = ws.vals if p.pairs else null
     state = (hist, status, tickets, np.int32(p.n), np.int32(t))
     steps = [((min(t, 1024), 1, 1), (np.int32(0), ws.keys, null, null, null, *state, np.int32(0))),
              ((4, 1, 1), (np.int32(1), ws.keys, null, null, null, *state, np.int32(0)))]
-    src_k, src_v = ws.keys, vals
-    for d in range(4):
-        to_out = d % 2 == 1
-        dst_k = ws.out_keys if to_out else tmp_keys
-        dst_v = (ws.out_vals if to_out else tmp_vals) if p.pairs else null
-        steps.append(((t, 1, 1), (np.int32(2), src_k, dst_k, src_v, dst_v, *state, np.int32(d))))
-        src_k, src_v = dst_k, dst_v
+    routes, temps = pass_routes(ws, 4, cupy)
+    steps += [((t, 1, 1), (np.int32(2), *route, *state, np.int32(d))) for d, route in enumerate(routes)]
 
     def run_onesweep():
         stream = cupy.cuda.get_current_stream().ptr
@@ -315,14 +326,14 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
         for grid, args in steps:
             func(grid, block, args)
 
-    run_onesweep.keep = (hist, tickets, status, tmp_keys, tmp_vals)
+    run_onesweep.keep = (hist, tickets, status, temps)
     return run_onesweep
 
 
 def _cupy_sort(ws: Workspace):
     import cupy
 
-    view = ws.keys.view(cupy.float32) if ws.p.dtype == "float32" else ws.keys
+    view = ws.typed_keys
 
     def run():
         ws.out_keys.view(view.dtype)[...] = cupy.sort(view)
@@ -333,7 +344,7 @@ def _cupy_sort(ws: Workspace):
 def _cupy_argsort(ws: Workspace):
     import cupy
 
-    view = ws.keys.view(cupy.float32) if ws.p.dtype == "float32" else ws.keys
+    view = ws.typed_keys
 
     def run():
         order = cupy.argsort(view)
