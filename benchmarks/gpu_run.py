@@ -44,6 +44,16 @@ def table_step(family: str, rung: str, size: str, name: str, seconds: int = 420)
                f"--time-budget {seconds} --target-ms 20 --timeout 60 --json > {{out}}/{name}.json", seconds + 140)
 
 
+def live_step(family: str, rung: str, size: str, budget: int, name: str) -> "Run":
+    """`simtlab tune` as a user runs it (the default strategy, batch and measuring time), cold (no
+    history, no warm start), at `budget` evaluations; its evaluations to {out}/NAME.json and its
+    wall time to the log."""
+    return Run(f"simtlab tune {family} --rung {rung} at {size}, {budget} evaluations, live",
+               f"s=$(date +%s.%N); simtlab tune {family} --rung {rung} --size {size} --budget {budget} --fresh "
+               f"--no-warm-start --json > {{out}}/{name}.json; rc=$?; echo \"wall: $(python3 -c \"import time; "
+               f"print(round(time.time() - $s, 1))\") s\"; exit $rc", 300)
+
+
 @dataclass(frozen=True)
 class Tests:
     """GPU tests by marker expression (`-m "gpu and <markers>"`; None: the whole suite, CPU tests too)."""
@@ -139,6 +149,8 @@ PHASES: dict[str, tuple[str, list]] = {
     # More measured spaces for the tuner's replays (one phase each: a table takes most of a call)
     "table-gemm-1024k": ("every configuration of gemm/10_tuned at 4096x4096x1024 (another optimum)",
                          [table_step("gemm", "tuned", "4096x4096x1024", "table_gemm_tuned_4096x4096x1024")]),
+    "live-gemm": ("simtlab tune gemm --rung tuned at 4096x4096x1024 at 10% of its space (104), as a user runs it",
+                  [live_step("gemm", "tuned", "4096x4096x1024", 104, "live_gemm_4096x4096x1024")]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (366: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048")]),
     "table-small": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 and 8192x1024x8192, conv2d rung 6 at "
