@@ -152,14 +152,15 @@ PHASES: dict[str, tuple[str, list]] = {
     "live-gemm": ("simtlab tune gemm --rung tuned at 4096x4096x1024 at 10% of its space (104), as a user runs it",
                   [live_step("gemm", "tuned", "4096x4096x1024", 104, "live_gemm_4096x4096x1024")]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (366: another kernel's space)",
-                         [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048")]),
-    "table-small": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 and 8192x1024x8192, conv2d rung 6 at "
-                    "radius 3 and 1, SpMV rung 4 on power-law rows", [
-        table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=100),
-        table_step("gemm_tc", "wgmma_cluster", "8192x1024x8192:bf16", "table_gemm_tc_8192x1024x8192", seconds=100),
-        table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=100),
-        table_step("conv2d", "pipelined", "8192:r1", "table_conv2d_r1", seconds=80),
-        table_step("spmv", "merge_path", "2^22:powerlaw", "table_spmv_merge", seconds=60)]),
+                         [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=200)]),
+    "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
+        table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=230),
+        live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096")]),
+    "table-conv": ("every configuration of conv2d rung 6 at 8192^2 radius 3 (760), then simtlab tune at 10% of it", [
+        table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=200),
+        live_step("conv2d", "pipelined", "8192:r3", 76, "live_conv2d_r3")]),
+    "table-conv-r1": ("every configuration of conv2d rung 6 at 8192^2 radius 1 (760: another optimum)",
+                      [table_step("conv2d", "pipelined", "8192:r1", "table_conv2d_r1", seconds=200)]),
     "tf32x3": ("fp32 on the tensor cores (3xTF32, rung 11): tests, the accuracy and speed table, the ladder's "
                "top rows, the sanitizer", [
         Tests("gemm and api", "pytest_tf32x3.txt", 200),

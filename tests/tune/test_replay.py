@@ -50,7 +50,7 @@ def test_warm_start_from_another_size_finds_the_optimum_at_once(tmp_path):
     from simtlab.tune import tune
     from simtlab.tune.tuner import warm_start_from_store
 
-    small, large = (load_table(p) for p in TABLES)  # 2048, 4096
+    small, large = (load_table(FIXTURES / f"gemm_tuned_h200_{n}.json") for n in (2048, 4096))
     store = Store(tmp_path / "r.db")
     run = store.start_run("t")
     flops = 2 * 2048 ** 3

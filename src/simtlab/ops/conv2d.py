@@ -142,17 +142,20 @@ def patch_space(max_smem: int) -> Space:
 
 def pipeline_space(max_smem: int, tma: bool = False) -> Space:
     """Rungs 6-7: a TY x TX patch per thread, NT tiles down a strip, two stages of dynamic shared
-    memory (rung 7: TMA boxes of at most 256 elements a side)."""
+    memory (rung 7: TMA boxes of at most 256 elements a side). Wide on purpose (from 8-wide blocks
+    and one tile a strip to 128-wide blocks and 16 tiles): the tuner's measured tables need spaces
+    whose optimum is not on the defaults' doorstep."""
     def stage_bytes(c):
-        th, tw = pipelined_tile({"TX": 4, **c}, MAX_RADIUS)
+        th, tw = pipelined_tile(c, MAX_RADIUS)
         return 4 * th * tw
 
     rules = [("64..1024 threads a block", _block_rules),
              ("two stages within the opt-in limit", lambda c: 2 * stage_bytes(c) + 256 <= max_smem)]
     if tma:
         rules.append(("a TMA box of at most 256 a side",
-                      lambda c: max(pipelined_tile({"TX": 4, **c}, MAX_RADIUS)) <= 256))
-    return Space({"BX": (16, 32, 64), "BY": (2, 4, 8, 16), "TY": (2, 4, 8), "NT": (2, 4, 8)}, rules)
+                      lambda c: max(pipelined_tile(c, MAX_RADIUS)) <= 256))
+    return Space({"BX": (8, 16, 32, 64, 128), "BY": (1, 2, 4, 8, 16, 32), "TX": (4, 8), "TY": (1, 2, 4, 8),
+                  "NT": (1, 2, 4, 8, 16)}, rules)
 
 
 # --- launch geometry -------------------------------------------------------------------------

@@ -279,15 +279,18 @@ def cluster_smem(params) -> int:
 
 
 def cluster_space(max_smem: int) -> Space:
-    """Rung 6's knobs that measured a difference (docs/design/gemm_tc.md): tile width, pipeline
-    depth, cluster shape, tile order and the epilogue pieces kept in registers. The rest stay at
-    their defaults; the element type, C's type and the layouts come from the problem."""
+    """Rung 6's knobs that measured a difference (docs/design/gemm_tc.md): tile height and width,
+    pipeline depth, cluster shape (along M, N or both), tile order, the epilogue pieces kept in
+    registers and the slice bookkeeping (LEAN). The epilogue stays EPI 3; the element type, C's type
+    and the layouts come from the problem (A^T with BM 64 takes no cluster along N: that point
+    fails to compile, said by the kernel's static_assert)."""
     defaults = dict(FAMILY.rung("wgmma_cluster").defaults)
     rules = [
         ("shared memory within the opt-in limit (16-bit operands)", lambda c: cluster_smem({**defaults, **c}) <= max_smem),
         ("kept pieces fit beside the accumulators", lambda c: c["BN"] // 2 + 16 * c["KEEP"] <= 208),
     ]
-    return Space({"BN": (128, 256), "STAGES": (3, 4, 5, 6), "CM": (1, 2), "GROUP_M": (8, 16), "KEEP": (4, 5)}, rules)
+    return Space({"BM": (64, 128), "BN": (128, 256), "STAGES": (3, 4, 5, 6), "CM": (1, 2), "CN": (1, 2),
+                  "GROUP_M": (8, 16), "KEEP": (4, 5), "LEAN": (0, 1)}, rules)
 
 
 def cluster_work(params, p: TcProblem) -> int:
