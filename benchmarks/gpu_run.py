@@ -154,10 +154,10 @@ PHASES: dict[str, tuple[str, list]] = {
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (366: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=200)]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
-        table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=230),
+        table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=220),
         live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096")]),
     "table-conv": ("every configuration of conv2d rung 6 at 8192^2 radius 3 (760), then simtlab tune at 10% of it", [
-        table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=200),
+        table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=190),
         live_step("conv2d", "pipelined", "8192:r3", 76, "live_conv2d_r3")]),
     "table-conv-r1": ("every configuration of conv2d rung 6 at 8192^2 radius 1 (760: another optimum)",
                       [table_step("conv2d", "pipelined", "8192:r1", "table_conv2d_r1", seconds=200)]),
