@@ -16,7 +16,8 @@ from pathlib import Path
 from ..space import Config, Space
 from .tuner import tune
 
-__all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score"]
+__all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score", "command_options", "top_configs",
+           "evaluations_to_reach"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,36 @@ def command_batch_for(cpus: int) -> int:
     return command_batch(compile_workers(cpus=cpus))
 
 
+def command_options(table: Table, strategy: str) -> dict:
+    """What `simtlab tune` gives the strategy for the table's rung (meta "rung", e.g. gemm/10_tuned):
+    the cost model gets the rung's features where it declares them."""
+    rung_id = table.meta.get("rung")
+    if strategy != "model" or not rung_id:
+        return {}
+    from ..catalog import family
+
+    rung = family(rung_id.split("/")[0]).rung(rung_id)
+    return {"features": rung.features} if rung.features else {}
+
+
+def top_configs(table: Table, k: int = 8) -> list[Config]:
+    """The table's `k` fastest configurations: what a warm start from its problem would measure first
+    (as tuner.warm_start_from_store takes them from the store)."""
+    ok = sorted((k_ for k_ in table.times if table.times[k_] is not None), key=table.times.get)
+    return [dict(k_) for k_ in ok[:k]]
+
+
 def best_so_far(table: Table, strategy: str, budget: int, seed: int, batch: int | None = None,
                 shuffle: bool = True, **kw) -> list[float]:
     """The best time found after 1, 2, ... `budget` evaluations (inf until the first success), the
     search run as the command runs it: `batch` proposals at a time (default: the H200 host's), the
+    strategy's options as the command sets them (command_options; `kw` adds or overrides), the
     configurations in an order shuffled by `seed`."""
     configs = table.configs
     if shuffle:
         random.Random(seed).shuffle(configs)
     batch = batch or command_batch_for(H200_HOST_CPUS)
+    kw = {**command_options(table, strategy), **kw}
     curve, best = [], float("inf")
     for e in tune(configs, table, strategy, budget, seed, batch=batch, **kw).evaluations:
         if e.value is not None:
@@ -112,4 +134,18 @@ def score(table: Table, strategies, fractions=(0.05, 0.10, 0.20), seeds: int = 1
             gaps = [c[b - 1] / table.optimum - 1 for c in curves]
             out.append(StrategyScore(strategy, f, b, statistics.fmean(gaps), max(gaps), seeds,
                                      statistics.median(gaps), sum(g <= 0 for g in gaps) / len(gaps), batch))
+    return out
+
+
+def evaluations_to_reach(table: Table, strategy: str = "model", seeds: int = 100, within: float = 0.01,
+                         warm_start=(), budget: float = 0.25, batch: int | None = None, **kw) -> list[int | None]:
+    """Per seed, how many evaluations the search needed before its best lay within `within` of the
+    table's optimum (None: not within `budget`, a fraction of the table). `warm_start`: configurations
+    measured first, as `simtlab tune` measures the best ones stored for another size."""
+    goal = table.optimum * (1 + within)
+    out = []
+    for seed in range(seeds):
+        curve = best_so_far(table, strategy, max(1, round(budget * len(table.times))), seed, batch=batch,
+                            warm_start=warm_start, **kw)
+        out.append(next((i + 1 for i, v in enumerate(curve) if v <= goal), None))
     return out
