@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from ..tune.strategies import DEFAULT_STRATEGY
 from . import app, console, err, _fail, _message, _Steps, _command_line, _family, EXIT_INPUT
 
 
@@ -126,10 +127,10 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
 
 @app.command("tune")
 def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a rung that declares a search space "
-                                                    "(gemm, gemm_tc, conv2d, elementwise, reduction)"),
+                                                    "(gemm, gemm_tc, conv2d, scan, spmv, sort, ...)"),
              rung: str = typer.Option("tuned", help="the rung to tune (name or stage)"),
              size: str = typer.Option("4096", help="problem size"),
-             strategy: str = typer.Option("model", help="model (gradient-boosted cost model), tpe (Optuna), "
+             strategy: str = typer.Option(DEFAULT_STRATEGY, help="model (gradient-boosted cost model), tpe (Optuna), "
                                                          "random or brute"),
              budget: int = typer.Option(40, min=1, help="evaluations for this problem in all, those in the store "
                                                          "included: a resumed search runs what is left"),

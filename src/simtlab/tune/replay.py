@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..space import Config, Space
+from .strategies import DEFAULT_STRATEGY
 from .tuner import tune
 
 __all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score", "command_options", "top_configs",
@@ -137,7 +138,7 @@ def score(table: Table, strategies, fractions=(0.05, 0.10, 0.20), seeds: int = 1
     return out
 
 
-def evaluations_to_reach(table: Table, strategy: str = "model", seeds: int = 100, within: float = 0.01,
+def evaluations_to_reach(table: Table, strategy: str = DEFAULT_STRATEGY, seeds: int = 100, within: float = 0.01,
                          warm_start=(), budget: float = 0.25, batch: int | None = None, **kw) -> list[int | None]:
     """Per seed, how many evaluations the search needed before its best lay within `within` of the
     table's optimum (None: not within `budget`, a fraction of the table). `warm_start`: configurations

@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..family import Family, Rung
 from ..space import Space
+from .strategies import DEFAULT_STRATEGY
 from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
 
 __all__ = ["TuneSettings", "TuneOutcome", "rung_space", "tune_rung"]
@@ -17,7 +18,7 @@ __all__ = ["TuneSettings", "TuneOutcome", "rung_space", "tune_rung"]
 
 @dataclass(frozen=True)
 class TuneSettings:
-    strategy: str = "model"
+    strategy: str = DEFAULT_STRATEGY
     budget: int = 40  # evaluations for the problem in all, the stored ones included
     time_budget: float | None = None  # stop starting evaluations after this many seconds
     jobs: int = 0  # compiler processes ahead of the GPU (0: CPUs - 1)

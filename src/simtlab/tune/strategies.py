@@ -183,6 +183,7 @@ class TPE(Strategy):
 
 
 STRATEGIES = {"brute": BruteForce, "random": RandomSearch, "model": CostModel, "tpe": TPE}
+DEFAULT_STRATEGY = "model"  # what `simtlab tune` runs unless told (tests/tune/test_goal.py holds it to the goal)
 
 
 def make_strategy(name: str, configs: Sequence[Config], seed: int = 0, **kw) -> Strategy:
