@@ -156,6 +156,8 @@ PHASES: dict[str, tuple[str, list]] = {
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
         table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=220),
         live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096")]),
+    "table-tc-flat": ("every configuration of gemm_tc rung 6 at 8192x1024x8192 bf16 (few tiles, deep K: another optimum)", [
+        table_step("gemm_tc", "wgmma_cluster", "8192x1024x8192:bf16", "table_gemm_tc_8192x1024x8192", seconds=150)]),
     "table-conv": ("every configuration of conv2d rung 6 at 8192^2 radius 3 (760), then simtlab tune at 10% of it", [
         table_step("conv2d", "pipelined", "8192:r3", "table_conv2d_r3", seconds=190),
         live_step("conv2d", "pipelined", "8192:r3", 76, "live_conv2d_r3")]),
