@@ -59,6 +59,24 @@ def test_precompiler_fills_the_cache_from_worker_processes(tmp_path, monkeypatch
     assert time.monotonic() - t0 < 2.0
 
 
+def test_a_dead_compiler_does_not_end_the_sweep(tmp_path, monkeypatch):
+    """A compiling process that dies breaks its pool; the next batch gets a fresh pool instead of an
+    internal error (the configurations the dead pool held compile where they are measured)."""
+    from simtlab.ops.gemm import gemm_warptile
+
+    monkeypatch.setenv("SIMTLAB_CACHE_DIR", str(tmp_path))
+    space = gemm_warptile()
+    first, second = space.valid()[:1], space.valid()[1:2]
+    with Precompiler("gemm", "tuned", "sm_90", workers=1, complete=space.complete) as pc:
+        pc.submit(first)
+        for proc in list(pc._pool._processes.values()):
+            proc.kill()
+        pc.wait(first[0], timeout=120)  # its future fails with BrokenProcessPool: swallowed
+        pc.submit(second)
+        pc.wait(second[0], timeout=600)
+    assert len(list(tmp_path.rglob("*.cubin"))) >= 1
+
+
 def test_parse_gpus():
     from simtlab.tune.worker import parse_gpus
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Mapping
 
 from ..children import (STICKY_ERRORS, EvaluationCrashed, EvaluationFailed, EvaluationTimeout, IsolatedEvaluator,
@@ -43,14 +44,25 @@ class Precompiler:
                  complete: Callable[[Config], Config] = dict):
         self.family, self.rung, self.arch, self.complete = family, rung, arch, complete
         self.workers = compile_workers(workers or 0)
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=_SPAWN, initializer=die_with_parent)
+        self._pool = self._new_pool()
         self._futures: dict[tuple, Future] = {}
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.workers, mp_context=_SPAWN, initializer=die_with_parent)
 
     def submit(self, configs) -> None:
         for c in configs:
             key = Space.key(c)
-            if key not in self._futures:
-                self._futures[key] = self._pool.submit(_compile, self.family, self.rung, self.complete(c), self.arch)
+            if key in self._futures:
+                continue
+            args = (_compile, self.family, self.rung, self.complete(c), self.arch)
+            try:
+                self._futures[key] = self._pool.submit(*args)
+            except BrokenProcessPool:  # a compiler died (NVRTC crashed, or it was killed): the pool is
+                # unusable, not the sweep - a fresh one; what the dead one held compiles where it is measured
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+                self._futures[key] = self._pool.submit(*args)
 
     def wait(self, config: Config, timeout: float | None = None) -> None:
         fut = self._futures.get(Space.key(config))
