@@ -65,10 +65,34 @@ class CostModel(Strategy):
     strategy_benchmark.py --model-option)."""
 
     def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,
-                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3):
+                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3, design: str = "random"):
         super().__init__(configs, seed)
         self.initial, self.explore, self.members, self.kappa, self.local = initial, explore, members, kappa, local
+        if design not in ("random", "spread"):
+            raise ValueError(f"design {design!r}: random or spread")
+        self.design = design
         self.features = features or (lambda c: [float(v) for _, v in sorted(c.items())])
+
+    def _first(self, pending: list[Config], n: int) -> list[Config]:
+        """Before the model has data: `n` random points, or (design "spread") points chosen one at a
+        time to differ from those already picked or measured in as many parameters as possible
+        (greedy max-min Hamming distance, ties at random), so every value of every parameter, and
+        most pairs of values, are seen early."""
+        if self.design == "random" or not pending:
+            return self.rng.sample(pending, min(n, len(pending)))
+        names = list(pending[0])
+        seen = [dict(k) for k in self.measured]
+        picks: list[Config] = []
+        left = pending[:]
+        self.rng.shuffle(left)
+        dist = [min((sum(c[p] != s[p] for p in names) for s in seen), default=len(names)) for c in left]
+        while left and len(picks) < n:
+            i = max(range(len(left)), key=dist.__getitem__)
+            c = left.pop(i)
+            dist.pop(i)
+            picks.append(c)
+            dist = [min(d, sum(o[p] != c[p] for p in names)) for o, d in zip(left, dist)]
+        return picks
 
     def _predict(self, X, y, candidates):
         """Predicted log times: one fit on all of the data, or the members' mean - kappa * spread
@@ -89,7 +113,7 @@ class CostModel(Strategy):
         known = [(k, v) for k, v in self.measured.items()]
         good = [v for _, v in known if v is not None]
         if len(good) < max(self.initial, 2):
-            return self.rng.sample(pending, min(n, len(pending)))
+            return self._first(pending, n)
         worst = max(good)
         X = [self.features(dict(k)) for k, _ in known]
         y = [math.log(v if v is not None else 2 * worst) for _, v in known]
