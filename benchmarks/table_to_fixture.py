@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--command", required=True, help="the command that measured it")
     ap.add_argument("--device", default="NVIDIA H200")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--sample", help="the table is not the whole space: say which part it is (it is replayed "
+                                     "as a space of its own configurations)")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args()
     t = load_table(args.run_json)
@@ -36,7 +38,8 @@ def main() -> None:
         "device": args.device, "arch": args.arch, "rung": args.rung, "problem": args.problem,
         "commit": args.commit, "date": args.date, "command": args.command,
         "note": "median ms of every valid configuration of the rung's space, each verified against the family's "
-                "reference; null: failed", "params": t.params, "rows": rows}))
+                "reference; null: failed", **({"sample": args.sample} if args.sample else {}),
+        "params": t.params, "rows": rows}))
     print(f"{args.out}: {len(rows)} configurations, {failed} failed, optimum {t.optimum:.4f} ms")
 
 

@@ -18,13 +18,19 @@ H200_SMEM_OPTIN = 232448  # the bytes of shared memory a block may opt into on t
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*_h200_*.json")), ids=lambda p: p.stem)
 def test_every_table_covers_exactly_its_rungs_valid_space(path):
     """Each committed table is the whole space its rung declares (failed points kept, as None): the
-    restrictions prune exactly what the table lacks, and nothing was left unmeasured."""
+    restrictions prune exactly what the table lacks, and nothing was left unmeasured. A table that
+    says it is a sample (a run's time limit) holds only points of the space, failures aside (a rule
+    added since may exclude what failed)."""
     from simtlab.catalog import family
 
     t = load_table(path)
     rung_id = t.meta["rung"]
     space = family(rung_id.split("/")[0]).rung(rung_id).space(H200_SMEM_OPTIN)
-    assert set(t.times) == {Space.key(c) for c in space.valid()}, path.name
+    valid = {Space.key(c) for c in space.valid()}
+    if t.meta.get("sample"):
+        assert {k for k, v in t.times.items() if v is not None} <= valid and len(t.times) >= 100, path.name
+    else:
+        assert set(t.times) == valid, path.name
     assert t.meta["device"] == "NVIDIA H200" and t.optimum > 0 and t.meta["commit"]
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..family import Family, Rung, frozen
-from ..hw.occupancy import arch_limits
+from ..hw.occupancy import SMEM_WITHOUT_OPT_IN, arch_limits
 from ..launch import Launch, grid2
 from ..space import Space
 from ..verify import dot_tolerance
@@ -149,6 +149,10 @@ def _warptile_restrictions(max_smem: int, with_stages: bool):
              and c["BM"] * c["BK"] // threads(c) <= 32),
             ("shared memory within the opt-in limit", lambda c: multistage_smem(c) <= max_smem),
         ]
+    else:  # rung 8's tiles are static __shared__ arrays: 48 KB, the padded A tile included (the first
+        # H200 table of rung 8 found six points ptxas refused: 0xc200 bytes of 0xc000)
+        rules.append(("static shared memory within 48 KB",
+                      lambda c: multistage_smem({"STAGES": 1, **c}) <= SMEM_WITHOUT_OPT_IN))
     return rules
 
 
