@@ -24,7 +24,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SETTINGS = {
     "explore 2, local 3, random first batch": {"explore": 2, "local": 3, "design": "random"},
     "explore 2, local 3, spread first batch": {"explore": 2, "local": 3, "design": "spread"},
-    "explore 1, local 0, random first batch": {"explore": 1, "local": 0, "design": "random"},
     "explore 1, local 3, spread first batch": {"explore": 1, "local": 3, "design": "spread"},
 }
 FRACTIONS = (0.05, 0.10)

@@ -158,6 +158,16 @@ def pipeline_space(max_smem: int, tma: bool = False) -> Space:
                   "NT": (1, 2, 4, 8, 16)}, rules)
 
 
+def pipeline_features(config) -> list[float]:
+    """What the tuner's cost model sees of a rung 6-7 point: its parameters and what they make -
+    threads a block, the strip's width, rows a tile, outputs a thread, a stage's shared bytes (the
+    largest radius) and the rows a block walks. Raw values alone leave the trees to learn products."""
+    c = {"TX": 4, **config}
+    th, tw = pipelined_tile(c, MAX_RADIUS)
+    return [float(c[k]) for k in sorted(c)] + [c["BX"] * c["BY"], c["BX"] * c["TX"], c["BY"] * c["TY"],
+                                               c["TX"] * c["TY"], 4 * th * tw, c["BY"] * c["TY"] * c["NT"]]
+
+
 # --- launch geometry -------------------------------------------------------------------------
 
 def geometry_pixel(params, p: ConvProblem, device=None) -> Launch:
@@ -365,14 +375,14 @@ FAMILY = Family(
              "this one computes",
              geometry_pipelined, min_cc=(8, 0), size_defaults=radius_rows_params,
              sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER}), space=pipeline_space,
-             traffic=pipelined_bytes),
+             traffic=pipelined_bytes, features=pipeline_features),
         Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 8, "R": 3, "NT": 8}),
              "one thread asks the copy engine (TMA) for each haloed tile, zeros outside the image included: "
              "no fill instructions left",
              geometry_tma, min_cc=(9, 0), size_defaults=tma_params, sass_expect=("UTMALDG", "SYNCS"),
              capabilities=frozenset({CONSTANT_FILTER, TMA}), space=functools.partial(pipeline_space, tma=True),
-             traffic=pipelined_bytes),
+             traffic=pipelined_bytes, features=pipeline_features),
     ),
     metric="gbs",
     check_size="333x517:r7",

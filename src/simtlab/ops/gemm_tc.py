@@ -293,6 +293,14 @@ def cluster_space(max_smem: int) -> Space:
                   "GROUP_M": (8, 16), "KEEP": (4, 5), "LEAN": (0, 1)}, rules)
 
 
+def cluster_features(config) -> list[float]:
+    """What the tuner's cost model sees of a rung 6 point: its parameters and what they make - the
+    tile's area, the blocks a cluster, the ring's shared bytes and the slices in flight per tile row."""
+    c = {**FAMILY.rung("wgmma_cluster").defaults, **config}
+    return [float(config[k]) for k in sorted(config)] + [c["BM"] * c["BN"], c["CM"] * c["CN"], cluster_smem(c),
+                                                         c["STAGES"] * c["BN"]]
+
+
 def cluster_work(params, p: TcProblem) -> int:
     """Rung 6's units of work: cluster tiles (CM x CN tiles) over the batch."""
     tiles_m, tiles_n = -(-p.M // params["BM"]), -(-p.N // params["BN"])
@@ -786,7 +794,7 @@ FAMILY = Family(
              tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space,
-             work=cluster_work_units),
+             work=cluster_work_units, features=cluster_features),
     ),
     check_size="127x129x65",
 )
