@@ -11,6 +11,7 @@ optimum, and the share of seeds that found it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -95,6 +96,15 @@ def markdown(table: Table, rows: list[StrategyScore], seconds: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("table", type=Path)
@@ -102,13 +112,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=command_batch_for(H200_HOST_CPUS),
                     help="proposals at once (default: what simtlab tune uses on the H200 host)")
     ap.add_argument("--md", type=Path, help="write the table as markdown here")
+    ap.add_argument("--json", type=Path, help="write the scores here (benchmarks/strategy_summary.py reads several)")
     ap.add_argument("--no-kernel-tuner", action="store_true")
     ap.add_argument("--only", default=",".join(OURS), help="which of ours to run (comma-separated)")
     ap.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a CostModel option for a replay of another setting (explore, members, kappa)")
+                    help="a CostModel option for a replay of another setting (explore, local, design, members, kappa)")
     args = ap.parse_args()
     table = load_table(args.table)
-    options = {k: float(v) if "." in v else int(v) for k, v in (o.split("=", 1) for o in args.model_option)}
+    options = {k: _value(v) for k, v in (o.split("=", 1) for o in args.model_option)}
     rows, seconds = [], {}
     for name in args.only.split(","):
         t0 = time.monotonic()
@@ -127,6 +138,9 @@ def main() -> None:
             print(f"kernel_tuner:{name}: {seconds[f'kernel_tuner:{name}']:.0f} s", flush=True)
     text = markdown(table, rows, seconds)
     print(text)
+    if args.json:
+        args.json.write_text(json.dumps({"table": args.table.stem, "size": len(table.times), "meta": table.meta,
+                                         "rows": [dataclasses.asdict(r) for r in rows]}))
     if args.md:
         args.md.write_text(text)
 
