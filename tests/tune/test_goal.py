@@ -12,12 +12,15 @@ from simtlab.tune.replay import evaluations_to_reach, load_table, score, top_con
 from simtlab.tune.strategies import DEFAULT_STRATEGY
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-TABLES = sorted(FIXTURES.glob("*_h200_*.json"))
+# whole spaces only: a table marked as a sample (a run's time limit cut it short) is replayed in the
+# docs but is not one of the goal's spaces (those of >= 300 configurations, measured whole)
+TABLES = [p for p in sorted(FIXTURES.glob("*_h200_*.json")) if "sample" not in load_table(p).meta]
 SEEDS = 100
 
 
-def test_there_are_six_measured_spaces_or_more():
-    assert len(TABLES) >= 6, [p.name for p in TABLES]
+def test_there_are_six_whole_measured_spaces_of_300_or_more():
+    sizes = {p.stem: len(load_table(p).times) for p in TABLES}
+    assert len(sizes) >= 6 and min(sizes.values()) >= 300, sizes
 
 
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)

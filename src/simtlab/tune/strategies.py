@@ -59,13 +59,15 @@ class CostModel(Strategy):
     batch: `explore` configurations drawn at random, `local` of the unmeasured neighbours of the
     best configuration so far (one parameter different) that the model likes best, and the rest
     the configurations predicted fastest. `members` > 1 fits that many trees on subsamples and
-    ranks by mean - kappa * spread (an optimistic bound). The defaults (explore 2, local 3, members
-    1) are what `simtlab tune` runs - chosen on the two committed gemm tables, where they meet the
-    tuner's goal (docs/design/tune.md); other settings are for replays (benchmarks/
-    strategy_benchmark.py --model-option)."""
+    ranks by mean - kappa * spread (an optimistic bound). The first batch, before any data, is
+    spread over the space (design "spread") or random. The defaults (explore 2, local 3, spread,
+    members 1) are what `simtlab tune` runs: the setting chosen in every leave-one-space-out fold over
+    the committed H200 tables, meeting the tuner's goal on each whole space left out
+    (docs/design/tune.md); other settings are for replays (benchmarks/strategy_benchmark.py
+    --model-option, benchmarks/strategy_loo.py)."""
 
     def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,
-                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3, design: str = "random"):
+                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3, design: str = "spread"):
         super().__init__(configs, seed)
         self.initial, self.explore, self.members, self.kappa, self.local = initial, explore, members, kappa, local
         if design not in ("random", "spread"):
