@@ -4,7 +4,7 @@ optimum, cold against warm (the first size's 8 fastest configurations measured f
 tune` does with what the store holds for other sizes), replayed on the committed tables as the
 command runs (batch 15, the table shuffled per seed).
 
-    python benchmarks/warm_start_benchmark.py [--seeds 30] [--md out.md]
+    python benchmarks/warm_start_benchmark.py [--seeds 30] [--md out.md] [--pair N ...]
 """
 
 from __future__ import annotations
@@ -37,12 +37,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--md", type=Path)
+    ap.add_argument("--pair", type=int, action="append", help="only these pairs (0-based, repeatable)")
     args = ap.parse_args()
     lines = [f"Evaluations to come within 1% of the target size's optimum, over {args.seeds} seeds (the default "
              f"strategy, batch 15; a seed stops counting at {BUDGET:.0%} of the table).", "",
              "| tuned at | then at | optimum the same? | cold | warm (8 best of the first size first) |",
              "|---|---|---|---|---|"]
-    for source, target in PAIRS:
+    for i, (source, target) in enumerate(PAIRS):
+        if args.pair and i not in args.pair:
+            continue
         src, dst = (load_table(FIXTURES / f"{n}.json") for n in (source, target))
         same = top_configs(src, 1) == top_configs(dst, 1)
         cold = evaluations_to_reach(dst, seeds=args.seeds, budget=BUDGET)
