@@ -47,3 +47,40 @@ def test_each_rung_reads_less():
     p = sm.parse_size("32768x4096")
     req = [r.requested_bytes({}, p) for r in family("softmax").rungs]
     assert req == sorted(req, reverse=True) and req[-1] == p.bytes
+
+
+def test_the_register_row_space_and_what_it_refuses():
+    """softmax rung 4's space (layernorm's adds EARLY): every point fits its registers by design; at
+    a given row length the points whose lanes cannot hold the row are refused at launch, by name."""
+    sm4, ln2 = family("softmax").rung("vectorized"), family("layernorm").rung("welford")
+    points = sm4.space(232448).valid()
+    assert len(points) == 110 and 110 < len(ln2.space(232448).valid()) < 220
+    assert all(4 * c["VPT"] + 24 <= min(255, 65536 // c["BLOCK"]) for c in points)
+    p = sm.SoftmaxProblem(8, 4096)
+    held = [c for c in points if (32 if c["WARP_ROWS"] else c["BLOCK"]) * 4 * c["VPT"] >= p.cols]
+    assert 0 < len(held) < len(points)
+    for c in points:
+        params = sm4.params("sm_90", {**sm.row_params(p), **c})
+        if c in held:
+            assert sm4.geometry(params, p).block[0] == c["BLOCK"]
+        else:
+            with pytest.raises(ValueError, match="not a 4096-value row"):
+                sm4.geometry(params, p)
+
+
+@pytest.mark.parametrize("rung", [("softmax", "vectorized"), ("layernorm", "two_sums")], ids=lambda r: r[0])
+def test_the_space_s_heaviest_points_compile_without_spills(rung, tmp_path, monkeypatch):
+    """At each block size, the most values a thread the space allows (layernorm: with EARLY too)."""
+    from simtlab.launch import build
+
+    monkeypatch.setenv("SIMTLAB_CACHE_DIR", str(tmp_path))
+    r = family(rung[0]).rung(rung[1])
+    points = r.space(232448).valid()
+    heaviest = {}
+    for c in points:
+        key = (c["BLOCK"], c.get("EARLY", 0))
+        if c["WARP_ROWS"] == 0 and c["VPT"] > heaviest.get(key, {"VPT": 0})["VPT"]:
+            heaviest[key] = c
+    for c in heaviest.values():
+        res = build(r, {**r.defaults, **c}, "sm_90").resources()
+        assert res.spill_stores == 0 and res.spill_loads == 0, (c, res)

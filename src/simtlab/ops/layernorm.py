@@ -15,7 +15,7 @@ from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
 from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 from .rows import (DT, DTYPE, RowProblem, dtype_params, geometry_row, geometry_vectorized, load, poison_value,
-                   row_references, store, torch_view, vec_ok)
+                   register_row_space, row_references, store, torch_view, vec_ok)
 from .rows import row_params as _row_params
 
 __all__ = ["LayerNormProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
@@ -143,14 +143,14 @@ FAMILY = Family(
              frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),
              "the row in registers, per-thread moments merged by Chan/Welford in one shuffle reduction: one read",
              geometry_vectorized, vec_variant=True, size_defaults=row_params,
-             sass_expect=("LDG.128", "STG.128", "SHFL")),
+             sass_expect=("LDG.128", "STG.128", "SHFL"), space=functools.partial(register_row_space, early=True)),
         Rung("layernorm", 3, "two_sums", "layernorm/03_two_sums.cu", "layernorm_two_sums",
              ("DT", "BLOCK", "VPT", "WARP_ROWS", "EARLY"),
              frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0, "EARLY": 1}),
              "issue-bound, not memory-bound: two one-value sums (mean, then squared deviations) over the "
              "row in registers replace the three-value Chan merge; each value unpacked once",
              geometry_vectorized, vec_variant=True, size_defaults=row_params,
-             sass_expect=("LDG.128", "STG.128", "SHFL")),
+             sass_expect=("LDG.128", "STG.128", "SHFL"), space=functools.partial(register_row_space, early=True)),
     ),
     metric="gbs",
     check_size="333x517",

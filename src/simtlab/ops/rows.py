@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..launch import Launch
+from ..space import Space
 from .base import ITEMSIZE, Reference, bf16_bits_to_float32, device_copy, parse_int, to_bf16_bits, torch_reference
 
 DTYPE = "float32"
@@ -75,8 +76,31 @@ def geometry_row(params, p: RowProblem, device=None) -> Launch:
     return Launch((p.rows, 1, 1), (params["BLOCK"], 1, 1))
 
 
+def register_row_space(max_smem: int, early: bool = False) -> Space:
+    """The register-row rungs' knobs (softmax 4, layernorm 2-3; layernorm's EARLY too): threads a
+    block, groups of 4 values a thread, a warp or a block per row. Whether a point covers a row
+    depends on the row's length: one that does not is refused at launch (geometry_vectorized), so at
+    a given size part of the space fails, each with its reason."""
+    params = {"BLOCK": (32, 64, 128, 256, 512, 1024), "VPT": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), "WARP_ROWS": (0, 1)}
+    if early:
+        params["EARLY"] = (0, 1)
+    def registers(c) -> int:  # measured with ptxas (sm_90): ~4 a group for softmax, ~5 for layernorm, ~15
+        # when layernorm's weight and bias groups are loaded early and held as well
+        return (4 if not early else 15 if c["EARLY"] else 5) * c["VPT"] + (24 if not early or not c["EARLY"] else 16)
+
+    return Space(params, [("a thread's values fit its share of the registers (no spill by design)",
+                           lambda c: registers(c) <= min(255, 65536 // c["BLOCK"]))])
+
+
 def geometry_vectorized(params, p: RowProblem, device=None) -> Launch:
-    """A warp per row (WARP_ROWS) or a block per row."""
+    """A warp per row (WARP_ROWS) or a block per row; the lanes of a row hold it all in registers."""
+    lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
+    if lanes * 4 * params["VPT"] < p.cols:
+        raise ValueError(f"{lanes} lanes a row x {params['VPT']} groups of 4 hold {lanes * 4 * params['VPT']} "
+                         f"values, not a {p.cols}-value row: more VPT" + ("" if params["WARP_ROWS"] else " or BLOCK")
+                         + (", or a block a row (WARP_ROWS 0)" if params["WARP_ROWS"] else ""))
+    if params["WARP_ROWS"] and params["BLOCK"] % 32:
+        raise ValueError(f"a warp a row needs whole warps: BLOCK {params['BLOCK']} is not a multiple of 32")
     rows_per_block = params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
     return Launch((-(-p.rows // rows_per_block), 1, 1), (params["BLOCK"], 1, 1))
 

@@ -14,7 +14,7 @@ from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import Reference
 from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, RowProblem, dtype_params, geometry_row, geometry_vectorized, load,
-                   poison_value, row_params, row_references, store, torch_view, vec_ok)
+                   poison_value, register_row_space, row_params, row_references, store, torch_view, vec_ok)
 
 __all__ = ["SoftmaxProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
            "geometry_vectorized", "requested_bytes", "workspace", "make_runner", "references", "store", "load",
@@ -137,7 +137,7 @@ FAMILY = Family(
              ("DT", "BLOCK", "VPT", "WARP_ROWS"), frozen({"DT": 0, "BLOCK": 1024, "VPT": 1, "WARP_ROWS": 0}),
              "the row held in registers (LDG.128), __expf, a warp or a block per row by length: one read, one write",
              geometry_vectorized, vec_variant=True, size_defaults=row_params,
-             sass_expect=("LDG.128", "STG.128", "MUFU")),
+             sass_expect=("LDG.128", "STG.128", "MUFU"), space=register_row_space),
     ),
     metric="gbs",
     check_size="333x517",
