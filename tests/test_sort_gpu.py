@@ -67,7 +67,11 @@ def test_sort_rung(rung, size):
     ("radix_lsd", {"BLOCK": 512, "ITEMS": 16, "BITS": 4}, ("100003:float32:pairs", "65536")),
     ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8}, ("1000003:float32:pairs", "2000000")),  # (look-back over
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 20}, ("1000003:float32:pairs", "2000000")),  # hundreds of tiles)
-], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20"])
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 16, "STAGED": 1}, ("1", "3", "2049", "100003:pairs", "1000003:float32:pairs",
+                                                                  "2000000", "1048576:float32")),
+    ("radix_onesweep", {"BLOCK": 512, "ITEMS": 12, "STAGED": 1}, ("1000:pairs", "1000003:float32:pairs", "2000000")),
+], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
+        "onesweep-staged-512x12"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..family import Family, Rung, frozen
+from ..hw.occupancy import SMEM_WITHOUT_OPT_IN
 from ..launch import Launch
 from ..space import Space
 from .base import Reference, device_copy, parse_int, torch_reference
@@ -390,8 +391,16 @@ def bitonic_space(max_smem: int) -> Space:
     return Space({"BLOCK": (256, 512, 1024)})
 
 
+def onesweep_static_smem(c) -> int:
+    """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, and (STAGED) the
+    tile itself in digit order with each digit's start in it."""
+    tile = c["BLOCK"] * c["ITEMS"]
+    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c.get("STAGED", 0) * 4 * (256 + tile)
+
+
 def onesweep_space(max_smem: int) -> Space:
-    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20)})
+    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1)},
+                 [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 
 def radix_space(max_smem: int) -> Space:
@@ -431,7 +440,8 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS"), frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0}),
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED"),
+             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 0}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
              "tile offsets by decoupled look-back",
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,

@@ -5,6 +5,9 @@
 // where its keys of each digit go by decoupled look-back: thread d publishes the tile's count of
 // digit d and adds up its predecessors' until it meets an inclusive prefix. What it should buy: 4
 // passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
+// STAGED 1: the tile's keys (then its values) are first placed in shared memory in digit order, and
+// written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
+// stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -16,9 +19,29 @@ __device__ __forceinline__ unsigned long long lookback_word(unsigned flag, unsig
   return ((unsigned long long)flag << 32) | value;
 }
 
+// Decoupled look-back for digit t of tile `tile`, whose own count is published in `word`: the keys
+// of digit t in the tiles before it, walking back until an inclusive prefix; then this tile's
+// inclusive prefix is published.
+__device__ __forceinline__ unsigned look_back(unsigned long long* status, unsigned long long* word, unsigned tile,
+                                              int t, int pass, unsigned count) {
+  constexpr int RADIX = 256;
+  unsigned before = 0;
+  if (tile == 0) return 0;
+  for (long long j = (long long)tile - 1; j >= 0; --j) {
+    unsigned long long w;
+    do {
+      w = *reinterpret_cast<volatile unsigned long long*>(status + j * RADIX + t);
+    } while ((unsigned)(w >> 32) < (unsigned)(2 * pass + 1));
+    before += (unsigned)w;
+    if ((unsigned)(w >> 32) == (unsigned)(2 * pass + 2)) break;
+  }
+  atomicExch(word, lookback_word(2 * pass + 2, before + count));
+  return before;
+}
+
 // phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
 // digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS>
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED>
 __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
@@ -29,6 +52,8 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
   __shared__ unsigned tile_start[RADIX];      // where the tile's keys of each digit start in the output
   __shared__ unsigned warp_sums[WARPS];
   __shared__ unsigned ticket;
+  __shared__ unsigned local_start[STAGED ? RADIX : 1];  // STAGED: where each digit's keys start in the tile
+  __shared__ unsigned staged[STAGED ? TILE : 1];         // STAGED: the tile in digit order (keys, then values)
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   if (phase == 0) {
     for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
@@ -86,30 +111,56 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
       count += c;
     }
     unsigned long long* word = status + (long long)tile * RADIX + t;
-    unsigned before = 0;
-    if (tile == 0) {
-      atomicExch(word, lookback_word(2 * pass + 2, count));
-    } else {
-      atomicExch(word, lookback_word(2 * pass + 1, count));
-      for (long long j = (long long)tile - 1; j >= 0; --j) {
-        unsigned long long w;
-        do {
-          w = *reinterpret_cast<volatile unsigned long long*>(status + j * RADIX + t);
-        } while ((unsigned)(w >> 32) < (unsigned)(2 * pass + 1));
-        before += (unsigned)w;
-        if ((unsigned)(w >> 32) == (unsigned)(2 * pass + 2)) break;
-      }
-      atomicExch(word, lookback_word(2 * pass + 2, before + count));
+    atomicExch(word, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, count));  // published first
+    if constexpr (STAGED) tile_start[t] = count;  // (kept for the scan below, which needs the whole block)
+    else tile_start[t] = hist[pass * RADIX + t] + look_back(status, word, tile, t, pass, count);
+  }
+  if constexpr (STAGED) {
+    __syncthreads();
+    unsigned total;
+    const unsigned count = t < RADIX ? tile_start[t] : 0u;
+    const unsigned excl = block_exclusive_scan<BLOCK>(count, warp_sums, total);
+    if (t < RADIX) {
+      local_start[t] = excl;
+      tile_start[t] = hist[pass * RADIX + t] + look_back(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
     }
-    tile_start[t] = hist[pass * RADIX + t] + before;
   }
   __syncthreads();
+  if constexpr (!STAGED) {
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    if (digit[i] < RADIX) {
-      const unsigned at = tile_start[digit[i]] + mine[digit[i]] + rank[i];
-      keys_out[at] = key[i];
-      if (PAIRS) vals_out[at] = vals_in[base + i * 32];
+    for (int i = 0; i < ITEMS; ++i) {
+      if (digit[i] < RADIX) {
+        const unsigned at = tile_start[digit[i]] + mine[digit[i]] + rank[i];
+        keys_out[at] = key[i];
+        if (PAIRS) vals_out[at] = vals_in[base + i * 32];
+      }
+    }
+  } else {
+    const long long left = n - (long long)tile * TILE;
+    const int size = left < TILE ? (int)left : TILE;  // keys in this tile
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (digit[i] < RADIX) staged[local_start[digit[i]] + mine[digit[i]] + rank[i]] = key[i];
+    __syncthreads();
+    unsigned out[ITEMS];  // where place t + m * BLOCK of the tile goes (kept for the values)
+#pragma unroll
+    for (int m = 0; m < ITEMS; ++m) {
+      const int j = t + m * BLOCK;
+      if (j < size) {
+        const unsigned k = staged[j], d = (sort_key<FLOAT>(k) >> shift) & 255;
+        out[m] = tile_start[d] + (j - local_start[d]);
+        keys_out[out[m]] = k;
+      }
+    }
+    if (PAIRS) {
+      __syncthreads();  // every key read out of `staged` before the values take it
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+        if (digit[i] < RADIX) staged[local_start[digit[i]] + mine[digit[i]] + rank[i]] = vals_in[base + i * 32];
+      __syncthreads();
+#pragma unroll
+      for (int m = 0; m < ITEMS; ++m)
+        if (t + m * BLOCK < size) vals_out[out[m]] = staged[t + m * BLOCK];
     }
   }
 }
