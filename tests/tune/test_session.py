@@ -26,12 +26,19 @@ def test_every_point_of_a_space_is_a_launch_and_one_compiles(rung, tmp_cache):
     assert valid and len(valid) <= space.size
     p = fam.op().parse_size(fam.check_size)  # (any family: its own small odd problem)
     base = rung.size_defaults(p, None, None) if rung.size_defaults else {}
+    launchable = []
     for config in valid:
         params = rung.params("sm_90", {**base, **space.complete(config)})
-        launch = rung.geometry(params, p, None)
+        try:
+            launch = rung.geometry(params, p, None)
+        except ValueError as exc:  # a point that cannot take this problem (a register row too short for
+            assert "row" in str(exc)  # the row, softmax / layernorm) is refused by name, never run wrong
+            continue
         assert 32 <= launch.threads <= 1024 and launch.shared <= arch_limits("sm_90").smem_per_block_optin
         check_grid(launch)
-    pick = random.Random(rung.id).choice(valid)  # one point off the defaults compiles for sm_90
+        launchable.append(config)
+    assert len(launchable) >= len(valid) // 2, f"{len(launchable)} of {len(valid)} launch at {p.label}"
+    pick = random.Random(rung.id).choice(launchable)  # one point off the defaults compiles for sm_90
     inst = build(rung, {**base, **space.complete(pick)}, "sm_90")
     assert inst.resources(True if rung.vec_variant else None).spill_bytes == 0 or rung.family == "gemm"
 
