@@ -228,8 +228,13 @@ def _spmv():
 def _sort():
     """The sort rungs' key accesses: rung 1's global step and its tile in shared memory at the
     shortest distance (j = 1: a thread's pair is 2p, 2p + 1), rung 3's thread reading its ITEMS (8)
-    consecutive keys, rung 4's warp reading a round (item i of lane l at i * 32 + l)."""
+    consecutive keys, rung 4's warp reading a round (item i of lane l at i * 32 + l), and rung 4's
+    writes: scattered from registers (uniform keys: a warp's 32 keys carry 32 different digits, each
+    bound for its own run, 2^24 keys / 256 digits apart) against STAGED (32 consecutive places of the
+    tile in digit order: with 16 keys of a digit a tile - 4096 keys, 256 digits - two runs, each
+    starting wherever the tiles before it left off)."""
     b = Block(256)
+    run = 2 ** 24 // 256  # keys of one digit in the output
     return {
         "sort/01_bitonic_shared keys[2j(p / j) + p % j], j = 1": (
             "global", lambda: global_access(addresses(lambda tx, *_: 2 * tx, b))),
@@ -239,6 +244,10 @@ def _sort():
             "global", lambda: global_access(addresses(lambda tx, *_: 8 * tx, b))),
         "sort/04_radix_onesweep keys[i * 32 + lane]": (
             "global", lambda: global_access(addresses(lambda tx, *_: tx, b))),
+        "sort/04_radix_onesweep out[start[digit] + rank], scattered": (
+            "global", lambda: global_access(addresses(lambda tx, *_: (tx * 157 + 11) % 256 * run + 40 + 3 * tx, b))),
+        "sort/04_radix_onesweep STAGED out[start[d] + j - first[d]], runs of 16": (
+            "global", lambda: global_access(addresses(lambda tx, *_: tx // 16 * run + 40 + 7 * (tx // 16) + tx % 16, b))),
     }
 
 
