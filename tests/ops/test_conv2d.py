@@ -70,3 +70,20 @@ def test_tma_rung_boxes_and_stages():
         TmaBox((1013, 8), (4 * 1013,), (136, 38))
     with pytest.raises(ValueError, match="1-256"):
         TmaBox((4096, 8), (4 * 4096,), (264, 38))
+
+
+@pytest.mark.parametrize("radius", [1, 3])
+def test_rung6_takes_the_block_shape_its_measured_table_puts_first(radius):
+    """Where rung 6's whole space was measured on the H200 (tests/fixtures), its size defaults are
+    that table's optimum."""
+    from pathlib import Path
+
+    from simtlab.space import Space
+    from simtlab.tune.replay import load_table
+
+    fam = family("conv2d")
+    rung = fam.rung("pipelined")
+    p = fam.op().parse_size(f"8192:r{radius}")
+    params = {**rung.defaults, **rung.size_defaults(p, None, None)}
+    t = load_table(Path(__file__).resolve().parents[1] / "fixtures" / f"conv2d_pipelined_h200_8192_r{radius}.json")
+    assert t.times[Space.key({k: params[k] for k in t.params})] == t.optimum
