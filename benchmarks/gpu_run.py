@@ -154,6 +154,15 @@ PHASES: dict[str, tuple[str, list]] = {
                          [table_step("gemm", "tuned", "4096x4096x1024", "table_gemm_tuned_4096x4096x1024")]),
     "live-gemm": ("simtlab tune gemm --rung tuned at 4096x4096x1024 at 10% of its space (104), as a user runs it",
                   [live_step("gemm", "tuned", "4096x4096x1024", 104, "live_gemm_4096x4096x1024")]),
+    "live-all": ("simtlab tune at 10% of each measured space, as a user runs it, with the default as it now is; "
+                 "conv2d rung 6's measured shapes in the ladder", [
+        live_step("gemm", "tuned", "4096x4096x1024", 104, "live_gemm_4096x4096x1024"),
+        live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096"),
+        live_step("gemm_tc", "wgmma_cluster", "8192x1024x8192:bf16", 42, "live_gemm_tc_8192x1024x8192"),
+        live_step("conv2d", "pipelined", "8192:r3", 76, "live_conv2d_r3"),
+        live_step("conv2d", "pipelined", "8192:r1", 76, "live_conv2d_r1"),
+        Run("conv2d rungs 5-7 at radius 1 and 3", f"simtlab ladder conv2d --rung 5 --rung 6 --rung 7 "
+            f"{sizes('8192:r3 8192:r1')} --json-out {{out}}/conv2d_top.json", 200)]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (354: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=150)]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
