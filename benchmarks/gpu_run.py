@@ -164,7 +164,7 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("conv2d rungs 5-7 at radius 1 and 3", f"simtlab ladder conv2d --rung 5 --rung 6 --rung 7 "
             f"{sizes('8192:r3 8192:r1')} --json-out {{out}}/conv2d_top.json", 200)]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (354: another kernel's space)",
-                         [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=150)]),
+                         [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=330)]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
         table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=220),
         live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096")]),
