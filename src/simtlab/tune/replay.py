@@ -70,14 +70,14 @@ def command_batch_for(cpus: int) -> int:
 
 def command_options(table: Table, strategy: str) -> dict:
     """What `simtlab tune` gives the strategy for the table's rung (meta "rung", e.g. gemm/10_tuned):
-    the cost model gets the rung's features where it declares them."""
+    session.strategy_options for that rung; nothing for a table that names no rung."""
     rung_id = table.meta.get("rung")
-    if strategy != "model" or not rung_id:
+    if not rung_id:
         return {}
     from ..catalog import family
+    from .session import strategy_options
 
-    rung = family(rung_id.split("/")[0]).rung(rung_id)
-    return {"features": rung.features} if rung.features else {}
+    return strategy_options(family(rung_id.split("/")[0]).rung(rung_id), strategy)
 
 
 def top_configs(table: Table, k: int = 8) -> list[Config]:

@@ -13,7 +13,7 @@ from ..space import Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
 
-__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "tune_rung"]
+__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "tune_rung"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,12 @@ def rung_space(fam: Family, rung: Rung, max_smem: int) -> Space:
         have = ", ".join(r.name for r in fam.rungs if r.space is not None) or "none"
         raise ValueError(f"{rung.id} declares no search space; {fam.name} rungs with one: {have}")
     return rung.space(max_smem)
+
+
+def strategy_options(rung: Rung, strategy: str) -> dict:
+    """What `simtlab tune` gives a strategy for a rung: the cost model gets the rung's features where
+    it declares them. The replays (tune.replay) give the same."""
+    return {"features": rung.features} if strategy == "model" and rung.features else {}
 
 
 def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneSettings, command: str,
@@ -119,7 +125,7 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
 
     if on_start:
         on_start(remaining)
-    extra = {"features": rung.features} if settings.strategy == "model" and rung.features else {}
+    extra = strategy_options(rung, settings.strategy)
     with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
         try:
             result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
