@@ -19,6 +19,8 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from simtlab.tune.replay import goal_misses
+
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 # name -> CostModel options (the first is the default before this comparison)
 SETTINGS = {
@@ -41,7 +43,7 @@ def replay(job):
 
 
 def misses(s: dict) -> int:
-    return (s["mean10"] > 0.01) + (s["worst10"] > 0.03) + (s["mean5"] > 0.02)
+    return goal_misses(s["mean10"], s["worst10"], s["mean5"])
 
 
 def choose(results: dict, spaces: list[str]) -> str:

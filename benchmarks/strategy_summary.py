@@ -11,6 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
+from simtlab.tune.replay import goal_misses
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -36,8 +38,7 @@ def main() -> None:
             if r10 is None:
                 cells.append("")
                 continue
-            ok = r10["mean_gap"] <= 0.01 and r10["worst_gap"] <= 0.03 and r5 is not None and r5["mean_gap"] <= 0.02
-            held += ok
+            held += r5 is not None and not goal_misses(r10["mean_gap"], r10["worst_gap"], r5["mean_gap"])
             cells.append(f"{100 * r10['mean_gap']:+.2f}% / {100 * r10['worst_gap']:+.2f}%")
         lines.append(f"| {strategy} | " + " | ".join(cells) + f" | {held} of {sum(c != '' for c in cells)} |")
     text = "\n".join(lines) + "\n"
