@@ -170,11 +170,10 @@ def pipeline_space(max_smem: int, tma: bool = False) -> Space:
                   "NT": (1, 2, 4, 8, 16)}, rules)
 
 
-def pipeline_features(config) -> list[float]:
+def pipeline_features(c) -> list[float]:
     """What the tuner's cost model sees of a rung 6-7 point: its parameters and what they make -
     threads a block, the strip's width, rows a tile, outputs a thread, a stage's shared bytes (the
     largest radius) and the rows a block walks. Raw values alone leave the trees to learn products."""
-    c = {"TX": 4, **config}
     th, tw = pipelined_tile(c, MAX_RADIUS)
     return [float(c[k]) for k in sorted(c)] + [c["BX"] * c["BY"], c["BX"] * c["TX"], c["BY"] * c["TY"],
                                                c["TX"] * c["TY"], 4 * th * tw, c["BY"] * c["TY"] * c["NT"]]

@@ -86,7 +86,8 @@ def register_row_space(max_smem: int, early: bool = False) -> Space:
         params["EARLY"] = (0, 1)
     def registers(c) -> int:  # measured with ptxas (sm_90): ~4 a group for softmax, ~5 for layernorm, ~15
         # when layernorm's weight and bias groups are loaded early and held as well
-        return (4 if not early else 15 if c["EARLY"] else 5) * c["VPT"] + (24 if not early or not c["EARLY"] else 16)
+        per_group, base = (15, 16) if early and c["EARLY"] else (5 if early else 4, 24)
+        return per_group * c["VPT"] + base
 
     return Space(params, [("a thread's values fit its share of the registers (no spill by design)",
                            lambda c: registers(c) <= min(255, 65536 // c["BLOCK"]))])
