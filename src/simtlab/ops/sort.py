@@ -395,7 +395,7 @@ def onesweep_static_smem(c) -> int:
     """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, and (STAGED) the
     tile itself in digit order with each digit's start in it."""
     tile = c["BLOCK"] * c["ITEMS"]
-    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c.get("STAGED", 0) * 4 * (256 + tile)
+    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c["STAGED"] * 4 * (256 + tile)
 
 
 def onesweep_space(max_smem: int) -> Space:
