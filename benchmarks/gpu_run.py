@@ -131,11 +131,11 @@ PHASES: dict[str, tuple[str, list]] = {
             "--param CHUNK=128,256,512,1024,2048 --param BLOCK=128,256 --json {out}/spmv_split_sweep.json", 200)]),
     "sort": ("the sort ladder: tests (every rung, uint32 and float32 keys, pairs, odd lengths), the ladder", [
         Tests("sort", "pytest_sort.txt", 240),
-        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
-            "--json-out {out}/sort_ladder.json", 300),
         Run("rung 4's tile staged in digit order against scattered from registers, one process",
             "for s in 2^28 2^24:pairs; do python3 benchmarks/param_sweep.py sort radix_onesweep --size $s "
-            "--param STAGED=0,1 --param ITEMS=8,12,16 --json {out}/sort_staged_$(echo $s | tr '^:' '__').json; done", 300)]),
+            "--param STAGED=0,1 --param ITEMS=8,12,16 --json {out}/sort_staged_$(echo $s | tr '^:' '__').json; done", 300),
+        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
+            "--json-out {out}/sort_ladder.json", 300)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
