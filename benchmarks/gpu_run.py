@@ -132,7 +132,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "sort": ("the sort ladder: tests (every rung, uint32 and float32 keys, pairs, odd lengths), the ladder", [
         Tests("sort", "pytest_sort.txt", 240),
         Run("rung 4's tile staged in digit order against scattered from registers, one process",
-            "for s in 2^28 2^24:pairs; do python3 benchmarks/param_sweep.py sort radix_onesweep --size $s "
+            "for s in 2^28 2^24:pairs 2^28:float32; do python3 benchmarks/param_sweep.py sort radix_onesweep --size $s "
             "--param STAGED=0,1 --param ITEMS=8,12,16 --json {out}/sort_staged_$(echo $s | tr '^:' '__').json; done", 300),
         Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
             "--json-out {out}/sort_ladder.json", 300)]),

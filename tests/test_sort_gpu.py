@@ -65,8 +65,8 @@ def test_sort_rung(rung, size):
 @pytest.mark.parametrize("name,params,sizes", [
     ("radix_lsd", {"BLOCK": 128, "ITEMS": 4, "BITS": 5}, ("100003:float32:pairs", "65536")),
     ("radix_lsd", {"BLOCK": 512, "ITEMS": 16, "BITS": 4}, ("100003:float32:pairs", "65536")),
-    ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8}, ("1000003:float32:pairs", "2000000")),  # (look-back over
-    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 20}, ("1000003:float32:pairs", "2000000")),  # hundreds of tiles)
+    ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8, "STAGED": 0}, ("1000003:float32:pairs", "2000000")),  # (look-back over
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 20, "STAGED": 0}, ("1000003:float32:pairs", "2000000")),  # hundreds of tiles)
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 16, "STAGED": 1}, ("1", "3", "2049", "100003:pairs", "1000003:float32:pairs",
                                                                   "2000000", "1048576:float32")),
     ("radix_onesweep", {"BLOCK": 512, "ITEMS": 12, "STAGED": 1}, ("1000:pairs", "1000003:float32:pairs", "2000000")),

@@ -84,6 +84,17 @@ def test_bytes_and_geometry():
     assert onesweep.geometry(onesweep.params(), sort.SortProblem(4097)).blocks == 2  # tiles of 256 x 16
 
 
+def test_the_one_sweep_defaults_are_the_measured_ones():
+    """Rung 4 ships its tile staged in digit order, 16 keys a thread, 8 with values (run 846b4d),
+    12 for float keys (16 spills there)."""
+    onesweep = family("sort").rung("radix_onesweep")
+    keys, floats, pairs = (onesweep.size_defaults(sort.parse_size(s))
+                           for s in ("268435456", "268435456:float32", "16777216:pairs"))
+    assert onesweep.params()["STAGED"] == 1
+    assert (keys["ITEMS"], keys["PAIRS"]) == (16, 0) and (pairs["ITEMS"], pairs["PAIRS"]) == (8, 1)
+    assert (floats["ITEMS"], floats["FLOAT"]) == (12, 1)
+
+
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("size", ["1000", "1000:float32", "1000:float32:pairs"])
 def test_every_rung_builds_spill_free(rung, size):

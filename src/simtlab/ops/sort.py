@@ -145,6 +145,14 @@ def radix_params(p: SortProblem, device=None, vec=None) -> dict:
     return {**key_params(p), "PAIRS": int(p.pairs)}
 
 
+def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
+    """Rung 4 as measured (run 846b4d, STAGED x ITEMS in one process): the staged tile, 16 keys a
+    thread (57.3% of CUB at 2^28, 52.0 at 12, 49.8 at 8); with values, 8 (117.7% of argsort + take at
+    2^24, 110.0 at 16: a value a key doubles the registers, 124 a thread at 16). Float keys take 12:
+    at 16 ptxas holds the build to 80 registers and spills 8 bytes (the key mapping's registers)."""
+    return {**radix_params(p), "ITEMS": 8 if p.pairs else 12 if p.dtype == "float32" else 16}
+
+
 def unsupported(rung, p: SortProblem) -> str | None:
     if p.pairs and rung.can(BITONIC):
         return "a bitonic network is not stable: key-value pairs need a stable sort (the radix rungs)"
@@ -441,10 +449,10 @@ FAMILY = Family(
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
              ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED"),
-             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 0}),
+             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
-             "tile offsets by decoupled look-back",
-             geometry_radix, size_defaults=radix_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
+             "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
+             geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
              traffic=onesweep_bytes, sass_expect=("MATCH", "ATOMG")),
     ),
     metric="gbs",
