@@ -20,7 +20,8 @@ import time
 import warnings
 from pathlib import Path
 
-from simtlab.tune.replay import H200_HOST_CPUS, StrategyScore, Table, command_batch_for, load_table, score
+from simtlab.tune.replay import (H200_HOST_CPUS, StrategyScore, Table, command_batch_for, command_configs,
+                                 load_table, score)
 
 OURS = ("random", "model", "tpe")
 # greedy_ils is left out: on this restricted space it kept revisiting cached points without spending
@@ -31,8 +32,8 @@ FRACTIONS = (0.05, 0.10, 0.20)
 
 
 def kernel_tuner_scores(table: Table, strategies, seeds: int) -> list[StrategyScore]:
-    """Kernel Tuner in simulation mode: the table written as its cache file, the valid list as its
-    restriction, `max_fevals` as the budget; each seed sets NumPy's and Python's generators."""
+    """Kernel Tuner in simulation mode: the table written as its cache file, the configurations the
+    command would search as its restriction, `max_fevals` as the budget; each seed sets NumPy's and Python's generators."""
     import numpy as np
     import kernel_tuner
 
@@ -44,7 +45,9 @@ def kernel_tuner_scores(table: Table, strategies, seeds: int) -> list[StrategySc
         entries[",".join(str(c[n]) for n in names)] = {
             **c, "time": ms if ms is not None else "RuntimeFailedConfig",
             "compile_time": 0, "verification_time": 0, "benchmark_time": 0}
-    valid = set(entries)
+    # the configurations `simtlab tune` would search (those the launch refuses at the table's size left
+    # out, as for ours): what a Kernel Tuner user's restriction would allow
+    valid = {",".join(str(c[n]) for n in names) for c in command_configs(table)}
     # Kernel Tuner passes restriction functions the parameters by name
     restriction = eval(f"lambda {', '.join(names)}: ','.join(map(str, ({', '.join(names)},))) in valid",
                        {"valid": valid})

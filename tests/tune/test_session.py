@@ -48,3 +48,19 @@ def test_a_rung_without_a_space_is_named_with_those_that_have_one(capsys, monkey
     assert main(["tune", "gemm", "--rung", "naive", "--size", "256"]) == EXIT_INPUT
     err = capsys.readouterr().err
     assert "gemm/01_naive declares no search space; gemm rungs with one: warptiling, multistage, tuned" in err
+
+
+def test_the_size_filter_leaves_out_what_the_launch_refuses_at_that_size():
+    """softmax rung 4's space at a 1024-value row: the points whose lanes cannot hold the row are
+    refused before the search (their reason counted), the rest kept; at 128 values nearly all run."""
+    from simtlab.catalog import family
+    from simtlab.tune.session import runnable_at
+
+    fam = family("softmax")
+    rung = fam.rung("vectorized")
+    configs = rung.space(232448).valid()
+    keep, refused = runnable_at(rung, configs, fam.op().parse_size("131072x1024"))
+    assert len(keep) + sum(refused.values()) == len(configs) == 110
+    assert sum(refused.values()) == 39 and all("1024-value row" in r for r in refused)
+    short, _ = runnable_at(rung, configs, fam.op().parse_size("1048576x128"))
+    assert len(short) > len(keep)

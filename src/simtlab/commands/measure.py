@@ -191,6 +191,10 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
                           for e in outcome.ranked + rest], indent=2))
         return
     console.print(tune_table(outcome, fam.metric))
+    if outcome.refused:
+        reason, _ = max(outcome.refused.items(), key=lambda kv: kv[1])
+        console.print(f"{sum(outcome.refused.values())} configuration(s) of the space refused at {size} before the "
+                      f"search, not evaluated (e.g. {reason})")
     if outcome.failed:
         kinds = ", ".join(f"{sum(e.status == k for e in outcome.failed)} {k}" for k in ("failed", "timeout", "crashed")
                           if any(e.status == k for e in outcome.failed))

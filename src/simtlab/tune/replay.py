@@ -17,7 +17,8 @@ from ..space import Config, Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import tune
 
-__all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score", "command_options", "top_configs",
+__all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score", "command_options", "command_configs",
+           "top_configs",
            "evaluations_to_reach", "GOAL", "goal_misses"]
 
 # The tuner's goal on a measured space: at 10% of its evaluations the best found is on average within
@@ -89,6 +90,23 @@ def command_options(table: Table, strategy: str) -> dict:
     return strategy_options(family(rung_id.split("/")[0]).rung(rung_id), strategy)
 
 
+def command_configs(table: Table) -> list[Config]:
+    """The table's configurations as `simtlab tune` would search them at its problem: those the
+    launch refuses at that size (session.runnable_at) left out before the search, as the command
+    leaves them out. A table that names no rung or problem is searched whole."""
+    rung_id, label = table.meta.get("rung"), table.meta.get("problem")
+    if not rung_id or not label:
+        return table.configs
+    from ..catalog import family
+    from ..hw.occupancy import arch_limits
+    from .session import runnable_at
+
+    fam = family(rung_id.split("/")[0])
+    rung = fam.rung(rung_id)
+    fixed = rung.space(arch_limits(table.meta.get("arch", "sm_90")).smem_per_block_optin).fixed if rung.space else {}
+    return runnable_at(rung, table.configs, fam.op().parse_size(label), None, fixed)[0]
+
+
 def top_configs(table: Table, k: int = 8) -> list[Config]:
     """The table's `k` fastest configurations: what a warm start from its problem would measure first
     (as tuner.warm_start_from_store takes them from the store)."""
@@ -99,10 +117,10 @@ def top_configs(table: Table, k: int = 8) -> list[Config]:
 def best_so_far(table: Table, strategy: str, budget: int, seed: int, batch: int | None = None,
                 shuffle: bool = True, **kw) -> list[float]:
     """The best time found after 1, 2, ... `budget` evaluations (inf until the first success), the
-    search run as the command runs it: `batch` proposals at a time (default: the H200 host's), the
-    strategy's options as the command sets them (command_options; `kw` adds or overrides), the
-    configurations in an order shuffled by `seed`."""
-    configs = table.configs
+    search run as the command runs it: the configurations it would search (command_configs), `batch`
+    proposals at a time (default: the H200 host's), the strategy's options as the command sets them
+    (command_options; `kw` adds or overrides), in an order shuffled by `seed`."""
+    configs = command_configs(table)
     if shuffle:
         random.Random(seed).shuffle(configs)
     batch = batch or command_batch_for(H200_HOST_CPUS)

@@ -13,7 +13,7 @@ from ..space import Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
 
-__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "tune_rung"]
+__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "runnable_at", "tune_rung"]
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,11 @@ class TuneOutcome:
     rung: Rung
     problem: object
     space: Space
-    valid: int  # configurations the space allows
+    valid: int  # configurations the space allows and the problem's launch accepts
     history: int  # evaluations taken from the store
     remaining: int  # evaluations this run was allowed
     result: TuneResult
+    refused: dict[str, int] | None = None  # configurations the problem's launch refuses: reason -> how many
 
     @property
     def ranked(self) -> list[Evaluation]:
@@ -71,6 +72,25 @@ def strategy_options(rung: Rung, strategy: str) -> dict:
     return {"features": rung.features} if strategy == "model" and rung.features else {}
 
 
+def runnable_at(rung: Rung, configs: list, problem, device=None, fixed: dict | None = None) -> tuple[list, dict[str, int]]:
+    """The configurations whose launch the problem allows, and the others counted by reason: a
+    point the rung's geometry refuses at this size (a row its lanes cannot hold, say) would fail
+    without touching the GPU, so the search does not spend evaluations on it. Each is checked as it
+    would run: the problem's own parameters (size defaults) and the space's fixed ones under it.
+    The replays filter their tables the same way."""
+    base = {**(rung.size_defaults(problem, device, None) if rung.size_defaults else {}), **(fixed or {})}
+    arch = device.arch if device is not None else None
+    keep, refused = [], {}
+    for c in configs:
+        try:
+            rung.geometry(rung.params(arch, {**base, **c}), problem, device)
+        except ValueError as exc:
+            refused[str(exc)] = refused.get(str(exc), 0) + 1
+            continue
+        keep.append(c)
+    return keep, refused
+
+
 def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneSettings, command: str,
               sm_clock_mhz: int | None = None, on_start: Callable[[int], None] | None = None,
               on_eval: Callable[[Evaluation], None] | None = None) -> TuneOutcome:
@@ -90,7 +110,10 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
     gpu_ids = parse_gpus(settings.gpus, cupy.cuda.runtime.getDeviceCount())
     if len(gpu_ids) > 1 and not settings.isolate:
         raise ValueError("--gpus with more than one GPU measures in child processes: drop --no-isolate")
-    configs = space.valid()
+    configs, refused = runnable_at(rung, space.valid(), problem, device, space.fixed)
+    if not configs:
+        raise ValueError(f"no configuration of {rung.id}'s space runs {problem.label}: "
+                         + "; ".join(f"{n} refused ({r})" for r, n in refused.items()))
     history = []
     if not settings.fresh:
         for config, value in history_from_store(store, fam.name, rung.id, problem.label, device.name):
@@ -134,4 +157,4 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
         finally:
             for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
                 ev.close()
-    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result)
+    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result, refused)
