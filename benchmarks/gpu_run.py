@@ -163,6 +163,10 @@ PHASES: dict[str, tuple[str, list]] = {
         live_step("conv2d", "pipelined", "8192:r1", 76, "live_conv2d_r1"),
         Run("conv2d rungs 5-7 at radius 1 and 3", f"simtlab ladder conv2d --rung 5 --rung 6 --rung 7 "
             f"{sizes('8192:r3 8192:r1')} --json-out {{out}}/conv2d_top.json", 200)]),
+    "live-rows": ("simtlab tune at 10% of the memory-bound spaces (softmax rung 4, layernorm rung 3 at 131072x1024), "
+                  "the points whose lanes cannot hold the row left out before the search", [
+        live_step("softmax", "vectorized", "131072x1024", 11, "live_softmax_131072x1024"),
+        live_step("layernorm", "two_sums", "131072x1024", 18, "live_layernorm_131072x1024")]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (354: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=330)]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
