@@ -167,6 +167,10 @@ PHASES: dict[str, tuple[str, list]] = {
                   "the points whose lanes cannot hold the row left out before the search", [
         live_step("softmax", "vectorized", "131072x1024", 11, "live_softmax_131072x1024"),
         live_step("layernorm", "two_sums", "131072x1024", 18, "live_layernorm_131072x1024")]),
+    "sort-space": ("every configuration of sort rung 4 (BLOCK, ITEMS, STAGED) at 2^28 keys, 2^28 float32 keys and "
+                   "2^24 pairs", [
+        table_step("sort", "radix_onesweep", s, f"table_sort_{s.replace(':', '_')}", seconds=100)
+        for s in ("268435456", "268435456:float32", "16777216:pairs")]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (354: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=330)]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
