@@ -85,14 +85,15 @@ def test_bytes_and_geometry():
 
 
 def test_the_one_sweep_defaults_are_the_measured_ones():
-    """Rung 4 ships its tile staged in digit order, 16 keys a thread, 8 with values (run 846b4d),
-    12 for float keys (16 spills there)."""
+    """Rung 4 ships its tile staged in digit order with each key type's measured optimum (run
+    7e83f7): 20 keys a thread, 12 for float keys (16 spills there), 8 in blocks of 512 with values."""
     onesweep = family("sort").rung("radix_onesweep")
     keys, floats, pairs = (onesweep.size_defaults(sort.parse_size(s))
                            for s in ("268435456", "268435456:float32", "16777216:pairs"))
     assert onesweep.params()["STAGED"] == 1
-    assert (keys["ITEMS"], keys["PAIRS"]) == (16, 0) and (pairs["ITEMS"], pairs["PAIRS"]) == (8, 1)
+    assert (keys["BLOCK"], keys["ITEMS"], keys["PAIRS"]) == (256, 20, 0)
     assert (floats["ITEMS"], floats["FLOAT"]) == (12, 1)
+    assert (pairs["BLOCK"], pairs["ITEMS"], pairs["PAIRS"]) == (512, 8, 1)
 
 
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)

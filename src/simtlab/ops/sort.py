@@ -146,11 +146,16 @@ def radix_params(p: SortProblem, device=None, vec=None) -> dict:
 
 
 def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
-    """Rung 4 as measured (run 846b4d, STAGED x ITEMS in one process): the staged tile, 16 keys a
-    thread (57.3% of CUB at 2^28, 52.0 at 12, 49.8 at 8); with values, 8 (117.7% of argsort + take at
-    2^24, 110.0 at 16: a value a key doubles the registers, 124 a thread at 16). Float keys take 12:
-    at 16 ptxas holds the build to 80 registers and spills 8 bytes (the key mapping's registers)."""
-    return {**radix_params(p), "ITEMS": 8 if p.pairs else 12 if p.dtype == "float32" else 16}
+    """Rung 4 as measured on the H200 (every point of its space, run 7e83f7): the staged tile with
+    20 keys a thread at 2^28 (11.67 ms; 16: 12.49, 12: 13.81); float keys 12 (at 16 ptxas holds
+    the build to 80 registers and spills 8 bytes: 15.53 against 14.39 ms); with values 8 keys a
+    thread in blocks of 512 (1.162 ms at 2^24 pairs; 256 threads 1.198: a value a key doubles the
+    registers, 124 a thread at 16)."""
+    if p.pairs:
+        tile = {"BLOCK": 512, "ITEMS": 8}
+    else:
+        tile = {"BLOCK": 256, "ITEMS": 12 if p.dtype == "float32" else 20}
+    return {**radix_params(p), **tile}
 
 
 def unsupported(rung, p: SortProblem) -> str | None:
