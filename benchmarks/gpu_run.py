@@ -131,9 +131,10 @@ PHASES: dict[str, tuple[str, list]] = {
             "--param CHUNK=128,256,512,1024,2048 --param BLOCK=128,256 --json {out}/spmv_split_sweep.json", 200)]),
     "sort": ("the sort ladder: tests (every rung, uint32 and float32 keys, pairs, odd lengths), the ladder", [
         Tests("sort", "pytest_sort.txt", 240),
-        Run("rung 4's tile staged in digit order against scattered from registers, one process",
+        Run("rung 4's counts published before ranking (EARLY) against after, staged tiles, one process",
             "for s in 2^28 2^24:pairs 2^28:float32; do python3 benchmarks/param_sweep.py sort radix_onesweep --size $s "
-            "--param STAGED=0,1 --param ITEMS=8,12,16 --json {out}/sort_staged_$(echo $s | tr '^:' '__').json; done", 300),
+            "--param EARLY=0,1 --param ITEMS=8,12,16,20 --json {out}/sort_early_$(echo $s | tr '^:' '__').json; done",
+            300),
         Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
             "--json-out {out}/sort_ladder.json", 300)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
@@ -167,7 +168,7 @@ PHASES: dict[str, tuple[str, list]] = {
                   "the points whose lanes cannot hold the row left out before the search", [
         live_step("softmax", "vectorized", "131072x1024", 11, "live_softmax_131072x1024"),
         live_step("layernorm", "two_sums", "131072x1024", 18, "live_layernorm_131072x1024")]),
-    "sort-space": ("every configuration of sort rung 4 (BLOCK, ITEMS, STAGED) at 2^28 keys, 2^28 float32 keys and "
+    "sort-space": ("every configuration of sort rung 4 (BLOCK, ITEMS, STAGED, EARLY) at 2^28 keys, 2^28 float32 keys and "
                    "2^24 pairs", [
         table_step("sort", "radix_onesweep", s, f"table_sort_{s.replace(':', '_')}", seconds=100)
         for s in ("268435456", "268435456:float32", "16777216:pairs")]),

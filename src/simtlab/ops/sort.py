@@ -405,14 +405,15 @@ def bitonic_space(max_smem: int) -> Space:
 
 
 def onesweep_static_smem(c) -> int:
-    """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, and (STAGED) the
-    tile itself in digit order with each digit's start in it."""
+    """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, (STAGED) the
+    tile itself in digit order with each digit's start in it, and (EARLY) the tile's counts."""
     tile = c["BLOCK"] * c["ITEMS"]
-    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c["STAGED"] * 4 * (256 + tile)
+    return (4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c["STAGED"] * 4 * (256 + tile)
+            + c["EARLY"] * 4 * 256)
 
 
 def onesweep_space(max_smem: int) -> Space:
-    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1)},
+    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1)},
                  [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 
@@ -453,8 +454,8 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED"),
-             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1}),
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY"),
+             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,

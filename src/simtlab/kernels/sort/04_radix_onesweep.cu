@@ -8,6 +8,9 @@
 // STAGED 1: the tile's keys (then its values) are first placed in shared memory in digit order, and
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
+// EARLY 1: the tile's digit counts are taken (shared-memory atomics) and published before the keys
+// are ranked, not after: the tiles behind this one find its count while it ranks, so their
+// look-backs wait less (the ranking and the successors' walks overlap).
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -41,7 +44,7 @@ __device__ __forceinline__ unsigned look_back(unsigned long long* status, unsign
 
 // phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
 // digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED>
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY>
 __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
@@ -54,6 +57,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
   __shared__ unsigned ticket;
   __shared__ unsigned local_start[STAGED ? RADIX : 1];  // STAGED: where each digit's keys start in the tile
   __shared__ unsigned staged[STAGED ? TILE : 1];         // STAGED: the tile in digit order (keys, then values)
+  __shared__ unsigned early[EARLY ? RADIX : 1];          // EARLY: the tile's digit counts, before ranking
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   if (phase == 0) {
     for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
@@ -77,6 +81,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
   }
   if (t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
+  if (EARLY && t < RADIX) early[t] = 0;
   __syncthreads();
   const unsigned tile = ticket;
   // This warp's 32 x ITEMS keys, item i of lane l at i * 32 + l: a round of the warp reads one line.
@@ -89,6 +94,14 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     const long long at = base + i * 32;
     key[i] = at < n ? keys_in[at] : 0u;
     digit[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;  // (RADIX: past the end)
+  }
+  if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (digit[i] < RADIX) atomicAdd(&early[digit[i]], 1u);
+    __syncthreads();
+    if (t < RADIX)
+      atomicExch(status + (long long)tile * RADIX + t, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, early[t]));
   }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
@@ -111,7 +124,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
       count += c;
     }
     unsigned long long* word = status + (long long)tile * RADIX + t;
-    atomicExch(word, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, count));  // published first
+    if (!EARLY) atomicExch(word, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, count));  // published first
     if constexpr (STAGED) tile_start[t] = count;  // (kept for the scan below, which needs the whole block)
     else tile_start[t] = hist[pass * RADIX + t] + look_back(status, word, tile, t, pass, count);
   }
