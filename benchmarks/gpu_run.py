@@ -197,6 +197,16 @@ PHASES: dict[str, tuple[str, list]] = {
             f"{sizes('4096 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3 --size $s --jobs 8; done", 200)]),
+    "tf32x3-mma": ("rung 12 (3xTF32 with mma.sync, the sm_80 path): its GPU tests, the accuracy table beside rung 11, "
+                   "SGEMM, TF32 and Triton, rungs 10-12 in the ladder, the sanitizer", [
+        Run("rung 12's and rung 11's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py tests/test_gpu.py "
+            "-k 'tf32x3' -p no:cacheprovider 2>&1 | tail -15", 240),
+        Run("accuracy beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --rung12 --only accuracy "
+            "--json {out}/tf32x3_rung12.json", 200),
+        Run("rungs 10-12 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 --rung 12 "
+            f"{sizes('4096 8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
+        Run("compute-sanitizer on rung 12", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
+            "--rung tf32x3_mma --size $s --jobs 8; done", 200)]),
     "epi16": ("rung 6's 16-bit C in 64x64 pieces (WIDE 1) against 64x32 (WIDE 0), one process", [
         Run("WIDE 0 and 1", "for s in 4096:bf16:bf16 4096:fp16:fp16 8192:bf16:bf16 2048:bf16:bf16 "
             "64x512x512x512:bf16:bf16 8192x1024x8192:bf16:bf16; do python3 benchmarks/param_sweep.py gemm_tc "

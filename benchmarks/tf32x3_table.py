@@ -56,6 +56,10 @@ def _ours(A, B):
     return simtlab.gemm(A, B, precision="tf32x3")
 
 
+def _ours_rung_12(A, B):
+    return simtlab.gemm(A, B, rung="tf32x3_mma", precision="tf32x3")
+
+
 METHODS = [("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton)]
 
 
@@ -185,9 +189,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--only", default="accuracy,speed", help="which parts: accuracy, speed")
+    ap.add_argument("--rung12", action="store_true",
+                    help="also simtlab.gemm(rung='tf32x3_mma'): rung 12, the sm_80 path (mma.sync, split in registers)")
     ap.add_argument("--splits", default="", help="rung 11 also at these promotion periods (kernel calls), e.g. 2,4")
     args = ap.parse_args()
     parts = set(args.only.split(","))
+    if args.rung12:
+        METHODS.append(("simtlab rung 12 (sm_80 path)", _ours_rung_12))
     for split in filter(None, args.splits.split(",")):
         METHODS.append((f"rung 11 SPLIT {split} (kernel call)", _rung_11(int(split))))
     out = {"device": torch.cuda.get_device_properties(0).name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

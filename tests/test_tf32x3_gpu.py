@@ -1,5 +1,5 @@
-"""The fp32 ladder's rung 11 (3xTF32 on the tensor cores) and simtlab.gemm(precision="tf32x3") on
-the GPU: odd sizes, alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the
+"""The fp32 ladder's rungs 11 and 12 (3xTF32 on the tensor cores: Hopper's, and the sm_80 path)
+and simtlab.gemm(precision="tf32x3") on the GPU: odd sizes, alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the
 same inputs, Inf and NaN as SGEMM gives them, the caller's stream."""
 
 import pytest
@@ -12,6 +12,19 @@ def _hopper():
 
     if device_info().compute_capability != (9, 0):
         pytest.skip("rung 11 (wgmma, TMA) runs on sm_90")
+
+
+def _needs(rung: str) -> None:
+    """Rung 11 ("best" on Hopper) needs sm_90; rung 12 (tf32x3_mma) sm_80 or later."""
+    from simtlab.device import device_info
+
+    if rung == "best":
+        _hopper()
+    elif device_info().compute_capability < (8, 0):
+        pytest.skip("rung 12 (mma.sync tf32) runs on sm_80 and later")
+
+
+RUNGS = ["best", "tf32x3_mma"]  # rung 11 on Hopper; rung 12 (asked for by name there)
 
 
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
@@ -50,7 +63,8 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
                                   pytest.param("tiny", marks=pytest.mark.xfail(strict=True, reason=(
                                       "values near the smallest normal fp32: their small parts are subnormal and the "
                                       "tensor cores flush them (no exponent scaling in the split yet)")))])
-def test_tf32x3_error_against_sgemm_and_triton(kind):
+@pytest.mark.parametrize("rung", RUNGS)
+def test_tf32x3_error_against_sgemm_and_triton(kind, rung):
     """Against float64, on the same inputs, the relative Frobenius error of
     simtlab.gemm(precision="tf32x3"): at most cuBLAS SGEMM's (torch.mm, TF32 off) on N(0,1) and on
     uniform [0, 1) inputs, and at most twice that of Triton's tf32x3, the same three products
@@ -61,7 +75,7 @@ def test_tf32x3_error_against_sgemm_and_triton(kind):
     from simtlab.references.triton_gemm import triton_tf32x3_runner
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    _needs(rung)
     g = torch.Generator(device="cuda").manual_seed(11)
     M, N, K = 2048, 2048, 4096
     if kind == "normal":
@@ -81,22 +95,23 @@ def test_tf32x3_error_against_sgemm_and_triton(kind):
     C = torch.empty(M, N, device="cuda")
     triton_tf32x3_runner(A, B, C)()
     triton = err(C)
-    ours = err(simtlab.gemm(A, B, precision="tf32x3"))
-    assert ours <= sgemm and ours <= 2 * triton, (kind, ours, sgemm, triton)
+    ours = err(simtlab.gemm(A, B, rung=rung, precision="tf32x3"))
+    assert ours <= sgemm and ours <= 2 * triton, (kind, rung, ours, sgemm, triton)
 
 
-def test_tf32x3_gives_inf_and_nan_where_sgemm_does():
+@pytest.mark.parametrize("rung", RUNGS)
+def test_tf32x3_gives_inf_and_nan_where_sgemm_does(rung):
     """Infinities and NaNs in A (B finite): the same entries of C are infinite or NaN as in SGEMM's
     C, with the same signs; the finite ones agree."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    _needs(rung)
     g = torch.Generator(device="cuda").manual_seed(5)
     A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
     A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
     torch.backends.cuda.matmul.allow_tf32 = False
-    want, got = A @ B, simtlab.gemm(A, B, precision="tf32x3")
+    want, got = A @ B, simtlab.gemm(A, B, rung=rung, precision="tf32x3")
     assert torch.equal(torch.isnan(got), torch.isnan(want))
     assert torch.equal(torch.isinf(got), torch.isinf(want))
     inf = torch.isinf(want)

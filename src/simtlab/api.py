@@ -89,10 +89,11 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     warp-tiled rung's KAHAN option): an error that stays near one rounding however long K is, for
     ~3x the time.
 
-    `precision="tf32x3"` (rung 11, sm_90) multiplies on the tensor cores instead: each operand is
-    split into two TF32 parts and three products are summed (3xTF32), about twice cuBLAS SGEMM's
-    speed at large sizes with an error no larger than SGEMM's on the benchmark's accuracy table
-    (benchmarks/tf32x3_table.py). The default stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
+    `precision="tf32x3"` multiplies on the tensor cores instead: each operand is split into two
+    TF32 parts and three products are summed (3xTF32) - on Hopper rung 11 (sm_90: about twice cuBLAS
+    SGEMM's speed at large sizes with an error no larger than SGEMM's on the benchmark's accuracy
+    table, benchmarks/tf32x3_table.py), on sm_80 and later GPUs rung 12 (mma.sync, the split in
+    registers; `rung="tf32x3_mma"` picks it on Hopper too). The default stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
     3xTF32 differs from it on inputs where an infinity meets an infinity in one product (NaN
     where SGEMM gives an infinity).
     """

@@ -362,6 +362,8 @@ class TcPlan(_Plan):
 
 
 PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
+# rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) first, then rung 12 (sm_80 and later)
+TF32X3_RUNGS = ("tf32x3", 11, "11", "tf32x3_mma", 12, "12", "tf32x3_sm80")
 
 
 class GemmPlan(_Plan):
@@ -408,17 +410,24 @@ class GemmPlan(_Plan):
         self.copies = (la == TRANSPOSED, lb == TRANSPOSED)
         info = device_info(dev)
         name = rung
-        if rung in ("tf32x3", 11, "11"):
+        if rung in TF32X3_RUNGS:
             precision = "tf32x3"
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
         self.split = None
         if precision == "tf32x3":
-            if kahan or rung not in ("best", "tf32x3", 11, "11"):
-                raise ValueError("precision='tf32x3' is rung 11 (3xTF32); it takes no other rung and no kahan")
-            self._init_split(M, N, K, info)
-            return
-        if kahan:
+            if kahan or (rung != "best" and rung not in TF32X3_RUNGS):
+                raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
+                                 "no other rung and no kahan")
+            hopper = family("gemm").rung("tf32x3").supports(info.compute_capability)
+            if rung in TF32X3_RUNGS[:3] or (rung == "best" and hopper):
+                self._init_split(M, N, K, info)
+                return
+            name = "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
+            if info.compute_capability < (8, 0):
+                raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; GPU "
+                                 f"{self.device} is {info.arch} - use precision='ieee'")
+        elif kahan:
             if rung not in ("best", "warptiling", 8, "8", "warptile"):
                 raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
             name = "warptiling"

@@ -407,6 +407,44 @@ def references() -> list[Reference]:
     return refs
 
 
+# --- rung 12 (3xTF32 with mma.sync, sm_80+): split in registers from fp32 tiles ---------------
+
+TF32X3_MMA_BK = 16  # the kernel's slice depth (a compile-time constant there)
+
+
+def tf32x3_mma_smem(params) -> int:
+    """Rung 12's dynamic shared memory: STAGES x (A slice, rows padded by 4 + B slice, rows padded by 8), fp32."""
+    bk = TF32X3_MMA_BK
+    return params["STAGES"] * (params["BM"] * (bk + 4) + bk * (params["BN"] + 8)) * 4
+
+
+def tf32x3_mma_threads(params) -> int:
+    return (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * 32
+
+
+def geometry_tf32x3_mma(params, p: GemmProblem, device=None) -> Launch:
+    return Launch(grid2(p.N, p.M, params["BN"], params["BM"]), (tf32x3_mma_threads(params), 1, 1),
+                  tf32x3_mma_smem(params))
+
+
+def tf32x3_mma_space(max_smem: int) -> Space:
+    """Rung 12's knobs: block and warp tiles, ring depth. A warp holds two sets of sums (running and
+    this slice's): 8 registers a 16x8 tile, plus the split fragments."""
+    def regs(c):
+        mi, ni = c["WM"] // 16, c["WN"] // 8
+        return 8 * mi * ni + 8 * mi + 4 * ni + 40
+
+    bk = TF32X3_MMA_BK
+    rules = [("warp tiles divide the block", lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0),
+             ("64..512 threads a block", lambda c: 64 <= tf32x3_mma_threads(c) <= 512),
+             ("16-byte chunks divide among the threads",
+              lambda c: (c["BM"] * bk // 4) % tf32x3_mma_threads(c) == 0 and (bk * c["BN"] // 4) % tf32x3_mma_threads(c) == 0),
+             ("a thread's sums and fragments within 255 registers", lambda c: regs(c) <= 255),
+             ("shared memory within the opt-in limit", lambda c: tf32x3_mma_smem(c) <= max_smem)]
+    return Space({"BM": (64, 128, 256), "BN": (64, 128, 256), "WM": (32, 64), "WN": (32, 64), "STAGES": (2, 3, 4)},
+                 rules)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 # Tile shapes of the warp-tiled rungs, shared by the tunable entries.
@@ -476,6 +514,12 @@ FAMILY = Family(
              features=gemm_features, space=gemm_warptile,
              from_store=True, size_defaults=tuned_defaults, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
         _tf32x3_rung(),
+        Rung("gemm", 12, "tf32x3_mma", "gemm/12_tf32x3_mma.cu", "gemm_tf32x3_mma", ("BM", "BN", "WM", "WN", "STAGES"),
+             frozen({"BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3}),
+             "rung 11's 3xTF32 without Hopper: fp32 tiles split in registers, mma.sync from registers, sm_80 "
+             "and later, no pre-pass",
+             geometry_tf32x3_mma, vec_variant=True, min_cc=(8, 0), space=tf32x3_mma_space,
+             sass_expect=("HMMA", "LDGSTS.128"), aliases=("tf32x3_sm80",)),
     ),
     check_size="127x129x65",
 )

@@ -12,23 +12,9 @@
 // (big 0) and reach C as in SGEMM, but an infinity times an infinity gives NaN. Values below
 // ~2^-115 lose their small part (subnormal: the tensor cores flush it). docs/design/gemm.md.
 #include "gemm_tc/06_wgmma_cluster.cu"
+#include "simtlab_tf32.cuh"
 
-namespace {
-// x -> (big, small), both exact TF32 values (low 13 bits zero): big rounded to nearest (ties away,
-// as cvt.rna.tf32), truncated where rounding would overflow; small = x - big (exact) rounded again.
-__device__ __forceinline__ void split_tf32(float x, float& big, float& small) {
-  if (!isfinite(x)) {
-    big = 0.0f, small = x;
-    return;
-  }
-  auto rna = [](float v) {
-    const unsigned u = __float_as_uint(v), r = (u + 0x1000u) & 0xffffe000u;
-    return isinf(__uint_as_float(r)) ? __uint_as_float(u & 0xffffe000u) : __uint_as_float(r);
-  };
-  big = rna(x);
-  small = rna(x - big);
-}
-}  // namespace
+using simtlab::split_tf32;
 
 // A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld), zero past cols.
 extern "C" __global__ void gemm_split_tf32(const float* __restrict__ A, int rows, int cols, int lda, int ld,

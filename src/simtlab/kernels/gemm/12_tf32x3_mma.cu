@@ -1,0 +1,166 @@
+// Rung 12 - 3xTF32 the Ampere way (sm_80 and later): rung 11's arithmetic without Hopper's
+// machinery. What changed from rung 11:
+//  * no pre-pass: fp32 tiles of A and B come straight into shared memory (a cp.async ring, STAGES
+//    deep, rows padded so the fragment reads below are conflict-free), and each thread splits the
+//    values it reads into big and small TF32 parts in registers: 4 bytes an element moved, not 12;
+//  * mma.sync.m16n8k8 (tf32) from registers instead of wgmma from shared memory, a warp's 64x32 of
+//    C in 16 fragments; the small products first, then big x big;
+//  * each 16-deep slice sums in its own fragments and is then added to the running sums in fp32,
+//    so the tensor cores' rounding does not build up with K (rung 11's promotion, every slice).
+// What it should buy: 3xTF32's accuracy on any GPU from sm_80, with no scratch memory; on Hopper,
+// how much of rung 11's speed is TMA, wgmma and clusters (this rung has none of them).
+#include "simtlab_async.cuh"
+#include "simtlab_tf32.cuh"
+
+namespace {
+// D += A x B for one 16x8x8 tile: a, b hold TF32 bit patterns in mma.sync's fragment layout.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+}  // namespace
+
+template <int BM, int BN, int WM, int WN, int STAGES, bool VEC>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
+gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
+                float beta, float* __restrict__ C) {
+  constexpr int BK = 16, AS = BK + 4, BS = BN + 8;  // padded rows: fragment reads hit 32 banks
+  constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
+  constexpr int MI = WM / 16, NI = WN / 8;           // mma tiles per warp
+  constexpr int A_STAGE = BM * AS, B_STAGE = BK * BS;
+  static_assert(WM % 16 == 0 && WN % 8 == 0 && BM % WM == 0 && BN % WN == 0, "warp tiles of 16x8 mma tiles");
+  static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0, "16-byte chunks divide among threads");
+  extern __shared__ __align__(16) float smem[];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int wm = (warp / (BN / WN)) * WM, wn = (warp % (BN / WN)) * WN;
+
+  auto load_slice = [&](int slot, int k0) {
+    float* As = smem + slot * (A_STAGE + B_STAGE);
+    float* Bs = As + A_STAGE;
+#pragma unroll
+    for (int i = tid; i < BM * BK / 4; i += THREADS) {  // A: BM rows of 4 chunks
+      const int r = i / 4, c = (i % 4) * 4, gr = m0 + r, gk = k0 + c;
+      float* dst = As + r * AS + c;
+      if (VEC) {
+        const bool ok = gr < M && gk < K;
+        simtlab::cp_async16(dst, ok ? A + (size_t)gr * K + gk : A, ok);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[e] = (gr < M && gk + e < K) ? A[(size_t)gr * K + gk + e] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int i = tid; i < BK * BN / 4; i += THREADS) {  // B: BK rows of BN / 4 chunks
+      const int r = i / (BN / 4), c = (i % (BN / 4)) * 4, gk = k0 + r, gn = n0 + c;
+      float* dst = Bs + r * BS + c;
+      if (VEC) {
+        const bool ok = gk < K && gn < N;
+        simtlab::cp_async16(dst, ok ? B + (size_t)gk * N + gn : B, ok);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[e] = (gk < K && gn + e < N) ? B[(size_t)gk * N + gn + e] : 0.0f;
+      }
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  const int KT = (K + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {  // prologue: STAGES-1 slices in flight
+    if (s < KT) load_slice(s, s * BK);
+    simtlab::cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    simtlab::cp_async_wait<STAGES - 2>();
+    __syncthreads();  // slice kt is in for every thread; slot kt-1 is free again
+    const int next = kt + STAGES - 1;
+    if (next < KT) load_slice(next % STAGES, next * BK);
+    simtlab::cp_async_commit();
+
+    const float* As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
+    const float* Bs = As + A_STAGE;
+    float part[MI][NI][4];  // this slice's sums, promoted into acc below
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      unsigned a_big[MI][4], a_small[MI][4], b_big[NI][2], b_small[NI][2];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {  // rows g and g + 8, columns t and t + 4 of a 16x8 tile
+        const float* p = As + (wm + 16 * i + g) * AS + kk + t;
+        const float v[4] = {p[0], p[8 * AS], p[4], p[8 * AS + 4]};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float hi, lo;
+          simtlab::split_tf32(v[e], hi, lo);
+          a_big[i][e] = __float_as_uint(hi), a_small[i][e] = __float_as_uint(lo);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {  // k rows t and t + 4, column g of an 8x8 tile
+        const float* p = Bs + (kk + t) * BS + wn + 8 * j + g;
+        const float v[2] = {p[0], p[4 * BS]};
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float hi, lo;
+          simtlab::split_tf32(v[e], hi, lo);
+          b_big[j][e] = __float_as_uint(hi), b_small[j][e] = __float_as_uint(lo);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+          mma_tf32(part[i][j], a_small[i], b_big[j]);
+          mma_tf32(part[i][j], a_big[i], b_small[j]);
+          mma_tf32(part[i][j], a_big[i], b_big[j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+  }
+  simtlab::cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the 16x8 tile, columns 2t and 2t + 1
+        const int r = m0 + wm + 16 * i + g + 8 * h, c = n0 + wn + 8 * j + 2 * t;
+        if (r >= M || c >= N) continue;
+        float* p = C + (size_t)r * N + c;
+        const bool pair = c + 1 < N;
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+        if (beta != 0.0f) {  // (beta 0: C is not read, as BLAS)
+          v0 += beta * p[0];
+          if (pair) v1 += beta * p[1];
+        }
+        if (VEC) {  // N a multiple of 4: c even, the pair 8-byte aligned
+          *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+        } else {
+          p[0] = v0;
+          if (pair) p[1] = v1;
+        }
+      }
+}
