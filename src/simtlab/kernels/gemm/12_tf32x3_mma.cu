@@ -77,17 +77,9 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   const int KT = (K + BK - 1) / BK;
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {  // prologue: STAGES-1 slices in flight
-    if (s < KT) load_slice(s, s * BK);
-    simtlab::cp_async_commit();
-  }
+  simtlab::ring_prologue<STAGES>(KT, BK, load_slice);  // STAGES-1 slices in flight
   for (int kt = 0; kt < KT; ++kt) {
-    simtlab::cp_async_wait<STAGES - 2>();
-    __syncthreads();  // slice kt is in for every thread; slot kt-1 is free again
-    const int next = kt + STAGES - 1;
-    if (next < KT) load_slice(next % STAGES, next * BK);
-    simtlab::cp_async_commit();
+    simtlab::ring_advance<STAGES>(kt, KT, BK, load_slice);  // slice kt in; slice kt + STAGES - 1 issued
 
     const float* As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
     const float* Bs = As + A_STAGE;
@@ -105,23 +97,13 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
       for (int i = 0; i < MI; ++i) {  // rows g and g + 8, columns t and t + 4 of a 16x8 tile
         const float* p = As + (wm + 16 * i + g) * AS + kk + t;
         const float v[4] = {p[0], p[8 * AS], p[4], p[8 * AS + 4]};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float hi, lo;
-          simtlab::split_tf32(v[e], hi, lo);
-          a_big[i][e] = __float_as_uint(hi), a_small[i][e] = __float_as_uint(lo);
-        }
+        simtlab::split_tf32_bits(v, a_big[i], a_small[i]);
       }
 #pragma unroll
       for (int j = 0; j < NI; ++j) {  // k rows t and t + 4, column g of an 8x8 tile
         const float* p = Bs + (kk + t) * BS + wn + 8 * j + g;
         const float v[2] = {p[0], p[4 * BS]};
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float hi, lo;
-          simtlab::split_tf32(v[e], hi, lo);
-          b_big[j][e] = __float_as_uint(hi), b_small[j][e] = __float_as_uint(lo);
-        }
+        simtlab::split_tf32_bits(v, b_big[j], b_small[j]);
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)

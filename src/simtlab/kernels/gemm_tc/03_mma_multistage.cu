@@ -80,18 +80,10 @@ gemm_tc_mma(int M, int N, int K, const typename simtlab::Elem<DT>::T* __restrict
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   const int KT = (K + BK - 1) / BK;
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {  // prologue: STAGES-1 slices in flight
-    if (s < KT) load_slice(s, s * BK);
-    simtlab::cp_async_commit();
-  }
+  simtlab::ring_prologue<STAGES>(KT, BK, load_slice);  // STAGES-1 slices in flight
 
   for (int kt = 0; kt < KT; ++kt) {
-    simtlab::cp_async_wait<STAGES - 2>();  // slice kt has landed (for this thread) ...
-    __syncthreads();                       // ... and for every thread; slot kt-1 is free again
-    const int next = kt + STAGES - 1;
-    if (next < KT) load_slice(next % STAGES, next * BK);
-    simtlab::cp_async_commit();
+    simtlab::ring_advance<STAGES>(kt, KT, BK, load_slice);  // slice kt in; slice kt + STAGES - 1 issued
 
     const T* As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
     const T* Bs = As + A_STAGE;

@@ -38,4 +38,26 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// A ring of STAGES shared-memory slots fed by cp.async, `load(slot, k0)` issuing one slice's copies
+// (BK deep). ring_prologue puts the first STAGES-1 slices in flight; ring_advance, at the top of
+// step kt, waits until slice kt has landed for every thread (so slot kt-1 is free) and issues
+// slice kt + STAGES - 1 into it. Every step commits a group, empty or not, so the wait counts hold.
+template <int STAGES, class Load>
+__device__ __forceinline__ void ring_prologue(int slices, int BK, Load&& load) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < slices) load(s, s * BK);
+    cp_async_commit();
+  }
+}
+
+template <int STAGES, class Load>
+__device__ __forceinline__ void ring_advance(int kt, int slices, int BK, Load&& load) {
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  const int next = kt + STAGES - 1;
+  if (next < slices) load(next % STAGES, next * BK);
+  cp_async_commit();
+}
+
 }  // namespace simtlab

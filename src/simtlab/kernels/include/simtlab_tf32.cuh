@@ -19,4 +19,15 @@ __device__ __forceinline__ void split_tf32(float x, float& big, float& small) {
   small = rna(x - big);
 }
 
+// split_tf32 over a fragment's values, the parts as the bit patterns mma.sync takes.
+template <int N>
+__device__ __forceinline__ void split_tf32_bits(const float (&v)[N], unsigned (&big)[N], unsigned (&small)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    float hi, lo;
+    split_tf32(v[e], hi, lo);
+    big[e] = __float_as_uint(hi), small[e] = __float_as_uint(lo);
+  }
+}
+
 }  // namespace simtlab
