@@ -10,18 +10,8 @@
 // What it should buy: 3xTF32's accuracy on any GPU from sm_80, with no scratch memory; on Hopper,
 // how much of rung 11's speed is TMA, wgmma and clusters (this rung has none of them).
 #include "simtlab_async.cuh"
+#include "simtlab_tc.cuh"
 #include "simtlab_tf32.cuh"
-
-namespace {
-// D += A x B for one 16x8x8 tile: a, b hold TF32 bit patterns in mma.sync's fragment layout.
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-}  // namespace
 
 template <int BM, int BN, int WM, int WN, int STAGES, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
@@ -69,12 +59,7 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  simtlab::clear_fragments(acc);
 
   const int KT = (K + BK - 1) / BK;
   simtlab::ring_prologue<STAGES>(KT, BK, load_slice);  // STAGES-1 slices in flight
@@ -84,12 +69,7 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
     const float* As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
     const float* Bs = As + A_STAGE;
     float part[MI][NI][4];  // this slice's sums, promoted into acc below
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int j = 0; j < NI; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+    simtlab::clear_fragments(part);
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
       unsigned a_big[MI][4], a_small[MI][4], b_big[NI][2], b_small[NI][2];
@@ -109,9 +89,9 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
       for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
-          mma_tf32(part[i][j], a_small[i], b_big[j]);
-          mma_tf32(part[i][j], a_big[i], b_small[j]);
-          mma_tf32(part[i][j], a_big[i], b_big[j]);
+          simtlab::mma_1688_tf32(part[i][j], a_small[i], b_big[j]);
+          simtlab::mma_1688_tf32(part[i][j], a_big[i], b_small[j]);
+          simtlab::mma_1688_tf32(part[i][j], a_big[i], b_big[j]);
         }
     }
 #pragma unroll

@@ -72,12 +72,7 @@ gemm_tc_mma(int M, int N, int K, const typename simtlab::Elem<DT>::T* __restrict
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  simtlab::clear_fragments(acc);
 
   const int KT = (K + BK - 1) / BK;
   simtlab::ring_prologue<STAGES>(KT, BK, load_slice);  // STAGES-1 slices in flight

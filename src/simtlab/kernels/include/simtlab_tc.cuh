@@ -2,7 +2,7 @@
 // number (DT 0 = fp16, 1 = bf16, so tile parameters stay integers for the
 // catalog and the tuner), and the Ampere-style warp-level primitives as inline
 // PTX: ldmatrix (shared -> the fragment layout mma expects, optionally
-// transposed) and mma.sync m16n8k16 with fp32 accumulators.
+// transposed), mma.sync m16n8k16 with fp32 accumulators, and TF32 m16n8k8 (fp32 rung 12).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -59,6 +59,27 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// D += A x B for one 16x8x8 TF32 tile (mma.sync m16n8k8): a and b hold TF32 bit patterns in the
+// fragment layout (fp32 rung 12).
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// A warp's MI x NI accumulator fragments set to zero.
+template <int MI, int NI>
+__device__ __forceinline__ void clear_fragments(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 }
 
 }  // namespace simtlab
