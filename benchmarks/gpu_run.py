@@ -207,6 +207,12 @@ PHASES: dict[str, tuple[str, list]] = {
             f"{sizes('4096 8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 12", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3_mma --size $s --jobs 8; done", 200)]),
+    "tf32x3-once": ("rung 12 splitting each slice once in shared memory (ONCE 1) against on every read: tests, "
+                    "one process at three sizes", [
+        Run("rung 12's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_12 or tf32x3_mma' "
+            "-p no:cacheprovider 2>&1 | tail -6", 150),
+        Run("ONCE 0 / 1, one process a size", "for s in 4096 8192 4097x4095x4093; do python3 benchmarks/param_sweep.py "
+            "gemm tf32x3_mma --size $s --param ONCE=0,1 --json {out}/tf32x3_once_$s.json; done", 200)]),
     "epi16": ("rung 6's 16-bit C in 64x64 pieces (WIDE 1) against 64x32 (WIDE 0), one process", [
         Run("WIDE 0 and 1", "for s in 4096:bf16:bf16 4096:fp16:fp16 8192:bf16:bf16 2048:bf16:bf16 "
             "64x512x512x512:bf16:bf16 8192x1024x8192:bf16:bf16; do python3 benchmarks/param_sweep.py gemm_tc "

@@ -59,6 +59,36 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
+@pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "1000x1013x37", "33x1x300", "512x512x4099"])
+@pytest.mark.parametrize("once", [0, 1])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
+def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta):
+    """Rung 12, each value split on every read (ONCE 0) or each slice split once in shared memory
+    (ONCE 1), both copy paths (K or N not a multiple of 4: element loads), on a poisoned C (NaN where
+    beta == 0: C must not be read), within the fp32 family's tolerance of the float64 product."""
+    import cupy
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, runner
+    from simtlab.ops import gemm
+
+    _needs("tf32x3_mma")
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3_mma")
+    p = gemm.parse_size(size, alpha=alpha, beta=beta)
+    ws = fam.op().workspace(p, seed=3)
+    vec = ws.vec_ok()
+    run = runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, vec, dev)
+    ws.poison()
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    assert not bool(cupy.isnan(out).any())
+    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    assert err <= gemm.tolerance(p), (size, once, err)
+
+
 @pytest.mark.parametrize("kind", ["normal", "uniform",
                                   pytest.param("tiny", marks=pytest.mark.xfail(strict=True, reason=(
                                       "values near the smallest normal fp32: their small parts are subnormal and the "

@@ -413,9 +413,10 @@ TF32X3_MMA_BK = 16  # the kernel's slice depth (a compile-time constant there)
 
 
 def tf32x3_mma_smem(params) -> int:
-    """Rung 12's dynamic shared memory: STAGES x (A slice, rows padded by 4 + B slice, rows padded by 8), fp32."""
+    """Rung 12's dynamic shared memory: STAGES x (A slice, rows padded by 4 + B slice, rows padded by 8), fp32,
+    and (ONCE) one more of each for the slice's small parts."""
     bk = TF32X3_MMA_BK
-    return params["STAGES"] * (params["BM"] * (bk + 4) + bk * (params["BN"] + 8)) * 4
+    return (params["STAGES"] + params["ONCE"]) * (params["BM"] * (bk + 4) + bk * (params["BN"] + 8)) * 4
 
 
 def tf32x3_mma_threads(params) -> int:
@@ -441,8 +442,8 @@ def tf32x3_mma_space(max_smem: int) -> Space:
               lambda c: (c["BM"] * bk // 4) % tf32x3_mma_threads(c) == 0 and (bk * c["BN"] // 4) % tf32x3_mma_threads(c) == 0),
              ("a thread's sums and fragments within 255 registers", lambda c: regs(c) <= 255),
              ("shared memory within the opt-in limit", lambda c: tf32x3_mma_smem(c) <= max_smem)]
-    return Space({"BM": (64, 128, 256), "BN": (64, 128, 256), "WM": (32, 64), "WN": (32, 64), "STAGES": (2, 3, 4)},
-                 rules)
+    return Space({"BM": (64, 128, 256), "BN": (64, 128, 256), "WM": (32, 64), "WN": (32, 64), "STAGES": (2, 3, 4),
+                  "ONCE": (0, 1)}, rules)
 
 
 # --- the family: its rungs, one per kernel file -------------------------------------------------
@@ -514,8 +515,9 @@ FAMILY = Family(
              features=gemm_features, space=gemm_warptile,
              from_store=True, size_defaults=tuned_defaults, sass_expect=("LDGSTS.32", "LDGSTS.128", "LDS.128")),
         _tf32x3_rung(),
-        Rung("gemm", 12, "tf32x3_mma", "gemm/12_tf32x3_mma.cu", "gemm_tf32x3_mma", ("BM", "BN", "WM", "WN", "STAGES"),
-             frozen({"BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3}),
+        Rung("gemm", 12, "tf32x3_mma", "gemm/12_tf32x3_mma.cu", "gemm_tf32x3_mma",
+             ("BM", "BN", "WM", "WN", "STAGES", "ONCE"),
+             frozen({"BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3, "ONCE": 0}),
              "rung 11's 3xTF32 without Hopper: fp32 tiles split in registers, mma.sync from registers, sm_80 "
              "and later, no pre-pass",
              geometry_tf32x3_mma, vec_variant=True, min_cc=(8, 0), space=tf32x3_mma_space,

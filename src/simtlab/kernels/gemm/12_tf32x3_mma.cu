@@ -9,11 +9,14 @@
 //    so the tensor cores' rounding does not build up with K (rung 11's promotion, every slice).
 // What it should buy: 3xTF32's accuracy on any GPU from sm_80, with no scratch memory; on Hopper,
 // how much of rung 11's speed is TMA, wgmma and clusters (this rung has none of them).
+// ONCE 1: each landed slice is split once, in shared memory (big over the fp32 tile, small beside
+// it), by all threads together, instead of on every warp's read (an A value is read by 4 warps, a
+// B value by 2): a third of the splits, for one more barrier a slice and the small tiles' space.
 #include "simtlab_async.cuh"
 #include "simtlab_tc.cuh"
 #include "simtlab_tf32.cuh"
 
-template <int BM, int BN, int WM, int WN, int STAGES, bool VEC>
+template <int BM, int BN, int WM, int WN, int STAGES, int ONCE, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, 1)
 gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                 float beta, float* __restrict__ C) {
@@ -63,11 +66,27 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
 
   const int KT = (K + BK - 1) / BK;
   simtlab::ring_prologue<STAGES>(KT, BK, load_slice);  // STAGES-1 slices in flight
+  float* const small_tiles = smem + STAGES * (A_STAGE + B_STAGE);  // ONCE: this slice's small parts
   for (int kt = 0; kt < KT; ++kt) {
     simtlab::ring_advance<STAGES>(kt, KT, BK, load_slice);  // slice kt in; slice kt + STAGES - 1 issued
 
-    const float* As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
-    const float* Bs = As + A_STAGE;
+    float* const As = smem + (kt % STAGES) * (A_STAGE + B_STAGE);
+    float* const Bs = As + A_STAGE;
+    if constexpr (ONCE) {  // big in place of the fp32 values, small into the side tiles; padding too
+      float4* tile = reinterpret_cast<float4*>(As);
+      float4* side = reinterpret_cast<float4*>(small_tiles);
+#pragma unroll
+      for (int i = tid; i < (A_STAGE + B_STAGE) / 4; i += THREADS) {
+        const float4 v = tile[i];
+        float4 hi, lo;
+        simtlab::split_tf32(v.x, hi.x, lo.x);
+        simtlab::split_tf32(v.y, hi.y, lo.y);
+        simtlab::split_tf32(v.z, hi.z, lo.z);
+        simtlab::split_tf32(v.w, hi.w, lo.w);
+        tile[i] = hi, side[i] = lo;
+      }
+      __syncthreads();
+    }
     float part[MI][NI][4];  // this slice's sums, promoted into acc below
     simtlab::clear_fragments(part);
 #pragma unroll
@@ -75,15 +94,28 @@ gemm_tf32x3_mma(int M, int N, int K, float alpha, const float* __restrict__ A, c
       unsigned a_big[MI][4], a_small[MI][4], b_big[NI][2], b_small[NI][2];
 #pragma unroll
       for (int i = 0; i < MI; ++i) {  // rows g and g + 8, columns t and t + 4 of a 16x8 tile
-        const float* p = As + (wm + 16 * i + g) * AS + kk + t;
-        const float v[4] = {p[0], p[8 * AS], p[4], p[8 * AS + 4]};
-        simtlab::split_tf32_bits(v, a_big[i], a_small[i]);
+        const int at = (wm + 16 * i + g) * AS + kk + t;
+        const int off[4] = {0, 8 * AS, 4, 8 * AS + 4};
+        if constexpr (ONCE) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            a_big[i][e] = __float_as_uint(As[at + off[e]]), a_small[i][e] = __float_as_uint(small_tiles[at + off[e]]);
+        } else {
+          const float v[4] = {As[at], As[at + off[1]], As[at + off[2]], As[at + off[3]]};
+          simtlab::split_tf32_bits(v, a_big[i], a_small[i]);
+        }
       }
 #pragma unroll
       for (int j = 0; j < NI; ++j) {  // k rows t and t + 4, column g of an 8x8 tile
-        const float* p = Bs + (kk + t) * BS + wn + 8 * j + g;
-        const float v[2] = {p[0], p[4 * BS]};
-        simtlab::split_tf32_bits(v, b_big[j], b_small[j]);
+        const int at = (kk + t) * BS + wn + 8 * j + g;
+        if constexpr (ONCE) {
+          const float* side = small_tiles + A_STAGE;
+          b_big[j][0] = __float_as_uint(Bs[at]), b_big[j][1] = __float_as_uint(Bs[at + 4 * BS]);
+          b_small[j][0] = __float_as_uint(side[at]), b_small[j][1] = __float_as_uint(side[at + 4 * BS]);
+        } else {
+          const float v[2] = {Bs[at], Bs[at + 4 * BS]};
+          simtlab::split_tf32_bits(v, b_big[j], b_small[j]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)
