@@ -9,9 +9,10 @@
 //    so the tensor cores' rounding does not build up with K (rung 11's promotion, every slice).
 // What it should buy: 3xTF32's accuracy on any GPU from sm_80, with no scratch memory; on Hopper,
 // how much of rung 11's speed is TMA, wgmma and clusters (this rung has none of them).
-// ONCE 1: each landed slice is split once, in shared memory (big over the fp32 tile, small beside
-// it), by all threads together, instead of on every warp's read (an A value is read by 4 warps, a
-// B value by 2): a third of the splits, for one more barrier a slice and the small tiles' space.
+// ONCE 1 (default): each landed slice is split once, in shared memory (big over the fp32 tile,
+// small beside it), by all threads together, instead of on every warp's read (an A value is read by
+// 4 warps, a B value by 2): a third of the splits, for one more barrier a slice and the small
+// tiles' space - 1.38x (run d37bb3); ONCE 0 splits in registers on each read.
 #include "simtlab_async.cuh"
 #include "simtlab_tc.cuh"
 #include "simtlab_tf32.cuh"
