@@ -457,8 +457,8 @@ class GemmPlan(_Plan):
 
         r = family("gemm").rung("tf32x3")
         if not r.supports(info.compute_capability):
-            raise ValueError(f"precision='tf32x3' runs on sm_90 (Hopper: wgmma, TMA); GPU {self.device} is "
-                             f"{info.arch} - use precision='ieee'")
+            raise ValueError(f"rung 11 (3xTF32 with wgmma and TMA) runs on sm_90; GPU {self.device} is {info.arch} "
+                             f"- leave rung at 'best' (rung 12 there) or use precision='ieee'")
         self.problem, self.rung, self.info, self.pad = GemmProblem(M, N, K), r, info, None
         self._split_args = (M, N, K)
         guard = _current(self.lib, self.device)
