@@ -110,6 +110,24 @@ def test_loop_paths_follow_forward_branches_and_sum_the_stall_counts():
     assert loop_paths([Instruction(0, "", "FFMA", "R0, R1, R2, R0")]) == []  # no control bits: nothing claimed
 
 
+def test_loop_paths_stay_bounded_where_most_branches_lead_out_of_the_body():
+    """Forty forward branches in a row, the body ending in a jump out of it (so no walk reaches the
+    loop's end and none counts as a path): the walk stops after a bounded number of blocks instead
+    of trying 2^40 branch combinations (gemm rung 12's SASS hung the report this way)."""
+    import time
+
+    from simtlab.analyze.sass import loop_paths
+
+    loop = []
+    for k in range(40):  # a predicated skip over one instruction, forty times
+        loop += [Instruction(0x20 * k, "@P0", "BRA", f"0x{0x20 * k + 0x20:x}", _ctrl(1)),
+                 Instruction(0x20 * k + 0x10, "", "FFMA", "R0, R1, R2, R0", _ctrl(1))]
+    loop.append(Instruction(0x20 * 40, "", "BRA", "0x9000", _ctrl(1)))  # out, unconditionally
+    t0 = time.monotonic()
+    assert loop_paths(loop) == []
+    assert time.monotonic() - t0 < 5
+
+
 def _rung_sass(family_name, rung_name, arch, params):
     from simtlab.catalog import family
     from simtlab.launch import build

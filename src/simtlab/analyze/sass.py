@@ -279,9 +279,12 @@ def loop_paths(loop: list[Instruction], limit: int = 64) -> list[LoopPath]:
         return sum(i.stall for i in loop[blocks[n][0]:blocks[n][1] + 1])
 
     paths: list[list[int]] = []
+    steps = [0]  # blocks visited: a walk whose branches mostly end off the body (a jump out, EXIT)
+    # adds no paths, so the count of paths alone would not bound it
 
     def walk(n: int | None, path: list[int]) -> bool:
-        if len(paths) > limit:
+        steps[0] += 1
+        if len(paths) > limit or steps[0] > 200 * limit:
             return False
         if n is None:
             paths.append(path)
