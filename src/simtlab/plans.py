@@ -362,8 +362,9 @@ class TcPlan(_Plan):
 
 
 PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
-# rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) first, then rung 12 (sm_80 and later)
-TF32X3_RUNGS = ("tf32x3", 11, "11", "tf32x3_mma", 12, "12", "tf32x3_sm80")
+# rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) and rung 12 (sm_80 and later)
+TF32X3_HOPPER = ("tf32x3", 11, "11")
+TF32X3_RUNGS = TF32X3_HOPPER + ("tf32x3_mma", 12, "12", "tf32x3_sm80")
 
 
 class GemmPlan(_Plan):
@@ -420,7 +421,7 @@ class GemmPlan(_Plan):
                 raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
                                  "no other rung and no kahan")
             hopper = family("gemm").rung("tf32x3").supports(info.compute_capability)
-            if rung in TF32X3_RUNGS[:3] or (rung == "best" and hopper):
+            if rung in TF32X3_HOPPER or (rung == "best" and hopper):
                 self._init_split(M, N, K, info)
                 return
             name = "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
