@@ -232,6 +232,16 @@ PHASES: dict[str, tuple[str, list]] = {
             300),
         Run("2048^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 2048:bf16:bf16 --param BN=128,256 "
             "--param CM=1,2 --param STAGES=4,5 --json {out}/shapes_2048.json", 150)]),
+    "batched": ("batched 64x512^3 bf16: which kernel cuBLAS picks, and rung 6's tile height, cluster shape, tile order "
+                "and C pieces there, one process", [
+        Run("the libraries' kernels", "python3 benchmarks/library_kernels.py --shape 64x512x512x512 --shape 2048x2048x2048 "
+            "--json {out}/library_kernels.json", 120),
+        Run("rung 6, 128-row tiles", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
+            "--param CM=1,2 --param CN=1,2 --param GROUP_M=8,16 --param WIDE=0,1 --param KEEP=5 "
+            "--json {out}/batched_128.json", 240),
+        Run("rung 6, 64-row tiles", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
+            "--param BM=64 --param CM=1,2 --param CN=1,2 --param STAGES=4,6 --param KEEP=4 "
+            "--json {out}/batched_64.json", 200)]),
     "kahan": ("the Kahan-compensated fp32 GEMM beside plain and cuBLAS",
               [Run("kahan table", "python3 benchmarks/kahan_table.py --json {out}/kahan.json")]),
     "check": ("the occupancy model against the driver", [Run("occupancy", "python3 benchmarks/occupancy_check.py")]),
