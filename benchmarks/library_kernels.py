@@ -1,5 +1,5 @@
 """Which kernels the libraries run for a GEMM shape, and how long each takes on the GPU: torch.mm /
-torch.bmm (cuBLAS / cuBLASLt) and simtlab.gemm_tc, through torch.profiler (CUPTI), L2 not flushed.
+torch.bmm (cuBLAS / cuBLASLt) and simtlab.gemm_tc (bf16 in and out, as torch), through torch.profiler (CUPTI), L2 not flushed.
 The kernel names say cuBLAS's choice (tile, cluster, stages), what a per-shape default should
 be weighed against.
 
@@ -56,7 +56,7 @@ def main() -> None:
     rows = []
     for shape in args.shape:
         a, b = _operands(shape, torch.bfloat16)
-        for who, fn in (("torch", lambda: torch.matmul(a, b)), ("simtlab", lambda: simtlab.gemm_tc(a, b))):
+        for who, fn in (("torch", lambda: torch.matmul(a, b)), ("simtlab", lambda: simtlab.gemm_tc(a, b, out_dtype="bfloat16"))):
             for k in kernels(fn):
                 row = {"shape": shape, "who": who, **k}
                 print(row)
