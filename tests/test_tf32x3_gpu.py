@@ -129,6 +129,49 @@ def test_tf32x3_error_against_sgemm_and_triton(kind, rung):
     assert ours <= sgemm and ours <= 2 * triton, (kind, rung, ours, sgemm, triton)
 
 
+@pytest.mark.parametrize("K", [1, 16, 37, 63])
+def test_tf32x3_short_k_sums_in_float64(K):
+    """Below TF32X3_MIN_K precision="tf32x3" runs rung 8 with float64 sums: an error of about one
+    rounding (under half SGEMM's on N(0,1) inputs), alpha and beta on a C that is read, odd
+    shapes."""
+    import simtlab
+    from simtlab.plans import TF32X3_MIN_K
+
+    torch = pytest.importorskip("torch")
+    assert K < TF32X3_MIN_K
+    g = torch.Generator(device="cuda").manual_seed(K)
+    M, N = 1000, 1013
+    A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)
+    C0 = torch.randn(M, N, device="cuda", generator=g)
+    plan = simtlab.gemm_plan(A, B, C0.clone(), precision="tf32x3")
+    assert plan.rung.name == "warptiling" and plan.split is None
+    ref = A.double() @ B.double()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sgemm = float(((A @ B).double() - ref).norm() / ref.norm())
+    ours = float((simtlab.gemm(A, B, precision="tf32x3").double() - ref).norm() / ref.norm())
+    assert ours <= 0.5 * sgemm or ours < 4e-8, (K, ours, sgemm)
+    C = C0.clone()
+    simtlab.gemm(A, B, C, -0.75, 1.5, precision="tf32x3")
+    want = -0.75 * ref + 1.5 * C0.double()
+    assert float((C.double() - want).norm() / want.norm()) < 1e-7
+
+
+def test_tf32x3_split_reads_misaligned_and_odd_rows():
+    """The pre-pass's scalar reads: A a view one float past a 16-byte boundary (lda a multiple of
+    4, the address not), B with rows of 1013 floats; the product still matches float64."""
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(3)
+    buf = torch.randn(300 * 256 + 1, device="cuda", generator=g)
+    A = buf[1:].view(300, 256)
+    B = torch.randn(256, 1013, device="cuda", generator=g)
+    C = simtlab.gemm(A, B, precision="tf32x3")
+    ref = A.double() @ B.double()
+    assert float((C.double() - ref).norm() / ref.norm()) < 1e-6
+
+
 @pytest.mark.parametrize("rung", RUNGS)
 def test_tf32x3_gives_inf_and_nan_where_sgemm_does(rung):
     """Infinities and NaNs in A (B finite): the same entries of C are infinite or NaN as in SGEMM's

@@ -93,7 +93,10 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     TF32 parts and three products are summed (3xTF32) - on Hopper rung 11 (sm_90: about twice cuBLAS
     SGEMM's speed at large sizes with an error no larger than SGEMM's on the benchmark's accuracy
     table, benchmarks/tf32x3_table.py), on sm_80 and later GPUs rung 12 (mma.sync, the split in
-    registers; `rung="tf32x3_mma"` picks it on Hopper too). The default stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
+    registers; `rung="tf32x3_mma"` picks it on Hopper too). Below K = 64 (plans.TF32X3_MIN_K) the
+    three products cannot match a short SGEMM's error and the product is bound by writing C, so
+    there "tf32x3" sums in float64 on the CUDA cores (rung 8, one rounding in all). The default
+    stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
     3xTF32 differs from it on inputs where an infinity meets an infinity in one product (NaN
     where SGEMM gives an infinity).
     """

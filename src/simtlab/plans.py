@@ -25,6 +25,10 @@ __all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
 TC_INPUTS = ("float16", "bfloat16")
 PAD_MIN_MACS = 1 << 27  # fp32 products from 512^3 up run on padded copies when K or N is not a multiple of 4
 KAHAN_PARAMS = (("KAHAN", 1), ("MINB", 1))  # compensated sums need twice the accumulators: one block per SM
+# float64 sums (precision="tf32x3" at short K, where writing C bounds the time): 64x64 tiles of
+# 4x4 doubles a thread, two 256-thread blocks an SM, no spills (sm_80, sm_90)
+F64_SUMS_PARAMS = (("BK", 16), ("BM", 64), ("BN", 64), ("KAHAN", 2), ("MINB", 2), ("WM", 16), ("WMITER", 1), ("WN", 32),
+                   ("WNITER", 1))
 
 
 class PlanMismatch(ValueError):
@@ -363,6 +367,11 @@ class TcPlan(_Plan):
 
 PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
 # rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) and rung 12 (sm_80 and later)
+# Below this depth precision="tf32x3" sums in float64 on the CUDA cores (rung 8, KAHAN 2) instead:
+# three TF32 products keep ~22 bits of each product, and a short SGEMM rounds too few times to lose
+# more - at K = 16 3xTF32's error is 1.4x SGEMM's (run 2026-12-04_h200_ea66d4_tf32x3_mma, Triton's
+# too), at K = 256 0.7x - while float64 sums leave one rounding; such GEMMs are bound by writing C.
+TF32X3_MIN_K = 64
 TF32X3_HOPPER = ("tf32x3", 11, "11")
 TF32X3_RUNGS = TF32X3_HOPPER + ("tf32x3_mma", 12, "12", "tf32x3_sm80")
 
@@ -416,18 +425,22 @@ class GemmPlan(_Plan):
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
         self.split = None
+        sums = KAHAN_PARAMS if kahan else None
         if precision == "tf32x3":
             if kahan or (rung != "best" and rung not in TF32X3_RUNGS):
                 raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
                                  "no other rung and no kahan")
             hopper = family("gemm").rung("tf32x3").supports(info.compute_capability)
-            if rung in TF32X3_HOPPER or (rung == "best" and hopper):
+            if rung == "best" and K < TF32X3_MIN_K:
+                name, sums = "warptiling", F64_SUMS_PARAMS  # too short for 3xTF32 to match SGEMM (see TF32X3_MIN_K)
+            elif rung in TF32X3_HOPPER or (rung == "best" and hopper):
                 self._init_split(M, N, K, info)
                 return
-            name = "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
-            if info.compute_capability < (8, 0):
-                raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; GPU "
-                                 f"{self.device} is {info.arch} - use precision='ieee'")
+            else:
+                name = "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
+                if info.compute_capability < (8, 0):
+                    raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; GPU "
+                                     f"{self.device} is {info.arch} - use precision='ieee'")
         elif kahan:
             if rung not in ("best", "warptiling", 8, "8", "warptile"):
                 raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
@@ -446,11 +459,11 @@ class GemmPlan(_Plan):
         guard = _current(lib, dev)
         with guard if guard is not None else nullcontext():
             if self.pad is not None:
-                self.launches[True] = self._launch(r, GemmProblem(M, self.pad[1], self.pad[0]), True, kahan)
+                self.launches[True] = self._launch(r, GemmProblem(M, self.pad[1], self.pad[0]), True, sums)
             else:
                 for vec in ((True, False) if r.vec_variant else (None,)):
                     if not (vec and (K % 4 or N % 4)):
-                        self.launches[vec] = self._launch(r, problem, vec, kahan)
+                        self.launches[vec] = self._launch(r, problem, vec, sums)
 
     def _init_split(self, M: int, N: int, K: int, info) -> None:
         """Rung 11: the split kernels and the tensor-core main loop, built for this shape."""
@@ -488,11 +501,13 @@ class GemmPlan(_Plan):
         kernel.run(pa, K, pb, N, pc, alpha, beta, lib.ptr(scratch), lib.stream(self.device))
         return C
 
-    def _launch(self, rung, problem, vec, kahan) -> PackedLaunch:
+    def _launch(self, rung, problem, vec, sums=None) -> PackedLaunch:
+        """The rung's launch for this problem; `sums` (KAHAN_PARAMS, F64_SUMS_PARAMS) overrides its
+        accumulation."""
         info = self.info
         params = _store_params(rung.name, problem, vec, info)
-        if kahan:
-            params = tuple(sorted({**dict(params or ()), **dict(KAHAN_PARAMS)}.items()))
+        if sums:
+            params = tuple(sorted({**dict(params or ()), **dict(sums)}.items()))
         inst = _instance("gemm", rung.name, params, info.arch)
         geometry = inst.geometry(problem, info)
         func = prepare(inst, geometry, vec, info)

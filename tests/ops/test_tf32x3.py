@@ -1,7 +1,10 @@
 """The fp32 ladder's rung 11 (3xTF32) on the CPU: its build, defaults, scratch layout and bytes."""
 
+import re
+
 import pytest
 
+from simtlab.analyze.sass import disassemble
 from simtlab.catalog import family
 from simtlab.launch import build
 from simtlab.ops import gemm, gemm_tc, tf32x3
@@ -27,10 +30,12 @@ def test_rung_11_compiles_spill_free(params):
 
 def test_size_defaults_pick_the_epilogue_by_c_rows():
     d = tf32x3.size_defaults(gemm.GemmProblem(4096, 4096, 4096))
-    assert d["SPLIT"] == 2 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
+    assert d["SPLIT"] == 4 and d["DT"] == 2 and d["KEEP"] == 4 and "EPI" not in d and d["TA"] == d["TB"] == 0
     assert d["BN"] == 128 and d["CM"] == 2  # 1024 tiles of 128 x 128: paired
     assert tf32x3.size_defaults(gemm.GemmProblem(100, 1013, 37))["EPI"] == 0  # rows not 16-byte units: no TMA store
     assert tf32x3.size_defaults(gemm.GemmProblem(1024, 1536, 2048))["CM"] == 1  # 96 tiles, one round: unpaired
+    # sums promoted every 4 slices from K = 4096 (SGEMM's own error is larger there), every 2 below
+    assert [tf32x3.size_defaults(gemm.GemmProblem(512, 512, k))["SPLIT"] for k in (256, 4095, 4096, 16384)] == [2, 2, 4, 4]
     p = tf32x3.tc_problem(gemm.GemmProblem(5, 6, 7))
     assert (p.M, p.N, p.K, p.dtype) == (5, 6, 8, "float32") and tf32x3.tc_problem(p) is p
 
@@ -73,3 +78,28 @@ def test_rung_11_declares_a_space_whose_corners_build_spill_free():
     for c in ({"BN": 64, "STAGES": 8, "CM": 1, "SPLIT": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLIT": 4}):
         res = build(r, c, "sm_90").resources(None)
         assert res.spill_bytes == 0 and res.stack_frame == 0, c
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_short_k_path_sums_in_float64_spill_free(arch):
+    """precision="tf32x3" below TF32X3_MIN_K: rung 8 with KAHAN 2 (float64 sums) at the plan's
+    tile, both variants (float4 and scalar copies), without spills; the SASS multiplies in DFMA."""
+    from simtlab.plans import F64_SUMS_PARAMS, TF32X3_MIN_K
+
+    r = family("gemm").rung("warptiling")
+    inst = build(r, dict(F64_SUMS_PARAMS), arch)
+    assert inst.params["KAHAN"] == 2 and 16 <= TF32X3_MIN_K <= 256
+    for vec in (True, False):
+        res = inst.resources(vec)
+        assert res.spill_bytes == 0 and res.stack_frame == 0, (vec, res)
+    assert "DFMA" in disassemble(inst.cubin.path, inst.cubin.mangled(inst.expression(True)))
+
+
+def test_split_kernels_move_whole_16_byte_pieces():
+    """The pre-pass reads and writes 16 bytes an instruction where it can (A's groups, B's tile
+    rows), and keeps scalar reads for rows that are not 16-byte units."""
+    inst = build(family("gemm").rung("tf32x3"), None, "sm_90")
+    for kernel in ("gemm_split_tf32", "gemm_split_tf32_transposed"):
+        body = disassemble(inst.cubin.path, kernel)
+        assert "LDG.E.128" in body and "STG.E.128" in body, kernel
+        assert re.search(r"LDG\.E(\.CONSTANT)? ", body), kernel  # (the scalar fallback)

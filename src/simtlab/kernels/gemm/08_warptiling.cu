@@ -90,6 +90,23 @@ __device__ __forceinline__ void mma_slice_kahan(const float* As, const float* Bs
   }
 }
 
+// The same slice summed in float64 (KAHAN 2): each product of two floats is exact in a double
+// and K terms lose ~K * 2^-53, so C carries one rounding - to float - and nothing more; the
+// double FMA runs at half the float rate, which small K (memory-bound) does not notice.
+template <class T>
+__device__ __forceinline__ void mma_slice_f64(const float* As, const float* Bs, const Coord& c,
+                                              double (&acc)[T::TM][T::TN]) {
+#pragma unroll
+  for (int k = 0; k < T::BK; ++k) {
+    float a[T::TM], b[T::TN];
+    fragments<T>(As, Bs, c, k, a, b);
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = fma((double)a[i], (double)b[j], acc[i][j]);
+  }
+}
+
 template <class T, bool VEC>
 __device__ __forceinline__ void store_tile(float* C, int M, int N, int bm, int bn, const Coord& c,
                                            const float (&acc)[T::TM][T::TN], float alpha, float beta) {
@@ -131,11 +148,14 @@ __device__ __forceinline__ void load_slice(const float* A, const float* B, int M
 }  // namespace warptile
 }  // namespace simtlab
 
-// KAHAN = 1: compensated accumulation (mma_slice_kahan), an accuracy option of the fp32 path.
+// KAHAN: fp32 sums (0), Kahan-compensated (1, mma_slice_kahan), or float64 sums (2,
+// mma_slice_f64: one rounding in all; what simtlab.gemm(precision="tf32x3") runs where K is too
+// short for three TF32 products to match SGEMM) - the fp32 path's accuracy options.
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int MINB, int KAHAN, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
                 float beta, float* __restrict__ C) {
+  static_assert(KAHAN >= 0 && KAHAN <= 2, "KAHAN: 0 fp32 sums, 1 Kahan-compensated, 2 float64 sums");
   using T = simtlab::warptile::Tile<BM, BN, BK, WM, WN, WMITER, WNITER>;
   __shared__ __align__(16) float As[T::A_TILE];
   __shared__ __align__(16) float Bs[T::B_TILE];
@@ -143,22 +163,31 @@ gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, c
   const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
   const simtlab::warptile::Coord c = simtlab::warptile::coord<T>(tid);
   float acc[T::TM][T::TN] = {{0.0f}};
-  float comp[KAHAN ? T::TM : 1][KAHAN ? T::TN : 1] = {{0.0f}};
+  float comp[KAHAN == 1 ? T::TM : 1][KAHAN == 1 ? T::TN : 1] = {{0.0f}};
+  double wide[KAHAN == 2 ? T::TM : 1][KAHAN == 2 ? T::TN : 1] = {{0.0}};
   for (int k0 = 0; k0 < K; k0 += BK) {
     simtlab::warptile::load_slice<T, VEC>(A, B, M, N, K, bm, bn, k0, As, Bs, tid);
     __syncthreads();
-    if constexpr (KAHAN) {
+    if constexpr (KAHAN == 1) {
       simtlab::warptile::mma_slice_kahan<T>(As, Bs, c, acc, comp);
+    } else if constexpr (KAHAN == 2) {
+      simtlab::warptile::mma_slice_f64<T>(As, Bs, c, wide);
     } else {
       simtlab::warptile::mma_slice<T>(As, Bs, c, acc);
     }
     __syncthreads();
   }
-  if constexpr (KAHAN) {
+  if constexpr (KAHAN == 1) {
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
 #pragma unroll
-      for (int j = 0; j < T::TN; ++j) acc[i][j] -= comp[KAHAN ? i : 0][KAHAN ? j : 0];  // the last error back
+      for (int j = 0; j < T::TN; ++j) acc[i][j] -= comp[KAHAN == 1 ? i : 0][KAHAN == 1 ? j : 0];  // the last error back
   }
-  simtlab::warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, alpha, beta);
+  if constexpr (KAHAN == 2) {  // alpha applied in double: alpha * A@B rounds once
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = (float)((double)alpha * wide[KAHAN == 2 ? i : 0][KAHAN == 2 ? j : 0]);
+  }
+  simtlab::warptile::store_tile<T, VEC>(C, M, N, bm, bn, c, acc, KAHAN == 2 ? 1.0f : alpha, beta);
 }
