@@ -207,12 +207,12 @@ PHASES: dict[str, tuple[str, list]] = {
             f"{sizes('4096 8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 12", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3_mma --size $s --jobs 8; done", 200)]),
-    "tf32x3-prepass": ("rung 11 with the vectorised split pre-pass, promotion every 4 slices from K = 4096 and "
-                       "float64 sums below K = 64: its GPU tests, the accuracy and speed table (rung 11 at SPLIT 2 and "
-                       "4 beside the call), the sanitizer", [
+    "tf32x3-prepass": ("rung 11 with the vectorised split pre-pass, promotion windows by pass (SPLIT slices of big x "
+                       "big, 16 of the small passes) and float64 sums below K = 64: its GPU tests, the accuracy and "
+                       "speed table (rung 11 at SPLIT 1, 2 and 4 beside the call), the sanitizer", [
         Run("rung 11's and rung 12's GPU tests, the short-K path", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py "
             "tests/test_gpu.py -k 'tf32x3 or warptiling' -p no:cacheprovider 2>&1 | tail -15", 240),
-        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --splits 2,4 "
+        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --splits 1,2,4 "
             "--json {out}/tf32x3.json", 300),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3 --size $s --jobs 8; done", 200)]),

@@ -12,7 +12,6 @@ from ..launch import Launch, LaunchError, function_handle
 from . import gemm_tc
 from .base import sm_count
 
-SPLIT_4_MIN_K = 4096  # promote every 4 slices from this depth, every 2 below (size_defaults)
 SPLIT_BLOCK = 256  # threads of a split block (the transposing one: 16 x 16, a 64x64 tile)
 SPLIT_TILE = 64  # the transposing split's tile: 64 k by 64 n
 
@@ -36,18 +35,15 @@ def geometry(params, p, device=None) -> Launch:
 
 def size_defaults(p, device=None, vec=None) -> dict:
     """Rung 6's TF32 defaults at 128x128 (unpaired blocks for one round of tiles), promoting the
-    tensor cores' sums every two slices (four from K = 4096); the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    tensor cores' sums every two slices of big x big; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
     # 128x128 tiles: the second set of sums (promoted out of the tensor cores every SPLIT slices)
     # needs the registers that 128x256 gives its accumulators. SPLIT 2 (run 2026-12-04_h200_96c44a_
     # tf32x3, one process): 97.8 / 102.4 TFLOP/s at 4096^3 / 8192^3 against SPLIT 1's 85.2 / 87.3
     # with the same rows of the accuracy table at or under SGEMM's; SPLIT 4 (99.8 / 104.8) lost
-    # the K = 256 row to SGEMM. From K = 4096 SGEMM's own error is 4x larger than at 256 and SPLIT 4
-    # stays under it on every row there (N(0,1) 3.6e-7 against 1.15e-6, uniform 6.2e-7 against
-    # 8.5e-7, K = 16384 4.0e-7 against 1.1e-6; same run), so deep products promote every 4 slices.
-    split = 4 if p.K >= SPLIT_4_MIN_K else 2
-    params.update(DT=2, SPLIT=split, BN=128, KEEP=4,
-                  CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
+    # the K = 256 row to SGEMM. (Those windows spanned all three passes; since, the two small
+    # passes promote every 16 slices and SPLIT counts big x big slices only.)
+    params.update(DT=2, SPLIT=2, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
     if p.N % 4:
         params["EPI"] = 0
     return params

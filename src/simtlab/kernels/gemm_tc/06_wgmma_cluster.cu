@@ -142,12 +142,21 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // SPLIT >= 1 (3xTF32, the fp32 ladder's rung 11): K is walked three times - A's big parts times
   // B's small parts (map_a, map_b2), A's small times B's big (map_a2, map_b), then big times big -
   // the small products summed first; alpha and beta in the epilogue. The tensor cores add into
-  // their fp32 accumulators with truncation, an error that grows with K: every SPLIT slices the
-  // accumulators are added (rounded to nearest) into a second set and the tensor cores start afresh.
-  static_assert(SPLIT >= 0 && SPLIT <= 8, "SPLIT: 0 one pass; 1-8 3xTF32, promoting every SPLIT slices");
+  // their fp32 accumulators with truncation, an error that grows with K: at the end of a window
+  // the accumulators are added (rounded to nearest) into a second set and the tensor cores start
+  // afresh. Windows are SPLIT slices in the big x big pass; in the two small passes, whose sums
+  // lie ~2^-12 under the product and whose truncation is as far under SGEMM's rounding, they are
+  // SMALL_WINDOW slices and the last ends where big x big begins - a third of the waits.
+  static_assert(SPLIT >= 0 && SPLIT <= 8, "SPLIT: 0 one pass; 1-8 3xTF32, promoting every SPLIT slices of big x big");
   static_assert(SPLIT == 0 || (DT == 2 && OUT == 0), "3xTF32 takes fp32 operands (DT 2) and writes fp32");
+  constexpr int SMALL_WINDOW = 16;
   const int KP = (K + BK - 1) / BK;  // slices of one pass over K
   const int KT = SPLIT ? 3 * KP : KP;
+  // (SPLIT: slice kt closes a window - its sums go into the second set after it)
+  auto window_end = [&](int kt) {
+    if (kt >= 2 * KP) return (kt - 2 * KP) % (SPLIT ? SPLIT : 1) == (SPLIT ? SPLIT : 1) - 1;
+    return kt == 2 * KP - 1 || kt % SMALL_WINDOW == SMALL_WINDOW - 1;
+  };
 
   if (tid == 0) {
 #pragma unroll
@@ -367,7 +376,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
         constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
-        const bool fresh = SPLIT && kt % (SPLIT ? SPLIT : 1) == 0;  // (SPLIT: the first slice of a window)
+        const bool fresh = SPLIT && (kt == 0 || window_end(kt - 1));  // (SPLIT: the first slice of a window)
         if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
@@ -391,7 +400,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         if (kt > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
         last = slot;
         if constexpr (SPLIT) {
-          if (kt % SPLIT == SPLIT - 1 && kt < KT - 1) {  // the window's sums into `total` (the last: below)
+          if (window_end(kt) && kt < KT - 1) {  // the window's sums into `total` (the last: below)
             simtlab::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
