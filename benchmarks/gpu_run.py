@@ -208,14 +208,17 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on rung 12", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3_mma --size $s --jobs 8; done", 200)]),
     "tf32x3-prepass": ("rung 11 with the vectorised split pre-pass, promotion windows by pass (SPLIT slices of big x "
-                       "big, 16 of the small passes) and float64 sums below K = 64: its GPU tests, the accuracy and "
-                       "speed table (rung 11 at SPLIT 1, 2 and 4 beside the call), the sanitizer", [
+                       "big, 16 of the small passes), rows and columns near the smallest normal rescaled, float64 sums "
+                       "below K = 64: its GPU tests, the accuracy and speed table (rung 11 at SPLIT 1, 2 and 4 beside "
+                       "the call), the sanitizer (the rescaling pass too)", [
         Run("rung 11's and rung 12's GPU tests, the short-K path", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py "
             "tests/test_gpu.py -k 'tf32x3 or warptiling' -p no:cacheprovider 2>&1 | tail -15", 240),
         Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --splits 1,2,4 "
             "--json {out}/tf32x3.json", 300),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
-            "--rung tf32x3 --size $s --jobs 8; done", 200)]),
+            "--rung tf32x3 --size $s --jobs 8; done", 200),
+        Run("memcheck on the rescaling pass", "compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m pytest -q "
+            "-p no:cacheprovider tests/test_tf32x3_gpu.py -k rescales_only 2>&1 | tail -4", 200)]),
     "tf32x3-once": ("rung 12 splitting each slice once in shared memory (ONCE 1) against on every read: tests, "
                     "one process at three sizes", [
         Run("rung 12's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_12 or tf32x3_mma' "

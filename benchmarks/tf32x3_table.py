@@ -6,7 +6,7 @@ beside what a user would call instead, in one process (GPU, sm_90):
    max |C - ref| / (|A| @ |B|) (the bound every dot product's rounding is stated in; an error
    relative to |ref| alone is unbounded where a sum cancels to ~0). Rows: N(0,1) inputs,
    uniform [0, 1) (positive sums), K from 16 to 16384, A's rows scaled by 2^30 and 2^-30 in
-   turn (wide dynamic range), A near the smallest normal fp32, and Inf / NaN in A (where SGEMM's
+   turn (wide dynamic range), A (or B) near the smallest normal fp32, and Inf / NaN in A (where SGEMM's
    C is not finite, the same entries must be: "nonfinite_mismatch" counts those that differ).
    Beside simtlab: cuBLAS SGEMM (torch.mm, TF32 off), cuBLAS TF32 (one pass), Triton tf32x3.
 2. speed, L2 cleared before each call (triton.testing.do_bench, median), the four calls
@@ -100,9 +100,12 @@ def _inputs(kind: str, M: int, N: int, K: int, seed: int):
     if kind == "rows 2^+-30":
         scale = torch.where(torch.arange(M, device="cuda") % 2 == 0, 2.0 ** 30, 2.0 ** -30)
         A *= scale[:, None]
-    elif kind == "near min normal":
+    elif kind.startswith("near min normal"):
         A = (1 + torch.rand(M, K, device="cuda", generator=g)) * 2.0 ** -125  # [2^-125, 2^-124)
         B = 0.5 + torch.rand(K, N, device="cuda", generator=g) / 2  # positive: sums of normal numbers
+        if kind.endswith("B"):  # (B tiny, A ordinary: the same values, the roles swapped)
+            A, B = (0.5 + torch.rand(M, K, device="cuda", generator=g) / 2,
+                    (1 + torch.rand(K, N, device="cuda", generator=g)) * 2.0 ** -125)
     elif kind == "inf/nan":
         idx = torch.randint(0, M * K, (64,), device="cuda", generator=g)
         A.view(-1)[idx[:32]] = float("inf")
@@ -115,6 +118,7 @@ ACCURACY_ROWS = (("N(0,1)", 4096, 4096, 4096), ("uniform", 2048, 2048, 4096), ("
                  ("N(0,1)", 1024, 1024, 32), ("N(0,1)", 1024, 1024, 64), ("N(0,1)", 1024, 1024, 128),
                  ("N(0,1)", 1024, 1024, 256), ("N(0,1)", 1024, 1024, 4096), ("N(0,1)", 1024, 1024, 16384),
                  ("rows 2^+-30", 2048, 2048, 2048), ("near min normal", 2048, 2048, 2048),
+                 ("near min normal B", 2048, 2048, 2048),
                  ("inf/nan", 1024, 1024, 1024))
 
 

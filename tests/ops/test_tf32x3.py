@@ -34,6 +34,8 @@ def test_size_defaults_pick_the_epilogue_by_c_rows():
     assert d["BN"] == 128 and d["CM"] == 2  # 1024 tiles of 128 x 128: paired
     assert tf32x3.size_defaults(gemm.GemmProblem(100, 1013, 37))["EPI"] == 0  # rows not 16-byte units: no TMA store
     assert tf32x3.size_defaults(gemm.GemmProblem(1024, 1536, 2048))["CM"] == 1  # 96 tiles, one round: unpaired
+    # short products promote every slice (SGEMM's own error is small there)
+    assert [tf32x3.size_defaults(gemm.GemmProblem(512, 512, k))["SPLIT"] for k in (64, 255, 256, 16384)] == [1, 1, 2, 2]
     p = tf32x3.tc_problem(gemm.GemmProblem(5, 6, 7))
     assert (p.M, p.N, p.K, p.dtype) == (5, 6, 8, "float32") and tf32x3.tc_problem(p) is p
 
@@ -45,8 +47,9 @@ def test_parts_are_laid_out_on_16_byte_boundaries():
     s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
     assert Stub.kp == 12 and s.a_big == 1 << 20
     assert (s.a_small - s.a_big, s.b_big - s.a_small, s.b_small - s.b_big) == (4 * 3 * 12, 4 * 3 * 12, 4 * 5 * 12)
-    assert all(x % 16 == 0 for x in (s.a_small, s.b_big, s.b_small))
-    assert tf32x3.Tf32x3Gemm.parts_bytes.fget(Stub) == 4 * 2 * (3 + 5) * 12
+    assert s.scale - s.b_small == 4 * 5 * 12  # the flag and 3 + 5 exponents after the parts
+    assert all(x % 16 == 0 for x in (s.a_small, s.b_big, s.b_small, s.scale))
+    assert tf32x3.Tf32x3Gemm.parts_bytes.fget(Stub) == 4 * 2 * (3 + 5) * 12 + 48  # (1 + 3 + 5 words: 48 bytes)
 
 
 def test_requested_bytes_count_the_split_and_three_passes():

@@ -451,9 +451,10 @@ class ClusterKernel:
     """Rung 6 on one problem's shapes, launched through the driver: the geometry, the compiled
     function and its packed parameters are made once; `launch(pa, pb, pc, stream)` encodes (or
     finds) the tensor maps of the three addresses and is one cuLaunchKernel on the given stream.
-    What simtlab.gemm_tc and the ladder both run. The kernel's last four parameters (the second
-    pair of operand maps, alpha and beta) are read only by its 3xTF32 build (SPLIT 1: the fp32
-    ladder's rung 11, launched through `launch_split`); the others get a zero map and 1, 0 once."""
+    What simtlab.gemm_tc and the ladder both run. The kernel's last five parameters (the second
+    pair of operand maps, alpha, beta and the split's exponents) are read only by its 3xTF32 build
+    (SPLIT 1: the fp32 ladder's rung 11, launched through `launch_split`); the others get a zero
+    map, 1, 0 and a null pointer once."""
 
     def __init__(self, inst, p: TcProblem, device, prepare):
         from ..driver import F32, I32, MAP, PTR, PackedLaunch
@@ -477,7 +478,7 @@ class ClusterKernel:
                      if params["EPI"] else unused)  # (EPI 0 stores from registers: C may have any row length)
         index = device.index if device is not None else 0
         self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32), index)
+                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32, PTR), index)
         for i, v in enumerate((p.M, p.N, p.K, p.batch)):
             packed.values[i].value = v
         packed.params[8] = packed.params[9] = unused.address(0)
@@ -544,15 +545,15 @@ class ClusterKernel:
         return launch
 
     def launch_split(self, pa: int, pb: int, pc: int, pa2: int, pb2: int, alpha: float, beta: float,
-                     stream: int) -> None:
+                     stream: int, scale: int = 0) -> None:
         """3xTF32 (SPLIT 1): A's big and small parts at pa, pa2 (row-major, K padded to the map's),
-        B^T's at pb, pb2; alpha and beta."""
+        B^T's at pb, pb2; alpha and beta; `scale` the split's exponent words (0: none)."""
         ma, mb, mc = self.maps
         packed = self.packed
         packed.params[4], packed.params[5], packed.params[6] = ma.address(pa), mb.address(pb), mc.address(pc)
         packed.params[8], packed.params[9] = ma.address(pa2), mb.address(pb2)
         v = packed.values
-        v[7].value, v[10].value, v[11].value = pc, alpha, beta
+        v[7].value, v[10].value, v[11].value, v[12].value = pc, alpha, beta, scale
         try:
             packed.launch(stream)
         finally:

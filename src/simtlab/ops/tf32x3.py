@@ -12,6 +12,7 @@ from ..launch import Launch, LaunchError, function_handle
 from . import gemm_tc
 from .base import sm_count
 
+SPLIT_1_BELOW_K = 256  # promote every big x big slice below this depth, every two from it (size_defaults)
 SPLIT_BLOCK = 256  # threads of a split block (the transposing one: 16 x 16, a 64x64 tile)
 SPLIT_TILE = 64  # the transposing split's tile: 64 k by 64 n
 
@@ -35,33 +36,45 @@ def geometry(params, p, device=None) -> Launch:
 
 def size_defaults(p, device=None, vec=None) -> dict:
     """Rung 6's TF32 defaults at 128x128 (unpaired blocks for one round of tiles), promoting the
-    tensor cores' sums every two slices of big x big; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    tensor cores' sums every two slices of big x big (every one below K = 256); the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
     # 128x128 tiles: the second set of sums (promoted out of the tensor cores every SPLIT slices)
     # needs the registers that 128x256 gives its accumulators. SPLIT 2 (run 2026-12-04_h200_96c44a_
     # tf32x3, one process): 97.8 / 102.4 TFLOP/s at 4096^3 / 8192^3 against SPLIT 1's 85.2 / 87.3
     # with the same rows of the accuracy table at or under SGEMM's; SPLIT 4 (99.8 / 104.8) lost
     # the K = 256 row to SGEMM. (Those windows spanned all three passes; since, the two small
-    # passes promote every 16 slices and SPLIT counts big x big slices only.)
-    params.update(DT=2, SPLIT=2, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
+    # passes promote every 16 slices and SPLIT counts big x big slices only.) Short products
+    # promote every slice: SGEMM's own error is small there - at K = 64 / 128 SPLIT 1 gives 1.32 /
+    # 1.35e-7 against SGEMM's 1.45 / 2.03e-7, SPLIT 2 1.97 / 1.98e-7 (run 2026-12-04_h200_ee62a6_
+    # tf32x3_windows); below K = 64 simtlab.gemm sums in float64 instead (plans.TF32X3_MIN_K).
+    split = 1 if p.K < SPLIT_1_BELOW_K else 2
+    params.update(DT=2, SPLIT=split, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
     if p.N % 4:
         params["EPI"] = 0
     return params
 
 
+def scale_bytes(M: int, N: int) -> int:
+    """The split's exponent words: a flag, one a row of A, one a column of B (whole 16 bytes)."""
+    return -(-4 * (1 + M + N) // 16) * 16
+
+
 @dataclass
 class SplitBuffers:
-    """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp)."""
+    """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp); and
+    the split's exponent words (a flag, then one exponent a row of A and a column of B)."""
     a_big: int
     a_small: int
     b_big: int
     b_small: int
+    scale: int
 
 
 class Tf32x3Gemm:
     """Rung 11 on one problem's shape: the split kernels' and the main kernel's launches packed once;
-    `run(...)` is three driver launches on the given stream. `parts_bytes` of scratch per call hold
-    the parts (the caller allocates them on its stream: the array libraries' pools)."""
+    `run(...)` is a memset and four driver launches on the given stream. `parts_bytes` of scratch a
+    call hold the parts and the exponents (the caller allocates them on its stream: the array
+    libraries' pools)."""
 
     def __init__(self, inst, M: int, N: int, K: int, device, prepare):
         from ..driver import I32, PTR, PackedLaunch
@@ -72,43 +85,60 @@ class Tf32x3Gemm:
         self.main = gemm_tc.ClusterKernel(inst, gemm_tc.TcProblem(M, N, self.kp, "float32"), device, prepare)
         module = inst.module()
         index = device.index if device is not None else 0
+        sms = sm_count(device)
         groups = M * (self.kp // 4)  # A's 4-wide groups, a thread's unit
         rows = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
-                            (min(-(-groups // SPLIT_BLOCK), 8 * sm_count(device)), 1, 1), (SPLIT_BLOCK, 1, 1), 0,
-                            (PTR, I32, I32, I32, I32, PTR, PTR), index)
+                            (min(-(-groups // SPLIT_BLOCK), 8 * sms), 1, 1), (SPLIT_BLOCK, 1, 1), 0,
+                            (PTR, I32, I32, I32, I32, PTR, PTR, PTR), index)
         cols = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_transposed")),
                             (-(-N // SPLIT_TILE), -(-self.kp // SPLIT_TILE), 1), (SPLIT_BLOCK, 1, 1), 0,
-                            (PTR, I32, I32, I32, I32, PTR, PTR), index)
+                            (PTR, I32, I32, I32, I32, PTR, PTR, PTR), index)
         if cols.grid[1] > 65535:
             raise LaunchError(f"K = {K}: the split's grid would have {cols.grid[1]} rows of tiles (at most 65535)")
-        self.rows, self.cols = rows, cols
+        # (blocks of y 0 walk A's rows, of y 1 B's 32-column strips; all return at once unless the
+        # split saw values near the smallest normal)
+        rescale = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_rescale")),
+                               (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (SPLIT_BLOCK, 1, 1), 0,
+                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR), index)
+        self.rows, self.cols, self.rescale = rows, cols, rescale
         for packed, values in ((rows, (M, K, 0, self.kp)), (cols, (K, N, 0, self.kp))):
             for i, v in enumerate(values, start=1):
                 packed.values[i].value = v
+        for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
+            rescale.values[i].value = v
 
     @property
     def parts_bytes(self) -> int:
-        return 4 * 2 * (self.M + self.N) * self.kp
+        return 4 * 2 * (self.M + self.N) * self.kp + scale_bytes(self.M, self.N)
 
     def parts(self, base: int) -> SplitBuffers:
-        """The four parts laid out in one scratch buffer at `base` (each part 16-byte aligned)."""
+        """The four parts laid out in one scratch buffer at `base` (each part 16-byte aligned), the
+        exponent words after them."""
         a, b = 4 * self.M * self.kp, 4 * self.N * self.kp
-        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b)
+        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b, base + 2 * a + 2 * b)
 
     def run(self, pa: int, lda: int, pb: int, ldb: int, pc: int, alpha: float, beta: float, scratch: int,
             stream: int) -> None:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
         (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
         s = self.split(pa, lda, pb, ldb, scratch, stream)
-        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream)
+        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale)
 
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
-        """The pre-pass alone: A's and B's parts into `scratch` (two launches); returns where they are."""
+        """The pre-pass alone: the flag cleared, A's and B's parts into `scratch` (and, where values
+        near the smallest normal were seen, rows and columns rescaled); returns where they are."""
+        from ..driver import memset32
+
         s = self.parts(scratch)
+        memset32(s.scale, 0, 1, stream)
         v = self.rows.values
-        v[0].value, v[3].value, v[5].value, v[6].value = pa, lda, s.a_big, s.a_small
+        v[0].value, v[3].value, v[5].value, v[6].value, v[7].value = pa, lda, s.a_big, s.a_small, s.scale
         self.rows.launch(stream)
         v = self.cols.values
-        v[0].value, v[3].value, v[5].value, v[6].value = pb, ldb, s.b_big, s.b_small
+        v[0].value, v[3].value, v[5].value, v[6].value, v[7].value = pb, ldb, s.b_big, s.b_small, s.scale
         self.cols.launch(stream)
+        v = self.rescale.values
+        v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb
+        v[8].value, v[9].value, v[10].value, v[11].value, v[12].value = s.a_big, s.a_small, s.b_big, s.b_small, s.scale
+        self.rescale.launch(stream)
         return s

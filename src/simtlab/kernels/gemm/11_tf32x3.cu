@@ -1,16 +1,17 @@
 // Rung 11 - fp32 on the tensor cores: 3xTF32 (sm_90a). What changed from rung 10:
 //  * the tensor cores multiply TF32 (10 mantissa bits): each operand x is split into big = tf32(x)
-//    and small = tf32(x - big), rounded to nearest, and a*b = big*big + big*small + small*big (the
-//    dropped small*small lies ~2^-22 below the product). A pre-pass makes the parts: A's row-major,
-//    B's transposed to K-major, as wgmma's tf32 form reads both, 12 bytes moved an input element;
-//  * the main loop is the tensor-core ladder's rung 6 (gemm_tc_wgmma_cluster, included below,
-//    with SPLIT) walking K three times, the small products first; alpha and beta in its epilogue;
-//  * the tensor cores round each k-step into their accumulators with a bias: every SPLIT slices
-//    the sums move into a second set of registers (rounded to nearest) and the tensor cores start
-//    afresh - the error no longer grows with K; 128x128 tiles leave the registers for it.
-// What it should buy: errors under SGEMM's at ~2x its speed. Inf and NaN ride in the small part
-// (big 0) and reach C as in SGEMM, but an infinity times an infinity gives NaN. Values below
-// ~2^-115 lose their small part (subnormal: the tensor cores flush it). docs/design/gemm.md.
+//    and small = tf32(x - big), rounded to nearest; a*b = big*big + big*small + small*big (small*
+//    small lies ~2^-22 below). A pre-pass makes the parts, B's transposed to K-major as wgmma's
+//    tf32 form reads both: 12 bytes moved an input element, in 16-byte pieces;
+//  * the main loop is rung 6 of the tensor-core ladder (gemm_tc_wgmma_cluster, with SPLIT)
+//    walking K three times, the small products first; alpha and beta in its epilogue;
+//  * the tensor cores round each k-step into their sums with a bias: after each window (SPLIT
+//    slices of big x big, 16 of the small passes) the sums move into a second set of registers,
+//    rounded to nearest, and start afresh - the error stops growing with K (128x128 tiles);
+//  * values below 2^-100 would keep subnormal small parts (flushed): the split notes them and a
+//    rescaling pass scales the rows of A and columns of B they fill by a power of two, undone in
+//    the epilogue. Should buy: errors under SGEMM's at ~2x its speed; Inf and NaN reach C as in
+//    SGEMM (infinity times infinity gives NaN). docs/design/gemm.md.
 #include "gemm_tc/06_wgmma_cluster.cu"
 #include "simtlab_tf32.cuh"
 
@@ -22,9 +23,25 @@ using simtlab::split_tf32;
 // split so that many loads are in flight; the row and column step without a division a group.
 constexpr int SPLIT_UNROLL = 4;
 
+// Values this close to the smallest normal (2^-126) have small parts within 2^-14 of it, where
+// TF32 keeps few bits or the tensor cores flush them: the split notes that such values exist, and
+// gemm_split_tf32_rescale then scales each row of A and column of B that holds nothing larger.
+constexpr float TINY = 0x1p-100f;
+
+__device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
+
+// (*tiny = 1 when any lane of the warp saw a tiny value: one atomic a warp at most)
+__device__ __forceinline__ void note_tiny(const float4& v, int* tiny) {
+  const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
+  unsigned lt;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+  const unsigned seen = __ballot_sync(__activemask(), mine);
+  if (mine && (seen & lt) == 0) atomicOr(tiny, 1);  // (the first lane that saw one)
+}
+
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* __restrict__ A, int rows, int cols,
                                                                   int lda, int ld, float* __restrict__ big,
-                                                                  float* __restrict__ small) {
+                                                                  float* __restrict__ small, int* __restrict__ tiny) {
   const int q = ld / 4;
   const long long n = (long long)rows * q, stride = (long long)gridDim.x * blockDim.x;
   const bool vec = lda % 4 == 0 && ((size_t)A & 15) == 0;  // (the whole call: a uniform branch)
@@ -62,6 +79,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* _
       const size_t at = (size_t)rr[u] * ld + 4 * gg[u];
       *reinterpret_cast<float4*>(big + at) = hi;
       *reinterpret_cast<float4*>(small + at) = lo;
+      note_tiny(v[u], tiny);
     }
   }
 }
@@ -73,14 +91,15 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* _
 // instructions of one float a thread.
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(const float* __restrict__ B, int K, int N,
                                                                              int ldb, int ld, float* __restrict__ big,
-                                                                             float* __restrict__ small) {
+                                                                             float* __restrict__ small,
+                                                                             int* __restrict__ tiny) {
   constexpr int T = 64;
   __shared__ float tile[T][T + 1];
   const int k0 = blockIdx.y * T, n0 = blockIdx.x * T, g = threadIdx.x % 16, row = threadIdx.x / 16;
   const bool vec = ldb % 4 == 0 && ((size_t)B & 15) == 0;
   float4 v[4];
 #pragma unroll
-  for (int p = 0; p < 4; ++p) {  // rows row, row + 16, ... of the tile; columns 4g..4g+3
+  for (int p = 0; p < 4; ++p) {  // rows row, row + 16, ... of the tile; columns 4g..4g+3 (zeros outside B)
     const int k = k0 + row + 16 * p, n = n0 + 4 * g;
     const float* b = B + (size_t)k * ldb + n;
     v[p] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -99,6 +118,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(con
   for (int p = 0; p < 4; ++p) {
     float* t = &tile[row + 16 * p][4 * g];
     t[0] = v[p].x, t[1] = v[p].y, t[2] = v[p].z, t[3] = v[p].w;
+    note_tiny(v[p], tiny);
   }
   __syncthreads();
 #pragma unroll
@@ -110,6 +130,68 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(con
       split_tf32(tile[4 * g + 2][nl], hi.z, lo.z), split_tf32(tile[4 * g + 3][nl], hi.w, lo.w);
       *reinterpret_cast<float4*>(big + (size_t)n * ld + k) = hi;
       *reinterpret_cast<float4*>(small + (size_t)n * ld + k) = lo;
+    }
+  }
+}
+
+// Where the split saw tiny values (scale[0] != 0; else every block returns at once): each row of A
+// and each column of B whose largest finite magnitude m is below TINY is scaled by 2^-e, e =
+// ilogb(m) (m to [1, 2); exact), and split again; scale[1 + r] and scale[1 + M + n] receive e (0:
+// unscaled) for the epilogue to undo. Blocks of y 0 take rows of A (a block a row, read twice
+// from L2), of y 1 strips of 32 columns of B (a column a lane). Rare inputs: written for clarity.
+__device__ __forceinline__ float block_max(float m, float* red) {
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __syncthreads();  // (red reused by the next call)
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+  __syncthreads();
+  m = 0.0f;
+  for (int w = 0; w < (int)blockDim.x / 32; ++w) m = fmaxf(m, red[w]);
+  return m;
+}
+
+__device__ __forceinline__ int scale_exponent(float m) { return m > 0.0f && m < TINY ? ilogbf(m) : 0; }
+
+__device__ __forceinline__ float finite_abs(float x) { return isfinite(x) ? fabsf(x) : 0.0f; }
+
+extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
+    const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
+    float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
+    int* __restrict__ scale) {
+  if (scale[0] == 0) return;
+  __shared__ float red[8];
+  float hi, lo;
+  if (blockIdx.y == 0) {
+    for (int r = blockIdx.x; r < M; r += gridDim.x) {
+      const float* a = A + (size_t)r * lda;
+      float m = 0.0f;
+      for (int k = threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, finite_abs(a[k]));
+      const int e = scale_exponent(block_max(m, red));
+      if (threadIdx.x == 0) scale[1 + r] = e;
+      for (int k = threadIdx.x; k < K; k += blockDim.x) {
+        split_tf32(ldexpf(a[k], -e), hi, lo);
+        a_big[(size_t)r * ld + k] = hi, a_small[(size_t)r * ld + k] = lo;
+      }
+    }
+  } else {  // 256 threads: lane = column of the strip, warp = a k residue class
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __shared__ float col_max[8][32];
+    for (int n0 = 32 * blockIdx.x; n0 < N; n0 += 32 * gridDim.x) {
+      const int n = n0 + lane;
+      float m = 0.0f;
+      if (n < N)
+        for (int k = warp; k < K; k += 8) m = fmaxf(m, finite_abs(B[(size_t)k * ldb + n]));
+      __syncthreads();
+      col_max[warp][lane] = m;
+      __syncthreads();
+      for (int w = 0; w < 8; ++w) m = fmaxf(m, col_max[w][lane]);
+      const int e = scale_exponent(m);
+      if (n < N) {
+        if (warp == 0) scale[1 + M + n] = e;
+        for (int k = warp; k < K; k += 8) {
+          split_tf32(ldexpf(B[(size_t)k * ldb + n], -e), hi, lo);
+          b_big[(size_t)n * ld + k] = hi, b_small[(size_t)n * ld + k] = lo;
+        }
+      }
     }
   }
 }

@@ -55,7 +55,8 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
-                      const __grid_constant__ simtlab::TensorMap map_b2, float alpha, float beta) {
+                      const __grid_constant__ simtlab::TensorMap map_b2, float alpha, float beta,
+                      const int* __restrict__ scale) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64, WG_ROWS = 64;  // consumer warpgroups, 64 rows each
@@ -421,6 +422,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] += total[i], total[i] = 0.0f;
         const float* Cz = C + (size_t)z * M * N;
+        // (scale[0] != 0: the split scaled A's rows by 2^-scale[1 + r] and B's columns by
+        // 2^-scale[1 + M + col] - operands near the smallest normal; undone here, exactly)
+        const bool scaled = scale != nullptr && scale[0] != 0;
 #pragma unroll
         for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll
@@ -430,6 +434,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             if (beta != 0.0f && r < M) {
               if (col < N) c0 = Cz[(size_t)r * N + col];
               if (col + 1 < N) c1 = Cz[(size_t)r * N + col + 1];
+            }
+            if (scaled && r < M) {
+              const int er = scale[1 + r];
+              if (col < N) acc[4 * jj + 2 * e] = ldexpf(acc[4 * jj + 2 * e], er + scale[1 + M + col]);
+              if (col + 1 < N) acc[4 * jj + 2 * e + 1] = ldexpf(acc[4 * jj + 2 * e + 1], er + scale[1 + M + col + 1]);
             }
             acc[4 * jj + 2 * e] = alpha * acc[4 * jj + 2 * e] + beta * c0;
             acc[4 * jj + 2 * e + 1] = alpha * acc[4 * jj + 2 * e + 1] + beta * c1;
