@@ -95,10 +95,11 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     table, benchmarks/tf32x3_table.py), on sm_80 and later GPUs rung 12 (mma.sync, the split in
     registers; `rung="tf32x3_mma"` picks it on Hopper too). Below K = 64 (plans.TF32X3_MIN_K) the
     three products cannot match a short SGEMM's error and the product is bound by writing C, so
-    there "tf32x3" sums in float64 on the CUDA cores (rung 8, one rounding in all). The default
-    stays "ieee" (fp32 FMAs, SGEMM's own arithmetic):
-    3xTF32 differs from it on inputs where an infinity meets an infinity in one product (NaN
-    where SGEMM gives an infinity).
+    there "tf32x3" sums in float64 on the CUDA cores (rung 8, one rounding in all); rows of A and
+    columns of B near the smallest normal are rescaled by powers of two inside the call. The
+    default stays "ieee" (fp32 FMAs, SGEMM's own arithmetic): off Hopper 3xTF32 runs at about half
+    SGEMM's speed, and it differs from SGEMM where an infinity meets an infinity in one product
+    (NaN where SGEMM gives an infinity).
     """
     return _plan(_GEMM_PLANS, GemmPlan, A, B, C, rung, kahan, precision).run(A, B, C, float(alpha), float(beta))
 
