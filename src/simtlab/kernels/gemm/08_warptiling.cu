@@ -52,10 +52,14 @@ __device__ __forceinline__ void fragments(const float* As, const float* Bs, cons
     *reinterpret_cast<float4*>(&b[4 * j]) = *reinterpret_cast<const float4*>(&Bs[k * T::BN + c.wn + j * T::SUB_N + c.ln]);
 }
 
-// acc += A_slice x B_slice for one BK-deep slice held in shared memory.
-template <class T>
-__device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c,
-                                          float (&acc)[T::TM][T::TN]) {
+// One multiply-add into an accumulator: fp32 (one FFMA), or float64 (KAHAN 2: the product of two
+// floats is exact in a double, so only the sum rounds, at 2^-53).
+__device__ __forceinline__ float madd(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double madd(float a, float b, double c) { return fma((double)a, (double)b, c); }
+
+// acc += A_slice x B_slice for one BK-deep slice held in shared memory (float or double sums).
+template <class T, class Acc>
+__device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c, Acc (&acc)[T::TM][T::TN]) {
 #pragma unroll
   for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
@@ -63,7 +67,7 @@ __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, cons
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
 #pragma unroll
-      for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int j = 0; j < T::TN; ++j) acc[i][j] = madd(a[i], b[j], acc[i][j]);
   }
 }
 
@@ -87,23 +91,6 @@ __device__ __forceinline__ void mma_slice_kahan(const float* As, const float* Bs
         comp[i][j] = (t - acc[i][j]) - y;  // no fast-math: the compiler keeps this order
         acc[i][j] = t;
       }
-  }
-}
-
-// The same slice summed in float64 (KAHAN 2): each product of two floats is exact in a double
-// and K terms lose ~K * 2^-53, so C carries one rounding - to float - and nothing more; the
-// double FMA runs at half the float rate, which small K (memory-bound) does not notice.
-template <class T>
-__device__ __forceinline__ void mma_slice_f64(const float* As, const float* Bs, const Coord& c,
-                                              double (&acc)[T::TM][T::TN]) {
-#pragma unroll
-  for (int k = 0; k < T::BK; ++k) {
-    float a[T::TM], b[T::TN];
-    fragments<T>(As, Bs, c, k, a, b);
-#pragma unroll
-    for (int i = 0; i < T::TM; ++i)
-#pragma unroll
-      for (int j = 0; j < T::TN; ++j) acc[i][j] = fma((double)a[i], (double)b[j], acc[i][j]);
   }
 }
 
@@ -148,9 +135,9 @@ __device__ __forceinline__ void load_slice(const float* A, const float* B, int M
 }  // namespace warptile
 }  // namespace simtlab
 
-// KAHAN: fp32 sums (0), Kahan-compensated (1, mma_slice_kahan), or float64 sums (2,
-// mma_slice_f64: one rounding in all; what simtlab.gemm(precision="tf32x3") runs where K is too
-// short for three TF32 products to match SGEMM) - the fp32 path's accuracy options.
+// KAHAN: fp32 sums (0), Kahan-compensated (1, mma_slice_kahan), or float64 sums (2, mma_slice on
+// doubles: one rounding in all; what simtlab.gemm(precision="tf32x3") runs where K is too short
+// for three TF32 products to match SGEMM) - the fp32 path's accuracy options.
 template <int BM, int BN, int BK, int WM, int WN, int WMITER, int WNITER, int MINB, int KAHAN, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
@@ -171,7 +158,7 @@ gemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A, c
     if constexpr (KAHAN == 1) {
       simtlab::warptile::mma_slice_kahan<T>(As, Bs, c, acc, comp);
     } else if constexpr (KAHAN == 2) {
-      simtlab::warptile::mma_slice_f64<T>(As, Bs, c, wide);
+      simtlab::warptile::mma_slice<T>(As, Bs, c, wide);  // (float64 sums: one rounding in all)
     } else {
       simtlab::warptile::mma_slice<T>(As, Bs, c, acc);
     }

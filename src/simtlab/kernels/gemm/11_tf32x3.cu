@@ -23,6 +23,18 @@ using simtlab::split_tf32;
 // split so that many loads are in flight; the row and column step without a division a group.
 constexpr int SPLIT_UNROLL = 4;
 
+// Four consecutive floats from p, zeros past the first `avail`: one 16-byte load where the row
+// allows it (`vec`: 16-byte aligned rows), else one load a float.
+__device__ __forceinline__ float4 load_group(const float* p, int avail, bool vec) {
+  if (vec && avail >= 4) return *reinterpret_cast<const float4*>(p);
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (avail > 0) v.x = p[0];
+  if (avail > 1) v.y = p[1];
+  if (avail > 2) v.z = p[2];
+  if (avail > 3) v.w = p[3];
+  return v;
+}
+
 // Values this close to the smallest normal (2^-126) have small parts within 2^-14 of it, where
 // TF32 keeps few bits or the tensor cores flush them: the split notes that such values exist, and
 // gemm_split_tf32_rescale then scales each row of A and column of B that holds nothing larger.
@@ -54,19 +66,8 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* _
 #pragma unroll
     for (int u = 0; u < SPLIT_UNROLL; ++u) {
       rr[u] = r, gg[u] = g;
-      const int k = 4 * g;
-      const float* a = A + (size_t)r * lda + k;
-      v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (i + u * stride < n) {
-        if (vec && k + 3 < cols) {
-          v[u] = *reinterpret_cast<const float4*>(a);
-        } else {
-          if (k < cols) v[u].x = a[0];
-          if (k + 1 < cols) v[u].y = a[1];
-          if (k + 2 < cols) v[u].z = a[2];
-          if (k + 3 < cols) v[u].w = a[3];
-        }
-      }
+      v[u] = i + u * stride < n ? load_group(A + (size_t)r * lda + 4 * g, cols - 4 * g, vec)
+                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       r += step_r, g += step_g;
       if (g >= q) g -= q, ++r;
     }
@@ -101,18 +102,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(con
 #pragma unroll
   for (int p = 0; p < 4; ++p) {  // rows row, row + 16, ... of the tile; columns 4g..4g+3 (zeros outside B)
     const int k = k0 + row + 16 * p, n = n0 + 4 * g;
-    const float* b = B + (size_t)k * ldb + n;
-    v[p] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (k < K) {
-      if (vec && n + 3 < N) {
-        v[p] = *reinterpret_cast<const float4*>(b);
-      } else {
-        if (n < N) v[p].x = b[0];
-        if (n + 1 < N) v[p].y = b[1];
-        if (n + 2 < N) v[p].z = b[2];
-        if (n + 3 < N) v[p].w = b[3];
-      }
-    }
+    v[p] = k < K ? load_group(B + (size_t)k * ldb + n, N - n, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
