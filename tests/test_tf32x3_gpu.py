@@ -181,6 +181,27 @@ def test_tf32x3_rescales_only_the_rows_that_need_it():
     assert rel < 1e-6, rel
 
 
+def test_tf32x3_plan_alternating_tiny_and_ordinary_operands():
+    """One plan called on tiny, ordinary, tiny, ordinary A in turn (the scratch the allocator hands
+    back is likely the same memory each call): each call's result matches float64, so no call
+    inherits an earlier one's rescaling (each call tags its notes with an epoch of its own)."""
+    import simtlab
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(17)
+    M, N, K = 512, 384, 640
+    B = torch.randn(K, N, device="cuda", generator=g)
+    A0 = torch.randn(M, K, device="cuda", generator=g)
+    plan = simtlab.gemm_plan(A0, B, precision="tf32x3")
+    for step in range(4):
+        A = A0 * 2.0 ** -120 if step % 2 == 0 else A0
+        C = plan(A, B)
+        ref = A.double() @ B.double()
+        err = float((C.double() - ref).norm() / ref.norm())
+        assert err < 1e-6, (step, err)
+
+
 @pytest.mark.parametrize("K", [1, 16, 37, 63])
 def test_tf32x3_short_k_sums_in_float64(K):
     """Below TF32X3_MIN_K precision="tf32x3" runs rung 8 with float64 sums: an error of about one

@@ -13,8 +13,8 @@ from . import gemm_tc
 from .base import sm_count
 
 SPLIT_1_BELOW_K = 256  # promote every big x big slice below this depth, every two from it (size_defaults)
-SPLIT_BLOCK = 256  # threads of a split block (the transposing one: 16 x 16, a 64x64 tile)
-SPLIT_TILE = 64  # the transposing split's tile: 64 k by 64 n
+SPLIT_BLOCK = 256  # threads of a split block (on B: 16 x 16 over a 64x64 tile)
+SPLIT_TILE = 64  # B's split tile: 64 k by 64 n
 
 
 def padded_k(K: int) -> int:
@@ -72,11 +72,14 @@ class SplitBuffers:
 
 class Tf32x3Gemm:
     """Rung 11 on one problem's shape: the split kernels' and the main kernel's launches packed once;
-    `run(...)` is a memset and four driver launches on the given stream. `parts_bytes` of scratch a
-    call hold the parts and the exponents (the caller allocates them on its stream: the array
-    libraries' pools)."""
+    `run(...)` is three driver launches on the given stream (the split, the rescaling pass that
+    returns at once unless the split saw values near the smallest normal, the main loop).
+    `parts_bytes` of scratch a call hold the parts and the exponents (the caller allocates them on
+    its stream: the array libraries' pools)."""
 
     def __init__(self, inst, M: int, N: int, K: int, device, prepare):
+        import random
+
         from ..driver import I32, PTR, PackedLaunch
 
         if inst.params.get("SPLIT", 0) < 1 or inst.params.get("DT") != 2:
@@ -86,26 +89,25 @@ class Tf32x3Gemm:
         module = inst.module()
         index = device.index if device is not None else 0
         sms = sm_count(device)
-        groups = M * (self.kp // 4)  # A's 4-wide groups, a thread's unit
-        rows = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
-                            (min(-(-groups // SPLIT_BLOCK), 8 * sms), 1, 1), (SPLIT_BLOCK, 1, 1), 0,
-                            (PTR, I32, I32, I32, I32, PTR, PTR, PTR), index)
-        cols = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_transposed")),
-                            (-(-N // SPLIT_TILE), -(-self.kp // SPLIT_TILE), 1), (SPLIT_BLOCK, 1, 1), 0,
-                            (PTR, I32, I32, I32, I32, PTR, PTR, PTR), index)
-        if cols.grid[1] > 65535:
-            raise LaunchError(f"K = {K}: the split's grid would have {cols.grid[1]} rows of tiles (at most 65535)")
-        # (blocks of y 0 walk A's rows, of y 1 B's 32-column strips; all return at once unless the
-        # split saw values near the smallest normal)
+        # one launch: A's 4-wide groups over the first blocks (one round of 8 an SM at most), then
+        # one block a 64x64 tile of B
+        a_blocks = min(-(-M * (self.kp // 4) // SPLIT_BLOCK), 8 * sms)
+        tiles_n, tiles_k = -(-N // SPLIT_TILE), -(-self.kp // SPLIT_TILE)
+        if a_blocks + tiles_n * tiles_k >= 2**31:
+            raise LaunchError(f"{K}x{N}: B's split would take {tiles_n * tiles_k} blocks")
+        split = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
+                             (a_blocks + tiles_n * tiles_k, 1, 1), (SPLIT_BLOCK, 1, 1), 0,
+                             (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32, I32), index)
+        # (blocks of y 0 walk A's rows, of y 1 B's 32-column strips)
         rescale = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_rescale")),
                                (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (SPLIT_BLOCK, 1, 1), 0,
-                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR), index)
-        self.rows, self.cols, self.rescale = rows, cols, rescale
-        for packed, values in ((rows, (M, K, 0, self.kp)), (cols, (K, N, 0, self.kp))):
-            for i, v in enumerate(values, start=1):
+                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32), index)
+        for packed in (split, rescale):
+            for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
                 packed.values[i].value = v
-        for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
-            rescale.values[i].value = v
+        split.values[14].value, split.values[15].value = a_blocks, tiles_n
+        self.split_launch, self.rescale = split, rescale
+        self.epoch = random.randrange(1, 2**31)  # (this call's tag for "the split saw tiny values")
 
     @property
     def parts_bytes(self) -> int:
@@ -125,20 +127,14 @@ class Tf32x3Gemm:
         self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale)
 
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
-        """The pre-pass alone: the flag cleared, A's and B's parts into `scratch` (and, where values
-        near the smallest normal were seen, rows and columns rescaled); returns where they are."""
-        from ..driver import memset32
-
+        """The pre-pass alone: A's and B's parts into `scratch` (and, where values near the smallest
+        normal were seen, their rows and columns rescaled); returns where they are."""
         s = self.parts(scratch)
-        memset32(s.scale, 0, 1, stream)
-        v = self.rows.values
-        v[0].value, v[3].value, v[5].value, v[6].value, v[7].value = pa, lda, s.a_big, s.a_small, s.scale
-        self.rows.launch(stream)
-        v = self.cols.values
-        v[0].value, v[3].value, v[5].value, v[6].value, v[7].value = pb, ldb, s.b_big, s.b_small, s.scale
-        self.cols.launch(stream)
-        v = self.rescale.values
-        v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb
-        v[8].value, v[9].value, v[10].value, v[11].value, v[12].value = s.a_big, s.a_small, s.b_big, s.b_small, s.scale
-        self.rescale.launch(stream)
+        self.epoch = self.epoch % (2**31 - 1) + 1  # (never 0: the epilogue's "unscaled")
+        for packed in (self.split_launch, self.rescale):
+            v = packed.values
+            v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb
+            v[8].value, v[9].value, v[10].value, v[11].value = s.a_big, s.a_small, s.b_big, s.b_small
+            v[12].value, v[13].value = s.scale, self.epoch
+            packed.launch(stream)
         return s

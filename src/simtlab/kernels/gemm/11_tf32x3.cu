@@ -17,11 +17,7 @@
 
 using simtlab::split_tf32;
 
-// A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
-// 4), zero past cols. A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's
-// rows allow it) walking rows x ld/4 with a grid-wide stride, UNROLL groups loaded before any is
-// split so that many loads are in flight; the row and column step without a division a group.
-constexpr int SPLIT_UNROLL = 4;
+constexpr int SPLIT_UNROLL = 4;  // A's 4-wide groups a thread loads before it splits any
 
 // Four consecutive floats from p, zeros past the first `avail`: one 16-byte load where the row
 // allows it (`vec`: 16-byte aligned rows), else one load a float.
@@ -42,22 +38,28 @@ constexpr float TINY = 0x1p-100f;
 
 __device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
 
-// (*tiny = 1 when any lane of the warp saw a tiny value: one atomic a warp at most)
-__device__ __forceinline__ void note_tiny(const float4& v, int* tiny) {
+// (*tiny = this call's epoch when any lane of the warp saw a tiny value: one store a warp at most.
+// Each call has its own epoch, so the word needs no clearing: whatever an earlier user of the
+// memory left there is another number - or, once in 2^32, costs a needless rescaling pass)
+__device__ __forceinline__ void note_tiny(const float4& v, int* tiny, int epoch) {
   const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
   unsigned lt;
   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
   const unsigned seen = __ballot_sync(__activemask(), mine);
-  if (mine && (seen & lt) == 0) atomicOr(tiny, 1);  // (the first lane that saw one)
+  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(tiny) = epoch;  // (the first lane that saw one)
 }
 
-extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* __restrict__ A, int rows, int cols,
-                                                                  int lda, int ld, float* __restrict__ big,
-                                                                  float* __restrict__ small, int* __restrict__ tiny) {
+// A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
+// 4), zero past cols. A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's
+// rows allow it) walking rows x ld/4 with a stride of the `blocks` blocks that do this, UNROLL
+// groups loaded before any is split; the row and column step without a division a group.
+__device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows, int cols, int lda, int ld,
+                                           float* __restrict__ big, float* __restrict__ small, int* tiny, int epoch,
+                                           int block, int blocks) {
   const int q = ld / 4;
-  const long long n = (long long)rows * q, stride = (long long)gridDim.x * blockDim.x;
+  const long long n = (long long)rows * q, stride = (long long)blocks * blockDim.x;
   const bool vec = lda % 4 == 0 && ((size_t)A & 15) == 0;  // (the whole call: a uniform branch)
-  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long first = (long long)block * blockDim.x + threadIdx.x;
   int r = (int)(first / q), g = (int)(first % q);
   const int step_r = (int)(stride / q), step_g = (int)(stride % q);
   for (long long i = first; i < n; i += SPLIT_UNROLL * stride) {
@@ -80,23 +82,23 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(const float* _
       const size_t at = (size_t)rr[u] * ld + 4 * gg[u];
       *reinterpret_cast<float4*>(big + at) = hi;
       *reinterpret_cast<float4*>(small + at) = lo;
-      note_tiny(v[u], tiny);
+      note_tiny(v[u], tiny, epoch);
     }
   }
 }
 
 // B (K x N, row-major, leading dimension ldb) -> B^T's big and small parts (N x ld, K contiguous,
-// ld a multiple of 4), zero past K: 64x64 tiles through shared memory (one padding column). Each
-// thread loads four 16-byte pieces of B's rows (all in flight at once) and stores four 16-byte
-// pieces of each part's rows, so reads and writes move whole lines with a quarter of the
-// instructions of one float a thread.
-extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(const float* __restrict__ B, int K, int N,
-                                                                             int ldb, int ld, float* __restrict__ big,
-                                                                             float* __restrict__ small,
-                                                                             int* __restrict__ tiny) {
-  constexpr int T = 64;
-  __shared__ float tile[T][T + 1];
-  const int k0 = blockIdx.y * T, n0 = blockIdx.x * T, g = threadIdx.x % 16, row = threadIdx.x / 16;
+// ld a multiple of 4), zero past K, one 64x64 tile (k0, n0) through shared memory (one padding
+// column). Each thread loads four 16-byte pieces of B's rows (all in flight at once) and stores
+// four 16-byte pieces of each part's rows: whole lines, a quarter of the instructions of a float
+// a thread.
+constexpr int SPLIT_TILE = 64;
+
+__device__ __forceinline__ void split_transposed_tile(const float* __restrict__ B, int K, int N, int ldb, int ld,
+                                                      float* __restrict__ big, float* __restrict__ small, int* tiny,
+                                                      int epoch, int k0, int n0,
+                                                      float (&tile)[SPLIT_TILE][SPLIT_TILE + 1]) {
+  const int g = threadIdx.x % 16, row = threadIdx.x / 16;
   const bool vec = ldb % 4 == 0 && ((size_t)B & 15) == 0;
   float4 v[4];
 #pragma unroll
@@ -108,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(con
   for (int p = 0; p < 4; ++p) {
     float* t = &tile[row + 16 * p][4 * g];
     t[0] = v[p].x, t[1] = v[p].y, t[2] = v[p].z, t[3] = v[p].w;
-    note_tiny(v[p], tiny);
+    note_tiny(v[p], tiny, epoch);
   }
   __syncthreads();
 #pragma unroll
@@ -124,7 +126,24 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_transposed(con
   }
 }
 
-// Where the split saw tiny values (scale[0] != 0; else every block returns at once): each row of A
+// The pre-pass in one launch: blocks [0, a_blocks) split A's rows, the rest one 64x64 tile of B
+// each (tiles_n tiles across N) - no boundary between the two halves for the GPU to drain.
+extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
+    const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
+    float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
+    int* __restrict__ tiny, int epoch, int a_blocks, int tiles_n) {
+  __shared__ float tile[SPLIT_TILE][SPLIT_TILE + 1];
+  if ((int)blockIdx.x < a_blocks) {
+    split_rows(A, M, K, lda, ld, a_big, a_small, tiny, epoch, blockIdx.x, a_blocks);
+  } else {
+    const int t = blockIdx.x - a_blocks;
+    split_transposed_tile(B, K, N, ldb, ld, b_big, b_small, tiny, epoch, (t / tiles_n) * SPLIT_TILE,
+                          (t % tiles_n) * SPLIT_TILE, tile);
+  }
+}
+
+// Where the split saw tiny values (scale[0] == epoch; else every block returns at once and
+// scale[0] becomes 0): each row of A
 // and each column of B whose largest finite magnitude m is below TINY is scaled by 2^-e, e =
 // ilogb(m) (m to [1, 2); exact), and split again; scale[1 + r] and scale[1 + M + n] receive e (0:
 // unscaled) for the epilogue to undo. Blocks of y 0 take rows of A (a block a row, read twice
@@ -146,8 +165,11 @@ __device__ __forceinline__ float finite_abs(float x) { return isfinite(x) ? fabs
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
-    int* __restrict__ scale) {
-  if (scale[0] == 0) return;
+    int* __restrict__ scale, int epoch) {
+  if (scale[0] != epoch) {  // (nothing tiny: the epilogue reads scale[0] == 0 as "unscaled")
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) scale[0] = 0;
+    return;
+  }
   __shared__ float red[8];
   float hi, lo;
   if (blockIdx.y == 0) {
