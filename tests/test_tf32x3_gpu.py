@@ -184,7 +184,7 @@ def test_tf32x3_rescales_only_the_rows_that_need_it():
 def test_tf32x3_plan_alternating_tiny_and_ordinary_operands():
     """One plan called on tiny, ordinary, tiny, ordinary A in turn (the scratch the allocator hands
     back is likely the same memory each call): each call's result matches float64, so no call
-    inherits an earlier one's rescaling (each call tags its notes with an epoch of its own)."""
+    inherits an earlier one's rescaling (each clears the split's flag first)."""
     import simtlab
 
     torch = pytest.importorskip("torch")

@@ -10,7 +10,7 @@ from functools import cache, partial
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-__all__ = ["DriverError", "ContextMismatch", "libcuda", "error_name", "PackedLaunch", "TensorMapEncoder",
+__all__ = ["DriverError", "ContextMismatch", "libcuda", "error_name", "memset32", "PackedLaunch", "TensorMapEncoder",
            "AddressField", "MapSlot", "learn_address_field"]
 
 _u32, _u64, _int, _vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
@@ -39,6 +39,8 @@ def libcuda() -> ctypes.CDLL:
     lib.cuLaunchKernel.restype = _int
     lib.cuTensorMapEncodeTiled.argtypes = [_vp, _int, _u32, _vp, _vp, _vp, _vp, _vp, _int, _int, _int, _int]
     lib.cuTensorMapEncodeTiled.restype = _int
+    lib.cuMemsetD32Async.argtypes = [_u64, _u32, ctypes.c_size_t, _vp]
+    lib.cuMemsetD32Async.restype = _int
     lib.cuGetErrorName.argtypes = [_int, ctypes.POINTER(ctypes.c_char_p)]
     lib.cuGetErrorName.restype = _int
     return lib
@@ -49,6 +51,14 @@ def error_name(code: int) -> str:
     if libcuda().cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
         return name.value.decode()
     return f"CUresult {code}"
+
+
+def memset32(address: int, value: int, count: int, stream: int) -> None:
+    """`count` 32-bit words at `address` set to `value`, in order on `stream` (a memset node when
+    the stream is being captured)."""
+    err = libcuda().cuMemsetD32Async(address, value, count, stream)
+    if err:
+        raise DriverError(f"cuMemsetD32Async of {count} words at {address:#x}: {error_name(err)}")
 
 
 # A kernel parameter's kind: 32-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map

@@ -72,14 +72,13 @@ class SplitBuffers:
 
 class Tf32x3Gemm:
     """Rung 11 on one problem's shape: the split kernels' and the main kernel's launches packed once;
-    `run(...)` is three driver launches on the given stream (the split, the rescaling pass that
-    returns at once unless the split saw values near the smallest normal, the main loop).
+    `run(...)` is a memset and three driver launches on the given stream (the flag cleared, the
+    split, the rescaling pass that returns at once unless the split saw values near the smallest
+    normal, the main loop).
     `parts_bytes` of scratch a call hold the parts and the exponents (the caller allocates them on
     its stream: the array libraries' pools)."""
 
     def __init__(self, inst, M: int, N: int, K: int, device, prepare):
-        import random
-
         from ..driver import I32, PTR, PackedLaunch
 
         if inst.params.get("SPLIT", 0) < 1 or inst.params.get("DT") != 2:
@@ -97,17 +96,16 @@ class Tf32x3Gemm:
             raise LaunchError(f"{K}x{N}: B's split would take {tiles_n * tiles_k} blocks")
         split = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
                              (a_blocks + tiles_n * tiles_k, 1, 1), (SPLIT_BLOCK, 1, 1), 0,
-                             (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32, I32), index)
+                             (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32), index)
         # (blocks of y 0 walk A's rows, of y 1 B's 32-column strips)
         rescale = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_rescale")),
                                (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (SPLIT_BLOCK, 1, 1), 0,
-                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32), index)
+                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR), index)
         for packed in (split, rescale):
             for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
                 packed.values[i].value = v
-        split.values[14].value, split.values[15].value = a_blocks, tiles_n
+        split.values[13].value, split.values[14].value = a_blocks, tiles_n
         self.split_launch, self.rescale = split, rescale
-        self.epoch = random.randrange(1, 2**31)  # (this call's tag for "the split saw tiny values")
 
     @property
     def parts_bytes(self) -> int:
@@ -129,12 +127,14 @@ class Tf32x3Gemm:
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
         """The pre-pass alone: A's and B's parts into `scratch` (and, where values near the smallest
         normal were seen, their rows and columns rescaled); returns where they are."""
+        from ..driver import memset32
+
         s = self.parts(scratch)
-        self.epoch = self.epoch % (2**31 - 1) + 1  # (never 0: the epilogue's "unscaled")
+        memset32(s.scale, 0, 1, stream)  # (the flag the split sets: scratch holds whatever it held)
         for packed in (self.split_launch, self.rescale):
             v = packed.values
             v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb
             v[8].value, v[9].value, v[10].value, v[11].value = s.a_big, s.a_small, s.b_big, s.b_small
-            v[12].value, v[13].value = s.scale, self.epoch
+            v[12].value = s.scale
             packed.launch(stream)
         return s

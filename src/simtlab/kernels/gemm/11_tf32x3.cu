@@ -38,15 +38,14 @@ constexpr float TINY = 0x1p-100f;
 
 __device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
 
-// (*tiny = this call's epoch when any lane of the warp saw a tiny value: one store a warp at most.
-// Each call has its own epoch, so the word needs no clearing: whatever an earlier user of the
-// memory left there is another number - or, once in 2^32, costs a needless rescaling pass)
-__device__ __forceinline__ void note_tiny(const float4& v, int* tiny, int epoch) {
+// (*tiny = 1, cleared before the split, when any lane of the warp saw a tiny value: one store a
+// warp at most)
+__device__ __forceinline__ void note_tiny(const float4& v, int* tiny) {
   const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
   unsigned lt;
   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
   const unsigned seen = __ballot_sync(__activemask(), mine);
-  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(tiny) = epoch;  // (the first lane that saw one)
+  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(tiny) = 1;  // (the first lane that saw one)
 }
 
 // A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
@@ -54,8 +53,8 @@ __device__ __forceinline__ void note_tiny(const float4& v, int* tiny, int epoch)
 // rows allow it) walking rows x ld/4 with a stride of the `blocks` blocks that do this, UNROLL
 // groups loaded before any is split; the row and column step without a division a group.
 __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows, int cols, int lda, int ld,
-                                           float* __restrict__ big, float* __restrict__ small, int* tiny, int epoch,
-                                           int block, int blocks) {
+                                           float* __restrict__ big, float* __restrict__ small, int* tiny, int block,
+                                           int blocks) {
   const int q = ld / 4;
   const long long n = (long long)rows * q, stride = (long long)blocks * blockDim.x;
   const bool vec = lda % 4 == 0 && ((size_t)A & 15) == 0;  // (the whole call: a uniform branch)
@@ -82,7 +81,7 @@ __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows
       const size_t at = (size_t)rr[u] * ld + 4 * gg[u];
       *reinterpret_cast<float4*>(big + at) = hi;
       *reinterpret_cast<float4*>(small + at) = lo;
-      note_tiny(v[u], tiny, epoch);
+      note_tiny(v[u], tiny);
     }
   }
 }
@@ -96,7 +95,7 @@ constexpr int SPLIT_TILE = 64;
 
 __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ B, int K, int N, int ldb, int ld,
                                                       float* __restrict__ big, float* __restrict__ small, int* tiny,
-                                                      int epoch, int k0, int n0,
+                                                      int k0, int n0,
                                                       float (&tile)[SPLIT_TILE][SPLIT_TILE + 1]) {
   const int g = threadIdx.x % 16, row = threadIdx.x / 16;
   const bool vec = ldb % 4 == 0 && ((size_t)B & 15) == 0;
@@ -110,7 +109,7 @@ __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ 
   for (int p = 0; p < 4; ++p) {
     float* t = &tile[row + 16 * p][4 * g];
     t[0] = v[p].x, t[1] = v[p].y, t[2] = v[p].z, t[3] = v[p].w;
-    note_tiny(v[p], tiny, epoch);
+    note_tiny(v[p], tiny);
   }
   __syncthreads();
 #pragma unroll
@@ -131,19 +130,18 @@ __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ 
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
-    int* __restrict__ tiny, int epoch, int a_blocks, int tiles_n) {
+    int* __restrict__ tiny, int a_blocks, int tiles_n) {
   __shared__ float tile[SPLIT_TILE][SPLIT_TILE + 1];
   if ((int)blockIdx.x < a_blocks) {
-    split_rows(A, M, K, lda, ld, a_big, a_small, tiny, epoch, blockIdx.x, a_blocks);
+    split_rows(A, M, K, lda, ld, a_big, a_small, tiny, blockIdx.x, a_blocks);
   } else {
     const int t = blockIdx.x - a_blocks;
-    split_transposed_tile(B, K, N, ldb, ld, b_big, b_small, tiny, epoch, (t / tiles_n) * SPLIT_TILE,
+    split_transposed_tile(B, K, N, ldb, ld, b_big, b_small, tiny, (t / tiles_n) * SPLIT_TILE,
                           (t % tiles_n) * SPLIT_TILE, tile);
   }
 }
 
-// Where the split saw tiny values (scale[0] == epoch; else every block returns at once and
-// scale[0] becomes 0): each row of A
+// Where the split saw tiny values (scale[0] != 0; else every block returns at once): each row of A
 // and each column of B whose largest finite magnitude m is below TINY is scaled by 2^-e, e =
 // ilogb(m) (m to [1, 2); exact), and split again; scale[1 + r] and scale[1 + M + n] receive e (0:
 // unscaled) for the epilogue to undo. Blocks of y 0 take rows of A (a block a row, read twice
@@ -165,11 +163,8 @@ __device__ __forceinline__ float finite_abs(float x) { return isfinite(x) ? fabs
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
-    int* __restrict__ scale, int epoch) {
-  if (scale[0] != epoch) {  // (nothing tiny: the epilogue reads scale[0] == 0 as "unscaled")
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) scale[0] = 0;
-    return;
-  }
+    int* __restrict__ scale) {
+  if (scale[0] == 0) return;
   __shared__ float red[8];
   float hi, lo;
   if (blockIdx.y == 0) {
