@@ -254,6 +254,12 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("rung 6, 64-row tiles", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
             "--param BM=64 --param CM=1,2 --param CN=1,2 --param STAGES=4,6 --param KEEP=4 "
             "--json {out}/batched_64.json", 200)]),
+    "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
+                  "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
+        Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "
+            "--json {out}/tf32x3_call_cost_$s.json; done", 300),
+        Run("the libraries' kernels", "python3 benchmarks/library_kernels.py --shape 64x512x512x512 --shape 2048x2048x2048 "
+            "--json {out}/library_kernels.json", 120)]),
     "kahan": ("the Kahan-compensated fp32 GEMM beside plain and cuBLAS",
               [Run("kahan table", "python3 benchmarks/kahan_table.py --json {out}/kahan.json")]),
     "check": ("the occupancy model against the driver", [Run("occupancy", "python3 benchmarks/occupancy_check.py")]),
