@@ -219,6 +219,15 @@ PHASES: dict[str, tuple[str, list]] = {
             "--rung tf32x3 --size $s --jobs 8; done", 200),
         Run("memcheck on the rescaling pass", "compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m pytest -q "
             "-p no:cacheprovider tests/test_tf32x3_gpu.py -k rescales_only 2>&1 | tail -4", 200)]),
+    "tf32x3-mma-tiny": ("rung 12 (the sm_80 path) with the note and exponents passes for values near the smallest "
+                        "normal: the 3xTF32 GPU tests, the accuracy table with rung 12's rows, the sanitizer", [
+        Run("the 3xTF32 GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py tests/test_gpu.py "
+            "-k 'tf32x3' -p no:cacheprovider 2>&1 | tail -15", 240),
+        Run("accuracy beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --rung12 --only accuracy "
+            "--json {out}/tf32x3_rung12.json", 200),
+        Run("compute-sanitizer on rung 12", "simtlab sanitize gemm --rung tf32x3_mma --size 127x129x65 --jobs 8; "
+            "compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m pytest -q -p no:cacheprovider "
+            "tests/test_tf32x3_gpu.py -k 'scales_tiny and 127' 2>&1 | tail -4", 200)]),
     "tf32x3-once": ("rung 12 splitting each slice once in shared memory (ONCE 1) against on every read: tests, "
                     "one process at three sizes", [
         Run("rung 12's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_12 or tf32x3_mma' "

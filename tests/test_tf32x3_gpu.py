@@ -133,19 +133,48 @@ def test_tf32x3_error_against_sgemm_and_triton(kind, rung):
     _error_against_sgemm_and_triton(kind, rung)
 
 
-RUNG_12_TINY = pytest.mark.xfail(strict=True, reason=(
-    "rung 12 splits in shared memory with no exponent scaling: values near the smallest normal fp32 keep subnormal "
-    "small parts, which the tensor cores flush"))
-
-
 @pytest.mark.parametrize("kind", ["tiny A", "tiny B"])
-@pytest.mark.parametrize("rung", ["best", pytest.param("tf32x3_mma", marks=RUNG_12_TINY)])
+@pytest.mark.parametrize("rung", RUNGS)
 def test_tf32x3_error_near_the_smallest_normal(kind, rung):
-    """A (or B) in [2^-125, 2^-124), the other operand in [0.5, 1): rung 11's split sees the tiny
-    values and rescales those rows of A (columns of B) by a power of two, undone in the epilogue,
-    so the error stays at most SGEMM's (Triton's tf32x3 has no such step: 6x SGEMM's,
-    benchmarks/tf32x3_table.py)."""
+    """A (or B) in [2^-125, 2^-124), the other operand in [0.5, 1): the split (rung 11) or a note
+    pass (rung 12) sees the tiny values and those rows of A (columns of B) are scaled by a power of
+    two, undone in the epilogue, so the error stays at most SGEMM's (Triton's tf32x3 has no such
+    step: 6x SGEMM's, benchmarks/tf32x3_table.py)."""
     _error_against_sgemm_and_triton(kind, rung)
+
+
+@pytest.mark.parametrize("once", [0, 1])
+@pytest.mark.parametrize("size", ["127x129x65", "300x264x520"])
+def test_rung_12_scales_tiny_rows_and_columns(size, once):
+    """Rung 12 through the ladder's runner, each way of splitting (on every read, once a slice), on
+    a workspace whose A has every third row and B every fifth column near the smallest normal, alpha
+    -0.75 on a poisoned C: within the fp32 family's tolerance of float64, the tiny rows' products
+    (which sit 2^-120 under the rest) within 1e-5 of their own norm."""
+    import cupy
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, runner
+    from simtlab.ops import gemm
+
+    _needs("tf32x3_mma")
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3_mma")
+    p = gemm.parse_size(size, alpha=-0.75, beta=0.0)
+    ws = fam.op().workspace(p, seed=5)
+    ws.A[::3] *= cupy.float32(2.0 ** -120)
+    ws.B[:, ::5] *= cupy.float32(2.0 ** -110)
+    run = runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, ws.vec_ok(), dev)
+    ws.poison()
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    assert err <= gemm.tolerance(p), (size, once, err)
+    tiny = (ws.A.astype(cupy.float64) @ ws.B.astype(cupy.float64))[::3, 1::5]  # tiny rows, ordinary columns
+    mine = (out / -0.75)[::3, 1::5]
+    rel = float(cupy.linalg.norm(mine - tiny) / cupy.linalg.norm(tiny))
+    assert rel < 1e-5, (size, once, rel)
 
 
 def test_tf32x3_rescales_only_the_rows_that_need_it():

@@ -61,10 +61,10 @@ def memset32(address: int, value: int, count: int, stream: int) -> None:
         raise DriverError(f"cuMemsetD32Async of {count} words at {address:#x}: {error_name(err)}")
 
 
-# A kernel parameter's kind: 32-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map
+# A kernel parameter's kind: 32- or 64-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map
 # passed by value (read where the encoder left it, never copied).
-I32, F32, PTR, MAP = "i32", "f32", "ptr", "map"
-_CTYPE = {I32: ctypes.c_int32, F32: ctypes.c_float, PTR: ctypes.c_uint64}
+I32, I64, F32, PTR, MAP = "i32", "i64", "f32", "ptr", "map"
+_CTYPE = {I32: ctypes.c_int32, I64: ctypes.c_int64, F32: ctypes.c_float, PTR: ctypes.c_uint64}
 
 
 class PackedLaunch:

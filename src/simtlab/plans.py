@@ -501,14 +501,19 @@ class GemmPlan(_Plan):
         kernel.run(pa, K, pb, N, pc, alpha, beta, lib.ptr(scratch), lib.stream(self.device))
         return C
 
-    def _launch(self, rung, problem, vec, sums=None) -> PackedLaunch:
-        """The rung's launch for this problem; `sums` (KAHAN_PARAMS, F64_SUMS_PARAMS) overrides its
+    def _launch(self, rung, problem, vec, sums=None):
+        """The rung's launch for this problem (a PackedLaunch; rung 12: its three passes,
+        ops.tf32x3.Tf32x3MmaGemm); `sums` (KAHAN_PARAMS, F64_SUMS_PARAMS) overrides its
         accumulation."""
         info = self.info
         params = _store_params(rung.name, problem, vec, info)
         if sums:
             params = tuple(sorted({**dict(params or ()), **dict(sums)}.items()))
         inst = _instance("gemm", rung.name, params, info.arch)
+        if rung.name == "tf32x3_mma":
+            from .ops.tf32x3 import Tf32x3MmaGemm
+
+            return Tf32x3MmaGemm(inst, problem, info, prepare, bool(vec))
         geometry = inst.geometry(problem, info)
         func = prepare(inst, geometry, vec, info)
         packed = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
@@ -539,7 +544,7 @@ class GemmPlan(_Plan):
         return C
 
     def _bound_launch(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
-        if self.pad is not None or any(self.copies) or self.split is not None:
+        if self.pad is not None or any(self.copies) or self.split is not None or self.rung.name == "tf32x3_mma":
             return None
         pa, pb, pc = self.lib.ptr(A), self.lib.ptr(B), self.lib.ptr(C)
         vec = (not (pa | pb | pc) & 15 and True in self.launches) if self.rung.vec_variant else None
@@ -548,7 +553,11 @@ class GemmPlan(_Plan):
         v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = float(alpha), pa, pb, float(beta), pc
         return packed
 
-    def _go(self, packed: PackedLaunch, alpha, pa, pb, beta, pc) -> None:
+    def _go(self, packed, alpha, pa, pb, beta, pc) -> None:
+        if not isinstance(packed, PackedLaunch):  # rung 12: the flag and exponents on the caller's stream
+            scratch = self.lib.empty((packed.scratch_bytes // 4,), "float32", self.device)
+            packed.run(pa, pb, pc, alpha, beta, self.lib.ptr(scratch), self.lib.stream(self.device))
+            return
         v = packed.values
         v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = alpha, pa, pb, beta, pc
         packed.launch(self.lib.stream(self.device))

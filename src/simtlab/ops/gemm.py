@@ -257,7 +257,10 @@ TF32X3 = "tf32x3"  # rung capability: fp32 products from TF32 parts on the tenso
 
 def make_runner(instance, problem, ws, device, vec, prepare):
     """Rung 11: the split kernels and rung 6's SPLIT build (its scratch for the parts allocated once,
-    outside the timed call), on CuPy's current stream. The others: one launch (None)."""
+    outside the timed call); rung 12: its note and exponents passes before the main kernel (the
+    flag and exponents allocated once); on CuPy's current stream. The others: one launch (None)."""
+    if instance.rung.name == "tf32x3_mma":
+        return _tf32x3_mma_runner(instance, problem, ws, device, vec, prepare)
     if not instance.rung.can(TF32X3):
         return None
     import cupy
@@ -274,6 +277,23 @@ def make_runner(instance, problem, ws, device, vec, prepare):
 
     def run():
         kernel.run(A.data.ptr, p.K, B.data.ptr, p.N, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
+
+    run.scratch = scratch  # (alive as long as the runner)
+    return run
+
+
+def _tf32x3_mma_runner(instance, p, ws, device, vec, prepare):
+    import cupy
+
+    from .tf32x3 import Tf32x3MmaGemm
+
+    kernel = Tf32x3MmaGemm(instance, p, device, prepare, bool(vec))
+    scratch = cupy.empty(kernel.scratch_bytes, dtype=cupy.uint8)
+    A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
+    stream = cupy.cuda.get_current_stream
+
+    def run():
+        kernel.run(A.data.ptr, B.data.ptr, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
 
     run.scratch = scratch  # (alive as long as the runner)
     return run

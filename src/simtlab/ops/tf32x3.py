@@ -138,3 +138,53 @@ class Tf32x3Gemm:
             v[12].value = s.scale
             packed.launch(stream)
         return s
+
+
+class Tf32x3MmaGemm:
+    """Rung 12 (3xTF32 with mma.sync) on one problem's shape: `run(...)` is a one-word memset and
+    three launches on the given stream - the note pass over A and B (values near the smallest
+    normal), the exponents pass (returns at once unless the note pass saw one) and the main kernel,
+    which applies the exponents where they were made. `scratch_bytes` a call: the flag and the
+    exponents (the caller allocates them on its stream)."""
+
+    def __init__(self, inst, problem, device, prepare, vec: bool):
+        from ..driver import F32, I32, I64, PTR, PackedLaunch
+
+        self.M, self.N, self.K = M, N, K = problem.M, problem.N, problem.K
+        index = device.index if device is not None else 0
+        sms = sm_count(device)
+        module = inst.module()
+        geometry = inst.geometry(problem, device)
+        func = prepare(inst, geometry, vec, device)
+        self.main = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
+                                 (I32, I32, I32, F32, PTR, PTR, F32, PTR, PTR), index)
+        self.note = PackedLaunch(function_handle(module.get_function("gemm_tf32x3_note_tiny")),
+                                 (4 * sms, 1, 1), (256, 1, 1), 0, (PTR, I64, PTR, I64, PTR), index)
+        self.exponents = PackedLaunch(function_handle(module.get_function("gemm_tf32x3_exponents")),
+                                      (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (256, 1, 1), 0,
+                                      (PTR, I32, I32, PTR, I32, PTR), index)
+        for i, v in enumerate((M, N, K)):
+            self.main.values[i].value = v
+        self.note.values[1].value, self.note.values[3].value = M * K, K * N
+        for i, v in ((1, M), (2, K), (4, N)):
+            self.exponents.values[i].value = v
+
+    @property
+    def scratch_bytes(self) -> int:
+        return scale_bytes(self.M, self.N)
+
+    def run(self, pa: int, pb: int, pc: int, alpha: float, beta: float, scratch: int, stream: int) -> None:
+        """C = alpha * A @ B + beta * C, all three row-major and contiguous; the flag and exponents
+        in `scratch` (scratch_bytes)."""
+        from ..driver import memset32
+
+        memset32(scratch, 0, 1, stream)
+        v = self.note.values
+        v[0].value, v[2].value, v[4].value = pa, pb, scratch
+        self.note.launch(stream)
+        v = self.exponents.values
+        v[0].value, v[3].value, v[5].value = pa, pb, scratch
+        self.exponents.launch(stream)
+        v = self.main.values
+        v[3].value, v[4].value, v[5].value, v[6].value, v[7].value, v[8].value = alpha, pa, pb, beta, pc, scratch
+        self.main.launch(stream)

@@ -15,6 +15,7 @@
 #include "gemm_tc/06_wgmma_cluster.cu"
 #include "simtlab_tf32.cuh"
 
+using simtlab::note_tiny;
 using simtlab::split_tf32;
 
 constexpr int SPLIT_UNROLL = 4;  // A's 4-wide groups a thread loads before it splits any
@@ -29,23 +30,6 @@ __device__ __forceinline__ float4 load_group(const float* p, int avail, bool vec
   if (avail > 2) v.z = p[2];
   if (avail > 3) v.w = p[3];
   return v;
-}
-
-// Values this close to the smallest normal (2^-126) have small parts within 2^-14 of it, where
-// TF32 keeps few bits or the tensor cores flush them: the split notes that such values exist, and
-// gemm_split_tf32_rescale then scales each row of A and column of B that holds nothing larger.
-constexpr float TINY = 0x1p-100f;
-
-__device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
-
-// (*tiny = 1, cleared before the split, when any lane of the warp saw a tiny value: one store a
-// warp at most)
-__device__ __forceinline__ void note_tiny(const float4& v, int* tiny) {
-  const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
-  unsigned lt;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
-  const unsigned seen = __ballot_sync(__activemask(), mine);
-  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(tiny) = 1;  // (the first lane that saw one)
 }
 
 // A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
@@ -142,56 +126,32 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
 }
 
 // Where the split saw tiny values (scale[0] != 0; else every block returns at once): each row of A
-// and each column of B whose largest finite magnitude m is below TINY is scaled by 2^-e, e =
-// ilogb(m) (m to [1, 2); exact), and split again; scale[1 + r] and scale[1 + M + n] receive e (0:
-// unscaled) for the epilogue to undo. Blocks of y 0 take rows of A (a block a row, read twice
-// from L2), of y 1 strips of 32 columns of B (a column a lane). Rare inputs: written for clarity.
-__device__ __forceinline__ float block_max(float m, float* red) {
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __syncthreads();  // (red reused by the next call)
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
-  __syncthreads();
-  m = 0.0f;
-  for (int w = 0; w < (int)blockDim.x / 32; ++w) m = fmaxf(m, red[w]);
-  return m;
-}
-
-__device__ __forceinline__ int scale_exponent(float m) { return m > 0.0f && m < TINY ? ilogbf(m) : 0; }
-
-__device__ __forceinline__ float finite_abs(float x) { return isfinite(x) ? fabsf(x) : 0.0f; }
-
+// and column of B that holds nothing above simtlab::TINY is scaled (simtlab_tf32.cuh) and split
+// again; scale[1 + r] and scale[1 + M + n] receive the exponents (0: unscaled) for the epilogue.
+// Blocks of y 0 take rows of A (a block a row, read twice from L2), of y 1 strips of 32 columns of
+// B (a column a lane). Rare inputs: written for clarity.
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
     int* __restrict__ scale) {
   if (scale[0] == 0) return;
   __shared__ float red[8];
+  __shared__ float col_max[8][32];
   float hi, lo;
   if (blockIdx.y == 0) {
     for (int r = blockIdx.x; r < M; r += gridDim.x) {
       const float* a = A + (size_t)r * lda;
-      float m = 0.0f;
-      for (int k = threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, finite_abs(a[k]));
-      const int e = scale_exponent(block_max(m, red));
+      const int e = simtlab::row_exponent(a, K, red);
       if (threadIdx.x == 0) scale[1 + r] = e;
       for (int k = threadIdx.x; k < K; k += blockDim.x) {
         split_tf32(ldexpf(a[k], -e), hi, lo);
         a_big[(size_t)r * ld + k] = hi, a_small[(size_t)r * ld + k] = lo;
       }
     }
-  } else {  // 256 threads: lane = column of the strip, warp = a k residue class
+  } else {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __shared__ float col_max[8][32];
     for (int n0 = 32 * blockIdx.x; n0 < N; n0 += 32 * gridDim.x) {
-      const int n = n0 + lane;
-      float m = 0.0f;
-      if (n < N)
-        for (int k = warp; k < K; k += 8) m = fmaxf(m, finite_abs(B[(size_t)k * ldb + n]));
-      __syncthreads();
-      col_max[warp][lane] = m;
-      __syncthreads();
-      for (int w = 0; w < 8; ++w) m = fmaxf(m, col_max[w][lane]);
-      const int e = scale_exponent(m);
+      const int n = n0 + lane, e = simtlab::column_exponent(B, K, N, ldb, n, col_max);
       if (n < N) {
         if (warp == 0) scale[1 + M + n] = e;
         for (int k = warp; k < K; k += 8) {

@@ -30,4 +30,53 @@ __device__ __forceinline__ void split_tf32_bits(const float (&v)[N], unsigned (&
   }
 }
 
+// Values this close to the smallest normal (2^-126) have small parts within 2^-14 of it, where
+// TF32 keeps few bits or the tensor cores flush them. The 3xTF32 rungs note whether any input is
+// below TINY (the flag cleared before the call); where one is, each row of A and column of B whose
+// largest finite magnitude m is below TINY is scaled by 2^-e, e = ilogb(m) (exact), and the
+// epilogue undoes it with ldexpf(sum, e_row + e_column).
+constexpr float TINY = 0x1p-100f;
+
+__device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
+
+// (*flag = 1 when any lane of the warp saw a tiny value: one store a warp at most)
+__device__ __forceinline__ void note_tiny(const float4& v, int* flag) {
+  const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
+  unsigned lt;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+  const unsigned seen = __ballot_sync(__activemask(), mine);
+  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(flag) = 1;  // (the first lane that saw one)
+}
+
+__device__ __forceinline__ int scale_exponent(float m) { return m > 0.0f && m < TINY ? ilogbf(m) : 0; }
+
+__device__ __forceinline__ float finite_abs(float x) { return isfinite(x) ? fabsf(x) : 0.0f; }
+
+// The exponent of row a[0..K) (every thread of the block calls it; red: a word a warp).
+__device__ __forceinline__ int row_exponent(const float* a, int K, float* red) {
+  float m = 0.0f;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, finite_abs(a[k]));
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __syncthreads();  // (red reused by the next row)
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+  __syncthreads();
+  m = 0.0f;
+  for (int w = 0; w < (int)blockDim.x / 32; ++w) m = fmaxf(m, red[w]);
+  return scale_exponent(m);
+}
+
+// The exponent of column n of B (K x N, leading dimension ldb) for a block of 256 threads over 32
+// columns: lane = the column, warp = a k residue class; 0 past N.
+__device__ __forceinline__ int column_exponent(const float* B, int K, int N, int ldb, int n, float (&col_max)[8][32]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float m = 0.0f;
+  if (n < N)
+    for (int k = warp; k < K; k += 8) m = fmaxf(m, finite_abs(B[(size_t)k * ldb + n]));
+  __syncthreads();  // (col_max reused by the next strip)
+  col_max[warp][lane] = m;
+  __syncthreads();
+  for (int w = 0; w < 8; ++w) m = fmaxf(m, col_max[w][lane]);
+  return scale_exponent(m);
+}
+
 }  // namespace simtlab
