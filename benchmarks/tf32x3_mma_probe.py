@@ -1,0 +1,49 @@
+"""Rung 12 on a ladder workspace whose A has every third row and B every fifth column near the
+smallest normal: the flag and exponents it leaves in its scratch, and the error of each tiny row's
+products against float64 (a probe for the scaling path).
+
+    python benchmarks/tf32x3_mma_probe.py --size 127x129x65
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    import cupy
+    import numpy as np
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, runner
+    from simtlab.ops import gemm
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="127x129x65")
+    ap.add_argument("--once", type=int, default=1)
+    args = ap.parse_args()
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3_mma")
+    p = gemm.parse_size(args.size, alpha=1.0, beta=0.0)
+    ws = fam.op().workspace(p, seed=5)
+    ws.A[::3] *= cupy.float32(2.0 ** -120)
+    ws.B[:, ::5] *= cupy.float32(2.0 ** -110)
+    run = runner(build(rung, {**rung.params(dev.arch), "ONCE": args.once}, dev.arch), p, ws, ws.vec_ok(), dev)
+    ws.poison()
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    words = cupy.asnumpy(run.scratch.view(cupy.int32))
+    M, N = p.M, p.N
+    print("flag", words[0], "row exponents", words[1:1 + min(M, 12)], "column exponents", words[1 + M:1 + M + min(N, 12)])
+    out = ws.output().astype(cupy.float64)
+    ref = ws.A.astype(cupy.float64) @ ws.B.astype(cupy.float64)
+    for r in range(0, min(M, 30), 3):
+        row_err = cupy.abs(out[r, 1::5] - ref[r, 1::5]) / cupy.abs(ref[r, 1::5]).max()
+        print("row", r, "max err / row scale", float(row_err.max()), "at column", 1 + 5 * int(row_err.argmax()))
+    big = cupy.abs(out[::3, 1::5] - ref[::3, 1::5])
+    print("worst tiny entry", np.unravel_index(int(big.argmax()), big.shape))
+
+
+if __name__ == "__main__":
+    main()
