@@ -38,9 +38,18 @@ def main() -> None:
     print("flag", words[0], "row exponents", words[1:1 + min(M, 12)], "column exponents", words[1 + M:1 + M + min(N, 12)])
     out = ws.output().astype(cupy.float64)
     ref = ws.A.astype(cupy.float64) @ ws.B.astype(cupy.float64)
+    amax = cupy.asnumpy(cupy.abs(ws.A).max(axis=1))
     for r in range(0, min(M, 30), 3):
         row_err = cupy.abs(out[r, 1::5] - ref[r, 1::5]) / cupy.abs(ref[r, 1::5]).max()
-        print("row", r, "max err / row scale", float(row_err.max()), "at column", 1 + 5 * int(row_err.argmax()))
+        print("row", r, "exponent", words[1 + r], "row max", float(amax[r]), "max err / row scale",
+              float(row_err.max()), "at column", 1 + 5 * int(row_err.argmax()))
+    bad = [r for r in range(0, M, 3)
+           if float((cupy.abs(out[r, 1::5] - ref[r, 1::5]) / cupy.abs(ref[r, 1::5]).max()).max()) > 1e-5]
+    print("tiny rows over 1e-5:", bad)
+    print("their exponents:", [int(words[1 + r]) for r in bad])
+    cols = [c for c in range(1, N, 5) if float(cupy.abs(out[::3, c] - ref[::3, c]).max()
+                                              / cupy.abs(ref[::3, c]).max()) > 1e-5]
+    print("ordinary columns over 1e-5 in tiny rows:", cols[:20])
     big = cupy.abs(out[::3, 1::5] - ref[::3, 1::5])
     print("worst tiny entry", np.unravel_index(int(big.argmax()), big.shape))
 
