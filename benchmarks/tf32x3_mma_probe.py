@@ -1,6 +1,7 @@
 """Rung 12 on a ladder workspace whose A has every third row and B every fifth column near the
-smallest normal: the flag and exponents it leaves in its scratch, and the error of each tiny row's
-products against float64 (a probe for the scaling path).
+smallest normal: the flag and exponents it leaves in its scratch, the error of each tiny row's
+products against float64, the rows and columns over 1e-5, and the worst entries' values (a probe
+for the scaling path: run 3c3aaa found a few wrong entries with every exponent right).
 
     python benchmarks/tf32x3_mma_probe.py --size 127x129x65
 """
@@ -51,7 +52,11 @@ def main() -> None:
                                               / cupy.abs(ref[::3, c]).max()) > 1e-5]
     print("ordinary columns over 1e-5 in tiny rows:", cols[:20])
     big = cupy.abs(out[::3, 1::5] - ref[::3, 1::5])
-    print("worst tiny entry", np.unravel_index(int(big.argmax()), big.shape))
+    for flat in cupy.asnumpy(cupy.argsort(big.ravel())[-5:]):
+        i, j = np.unravel_index(int(flat), big.shape)
+        r, c = 3 * i, 1 + 5 * j
+        print(f"entry ({r}, {c}): ours {float(out[r, c]):.6e} float64 {float(ref[r, c]):.6e} "
+              f"row's largest {float(cupy.abs(ref[r, 1::5]).max()):.3e}")
 
 
 if __name__ == "__main__":
