@@ -1,7 +1,7 @@
 // Rung 11 - fp32 on the tensor cores: 3xTF32 (sm_90a). What changed from rung 10:
 //  * the tensor cores multiply TF32 (10 mantissa bits): each operand x is split into big = tf32(x)
-//    and small = tf32(x - big), rounded to nearest; a*b = big*big + big*small + small*big (small*
-//    small lies ~2^-22 below). A pre-pass makes the parts, B's transposed to K-major as wgmma's
+//    and small = tf32(x - big), rounded to nearest; a*b = big*big + big*small + small*big (the
+//    dropped term lies ~2^-22 below). A pre-pass makes the parts, B's transposed to K-major as wgmma's
 //    tf32 form reads both: 12 bytes moved an input element, in 16-byte pieces;
 //  * the main loop is rung 6 of the tensor-core ladder (gemm_tc_wgmma_cluster, with SPLIT)
 //    walking K three times, the small products first; alpha and beta in its epilogue;
