@@ -70,3 +70,20 @@ def test_plans_name_what_they_refuse(plan, operands, error, says):
 def test_out_dtype_is_fp32_or_the_inputs():
     with pytest.raises(ValueError, match="out_dtype is 'float32' or the inputs' own type"):
         TcPlan(Stand(), arr((64, 32), "float16"), arr((32, 16), "float16"), out_dtype="bfloat16")
+
+
+def test_tf32x3_picks_float64_sums_below_min_k_then_rung_11_on_hopper_and_12_elsewhere():
+    """precision="tf32x3": float64 sums (rung 8) below TF32X3_MIN_K on any GPU, rung 11 on Hopper,
+    rung 12 from sm_80, an error below sm_80 or for a rung that is not one of its two."""
+    from simtlab.plans import TF32X3_MIN_K, tf32x3_rung
+
+    k = TF32X3_MIN_K
+    assert [tf32x3_rung("best", k - 1, cc, "sm_x") for cc in ((9, 0), (8, 0), (7, 0))] == ["warptiling"] * 3
+    assert tf32x3_rung("best", k, (9, 0), "sm_90") == "tf32x3"
+    assert tf32x3_rung("best", k, (8, 9), "sm_89") == tf32x3_rung("best", k, (8, 0), "sm_80") == "tf32x3_mma"
+    assert tf32x3_rung("tf32x3_mma", 16, (9, 0), "sm_90") == "tf32x3_mma"  # (a named rung runs as named)
+    assert tf32x3_rung(11, 16, (9, 0), "sm_90") == "tf32x3"
+    with pytest.raises(ValueError, match="sm_80 or later; this GPU is sm_75"):
+        tf32x3_rung("best", k, (7, 5), "sm_75")
+    with pytest.raises(ValueError, match="no other rung"):
+        tf32x3_rung("tuned", k, (9, 0), "sm_90")

@@ -376,6 +376,23 @@ TF32X3_HOPPER = ("tf32x3", 11, "11")
 TF32X3_RUNGS = TF32X3_HOPPER + ("tf32x3_mma", 12, "12", "tf32x3_sm80")
 
 
+def tf32x3_rung(rung, K: int, cc: tuple[int, int], arch: str) -> str:
+    """Which rung precision="tf32x3" runs for `rung` ("best" or one of TF32X3_RUNGS) at depth K on
+    a GPU of compute capability `cc`: "warptiling" (float64 sums) below TF32X3_MIN_K, "tf32x3"
+    (rung 11) on Hopper, "tf32x3_mma" (rung 12) on other GPUs from sm_80; a clear error otherwise."""
+    if rung != "best" and rung not in TF32X3_RUNGS:
+        raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
+                         "no other rung and no kahan")
+    if rung == "best" and K < TF32X3_MIN_K:
+        return "warptiling"
+    if rung in TF32X3_HOPPER or (rung == "best" and family("gemm").rung("tf32x3").supports(cc)):
+        return "tf32x3"
+    if cc < (8, 0):
+        raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; this GPU is {arch} - "
+                         f"use precision='ieee'")
+    return "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
+
+
 class GemmPlan(_Plan):
     """C = alpha * A @ B + beta * C in fp32 for one kind of operands (see simtlab.gemm): on the
     CUDA cores (precision "ieee") or the tensor cores (3xTF32, rung 11); alpha and beta are given
@@ -427,20 +444,15 @@ class GemmPlan(_Plan):
         self.split = None
         sums = KAHAN_PARAMS if kahan else None
         if precision == "tf32x3":
-            if kahan or (rung != "best" and rung not in TF32X3_RUNGS):
+            if kahan:
                 raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
                                  "no other rung and no kahan")
-            hopper = family("gemm").rung("tf32x3").supports(info.compute_capability)
-            if rung == "best" and K < TF32X3_MIN_K:
-                name, sums = "warptiling", F64_SUMS_PARAMS  # too short for 3xTF32 to match SGEMM (see TF32X3_MIN_K)
-            elif rung in TF32X3_HOPPER or (rung == "best" and hopper):
+            name = tf32x3_rung(rung, K, info.compute_capability, info.arch)
+            if name == "tf32x3":
                 self._init_split(M, N, K, info)
                 return
-            else:
-                name = "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
-                if info.compute_capability < (8, 0):
-                    raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; GPU "
-                                     f"{self.device} is {info.arch} - use precision='ieee'")
+            if name == "warptiling":
+                sums = F64_SUMS_PARAMS  # too short for 3xTF32 to match SGEMM (see TF32X3_MIN_K)
         elif kahan:
             if rung not in ("best", "warptiling", 8, "8", "warptile"):
                 raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
