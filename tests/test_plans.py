@@ -87,3 +87,5 @@ def test_tf32x3_picks_float64_sums_below_min_k_then_rung_11_on_hopper_and_12_els
         tf32x3_rung("best", k, (7, 5), "sm_75")
     with pytest.raises(ValueError, match="no other rung"):
         tf32x3_rung("tuned", k, (9, 0), "sm_90")
+    with pytest.raises(ValueError, match="no kahan"):
+        tf32x3_rung("best", k, (9, 0), "sm_90", kahan=True)

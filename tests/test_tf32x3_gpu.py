@@ -27,6 +27,20 @@ def _needs(rung: str) -> None:
 RUNGS = ["best", "tf32x3_mma"]  # rung 11 on Hopper; rung 12 (asked for by name there)
 
 
+def _poisoned_error(run, ws, times: int = 1) -> float:
+    """`run` on a poisoned C `times` times, then the relative Frobenius error of C against the
+    workspace's float64 product (no NaN allowed: beta == 0 poisons C with NaN, which must not be read)."""
+    import cupy
+
+    for _ in range(times):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    assert not bool(cupy.isnan(out).any())
+    return float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+
+
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
                                   "2048x2048x2048"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
@@ -34,7 +48,6 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     """The ladder's runner (split kernels and the main loop, N % 4 != 0 through EPI 0), three
     launches on a poisoned C (NaN where beta == 0: C must not be read), then the float64 product
     within the fp32 family's tolerance."""
-    import cupy
 
     from simtlab.catalog import family
     from simtlab.device import device_info
@@ -48,14 +61,7 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     ws = fam.op().workspace(p, seed=7)
     inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
     assert inst.params["EPI"] == (0 if p.N % 4 else 3)
-    run = runner(inst, p, ws, None, dev)
-    for _ in range(3):
-        ws.poison()
-        run()
-    cupy.cuda.get_current_stream().synchronize()
-    out, ref = ws.output().astype(cupy.float64), ws.expected()
-    assert not bool(cupy.isnan(out).any())
-    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    err = _poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 
 
@@ -66,7 +72,6 @@ def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta):
     """Rung 12, each value split on every read (ONCE 0) or each slice split once in shared memory
     (ONCE 1), both copy paths (K or N not a multiple of 4: element loads), on a poisoned C (NaN where
     beta == 0: C must not be read), within the fp32 family's tolerance of the float64 product."""
-    import cupy
 
     from simtlab.catalog import family
     from simtlab.device import device_info
@@ -79,13 +84,7 @@ def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta):
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=3)
     vec = ws.vec_ok()
-    run = runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, vec, dev)
-    ws.poison()
-    run()
-    cupy.cuda.get_current_stream().synchronize()
-    out, ref = ws.output().astype(cupy.float64), ws.expected()
-    assert not bool(cupy.isnan(out).any())
-    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    err = _poisoned_error(runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, vec, dev), ws)
     assert err <= gemm.tolerance(p), (size, once, err)
 
 

@@ -366,21 +366,22 @@ class TcPlan(_Plan):
 
 
 PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
-# rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) and rung 12 (sm_80 and later)
 # Below this depth precision="tf32x3" sums in float64 on the CUDA cores (rung 8, KAHAN 2) instead:
 # three TF32 products keep ~22 bits of each product, and a short SGEMM rounds too few times to lose
 # more - at K = 16 3xTF32's error is 1.4x SGEMM's (run 2026-12-04_h200_ea66d4_tf32x3_mma, Triton's
 # too), at K = 256 0.7x - while float64 sums leave one rounding; such GEMMs are bound by writing C.
 TF32X3_MIN_K = 64
+# rung names that mean 3xTF32: rung 11 (Hopper: pre-pass, wgmma) and rung 12 (sm_80 and later)
 TF32X3_HOPPER = ("tf32x3", 11, "11")
 TF32X3_RUNGS = TF32X3_HOPPER + ("tf32x3_mma", 12, "12", "tf32x3_sm80")
 
 
-def tf32x3_rung(rung, K: int, cc: tuple[int, int], arch: str) -> str:
+def tf32x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = False) -> str:
     """Which rung precision="tf32x3" runs for `rung` ("best" or one of TF32X3_RUNGS) at depth K on
     a GPU of compute capability `cc`: "warptiling" (float64 sums) below TF32X3_MIN_K, "tf32x3"
-    (rung 11) on Hopper, "tf32x3_mma" (rung 12) on other GPUs from sm_80; a clear error otherwise."""
-    if rung != "best" and rung not in TF32X3_RUNGS:
+    (rung 11) on Hopper, "tf32x3_mma" (rung 12) on other GPUs from sm_80; a clear error otherwise
+    (and for kahan=True, which 3xTF32 does not take)."""
+    if kahan or (rung != "best" and rung not in TF32X3_RUNGS):
         raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
                          "no other rung and no kahan")
     if rung == "best" and K < TF32X3_MIN_K:
@@ -444,10 +445,7 @@ class GemmPlan(_Plan):
         self.split = None
         sums = KAHAN_PARAMS if kahan else None
         if precision == "tf32x3":
-            if kahan:
-                raise ValueError("precision='tf32x3' is rung 11 (3xTF32 on Hopper) or 12 (its sm_80 path); it takes "
-                                 "no other rung and no kahan")
-            name = tf32x3_rung(rung, K, info.compute_capability, info.arch)
+            name = tf32x3_rung(rung, K, info.compute_capability, info.arch, kahan)
             if name == "tf32x3":
                 self._init_split(M, N, K, info)
                 return
@@ -462,6 +460,8 @@ class GemmPlan(_Plan):
         r = family("gemm").rung(name)
         problem = GemmProblem(M, N, K)
         self.problem, self.rung, self.info = problem, r, info
+        if r.name == "tf32x3_mma":
+            self._go = self._go_mma  # (its launches are Tf32x3MmaGemm: three passes and scratch)
         # K or N not a multiple of 4 leaves only the predicated scalar path; a large product runs
         # faster on copies padded to whole 16-byte rows (zeros in the extra k add nothing)
         self.pad = None
@@ -565,14 +565,15 @@ class GemmPlan(_Plan):
         v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = float(alpha), pa, pb, float(beta), pc
         return packed
 
-    def _go(self, packed, alpha, pa, pb, beta, pc) -> None:
-        if not isinstance(packed, PackedLaunch):  # rung 12: the flag and exponents on the caller's stream
-            scratch = self.lib.empty((packed.scratch_bytes // 4,), "float32", self.device)
-            packed.run(pa, pb, pc, alpha, beta, self.lib.ptr(scratch), self.lib.stream(self.device))
-            return
+    def _go(self, packed: PackedLaunch, alpha, pa, pb, beta, pc) -> None:
         v = packed.values
         v[3].value, v[4].value, v[5].value, v[6].value, v[7].value = alpha, pa, pb, beta, pc
         packed.launch(self.lib.stream(self.device))
+
+    def _go_mma(self, kernel, alpha, pa, pb, beta, pc) -> None:
+        """_go for rung 12 (ops.tf32x3.Tf32x3MmaGemm): its flag and exponents allocated on the caller's stream."""
+        scratch = self.lib.empty((kernel.scratch_bytes // 4,), "float32", self.device)
+        kernel.run(pa, pb, pc, alpha, beta, self.lib.ptr(scratch), self.lib.stream(self.device))
 
     def _run_padded(self, A, B, C, alpha, beta):
         """Copies of A (M x Kp), B (Kp x Np) and C (M x Np) with K and N rounded up to 4, their

@@ -54,6 +54,12 @@ def size_defaults(p, device=None, vec=None) -> dict:
     return params
 
 
+def exponents_grid(M: int, N: int, sms: int) -> tuple[int, int, int]:
+    """The grid of the passes that make the exponents (rung 11's rescaling, rung 12's exponents):
+    blocks of y 0 walk A's rows, of y 1 B's 32-column strips."""
+    return min(max(M, -(-N // 32)), 4 * sms), 2, 1
+
+
 def scale_bytes(M: int, N: int) -> int:
     """The split's exponent words: a flag, one a row of A, one a column of B (whole 16 bytes)."""
     return -(-4 * (1 + M + N) // 16) * 16
@@ -97,9 +103,8 @@ class Tf32x3Gemm:
         split = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
                              (a_blocks + tiles_n * tiles_k, 1, 1), (SPLIT_BLOCK, 1, 1), 0,
                              (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32), index)
-        # (blocks of y 0 walk A's rows, of y 1 B's 32-column strips)
         rescale = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_rescale")),
-                               (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (SPLIT_BLOCK, 1, 1), 0,
+                               exponents_grid(M, N, sms), (SPLIT_BLOCK, 1, 1), 0,
                                (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR), index)
         for packed in (split, rescale):
             for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
@@ -161,7 +166,7 @@ class Tf32x3MmaGemm:
         self.note = PackedLaunch(function_handle(module.get_function("gemm_tf32x3_note_tiny")),
                                  (4 * sms, 1, 1), (256, 1, 1), 0, (PTR, I64, PTR, I64, PTR), index)
         self.exponents = PackedLaunch(function_handle(module.get_function("gemm_tf32x3_exponents")),
-                                      (min(max(M, -(-N // 32)), 4 * sms), 2, 1), (256, 1, 1), 0,
+                                      exponents_grid(M, N, sms), (256, 1, 1), 0,
                                       (PTR, I32, I32, PTR, I32, PTR), index)
         for i, v in enumerate((M, N, K)):
             self.main.values[i].value = v
