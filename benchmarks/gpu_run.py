@@ -137,6 +137,14 @@ PHASES: dict[str, tuple[str, list]] = {
             300),
         Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
             "--json-out {out}/sort_ladder.json", 300)]),
+    "profile-32": ("where the sort, scan and SpMV top rungs spend (Nsight Compute sections and per-instruction "
+                   "stall samples)", [
+        Run("ncu: scan rung 5 at 2^28", "bash benchmarks/ncu_profile.sh scan5 scan 5 2^28 scan_decoupled_lookback", 150),
+        Run("ncu: sort rung 4's second digit pass at 2^28",
+            "bash benchmarks/ncu_profile.sh sort4 sort 4 2^28 sort_radix_onesweep 3", 150),
+        Run("ncu: SpMV rung 5 on power-law rows", "bash benchmarks/ncu_profile.sh spmv5 spmv 5 2^22:powerlaw "
+            "spmv_sell_split", 150),
+        Run("pack", "cd {out} && tar -czf ncu32.tar.gz ncu_* && rm -f ncu_*", 30)]),
     "beyond": ("intrinsics, host transfers and CUDA graphs", [
         Tests("intrinsics", "pytest_intrinsics.txt", 120),
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
