@@ -118,11 +118,14 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder softmax", f"simtlab ladder softmax {sizes(ROW_SIZES)} --json-out {{out}}/softmax_ladder.json"),
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
-    "scan": ("the scan ladder: tests (every rung, fp32 and int32, odd lengths), the ladder, rung 5's tile", [
+    "scan": ("the scan ladder: tests (every rung, fp32 and int32, odd lengths), the ladder, rung 6's tile and order", [
         Tests("scan", "pytest_scan.txt", 200),
         Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json"),
-        Run("rung 5's block and elements a thread", "python3 benchmarks/param_sweep.py scan decoupled_lookback --size 2^28 "
-            "--param BLOCK=128,256,512,1024 --param ITEMS=8,16 --json {out}/scan_sweep.json")]),
+        Run("rung 6's block, elements a thread and tile order", "python3 benchmarks/param_sweep.py scan striped_lookback "
+            "--size 2^28 --param BLOCK=128,256,512 --param ITEMS=8,12,16 --param ORDER=0,1 --json {out}/scan_sweep.json",
+            200),
+        Run("ncu: scan rung 6 at 2^28", "bash benchmarks/ncu_profile.sh scan6 scan 6 2^28 scan_striped_lookback && "
+            "cd {out} && tar -czf ncu_scan6.tar.gz ncu_scan6* && rm -f ncu_scan6.txt ncu_scan6_source.*", 150)]),
     "spmv": ("the SpMV ladder: tests (every rung on every matrix class), the ladder at 4M rows", [
         Tests("spmv", "pytest_spmv.txt", 200),
         Run("simtlab ladder spmv", f"simtlab ladder spmv {sizes('2^22:uniform 2^22:powerlaw 2^22:banded')} "

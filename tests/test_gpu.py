@@ -375,10 +375,28 @@ def test_scan_space_points_are_correct(params):
     from simtlab.ops import scan
 
     fam = family("scan")
-    for name in ("warp_shuffle", "reduce_then_scan", "decoupled_lookback"):
+    for name in ("warp_shuffle", "reduce_then_scan", "decoupled_lookback", "striped_lookback"):
         p = scan.ScanProblem(3 * 16384 + 5, "int32")
         ws = _run_rung(fam, fam.rung(name), p, seed=3, params={**params, "DT": 1})
         assert compare(ws.out, ws.expected(), 0.0).ok, (name, params)
+
+
+@pytest.mark.scan
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("items", [4, 12, 16])
+@pytest.mark.parametrize("n", [33, 4095, (1 << 22) + 13])
+def test_scan_striped_groups_and_tile_order(order, items, n):
+    """Rung 6 with tiles by ticket and by block index, odd group counts a lane (ITEMS 12) and
+    lengths that end inside a warp's stretch: int32 exactly, fp32 within its bound."""
+    from simtlab.ops import scan
+
+    fam = family("scan")
+    for dtype, dt in (("int32", 1), ("float32", 0)):
+        p = scan.ScanProblem(n, dtype)
+        ws = _run_rung(fam, fam.rung("striped_lookback"), p, seed=n + items,
+                       params={"DT": dt, "BLOCK": 256, "ITEMS": items, "ORDER": order})
+        v = compare(ws.out, ws.expected(), scan.tolerance(p))
+        assert v.ok, (order, items, n, dtype, v.reason)
 
 
 REDUCE_SIZES = [1, 31, 1000, (1 << 20) + 7, 1 << 26]

@@ -253,9 +253,15 @@ def _sort():
 
 def _scan():
     """Rung 2's up-sweep at its second level (offset 2: thread t adds element 4t + 1 into 4t + 3),
-    its tree indices as they are and with a word of padding every 32 (index + index / 32)."""
+    its tree indices as they are and with a word of padding every 32 (index + index / 32); and a
+    warp's 16-byte loads (and stores, the same addresses) in rung 5 (a thread's 8 consecutive
+    elements: lane l at 8l) against rung 6 (warp-striped groups: lane l at 4l)."""
     b = Block(256)
     return {
+        "scan/05_decoupled_lookback x[8t + 4q], 16 bytes a lane": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 8 * tx, b), 16)),
+        "scan/06_striped_lookback x[128g + 4 lane], 16 bytes a lane": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 4 * tx, b), 16)),
         "scan/02_blelloch s[4t + 1], unpadded": ("shared", lambda: shared_access(addresses(lambda tx, *_: 4 * tx + 1, b), 4)),
         "scan/02_blelloch s[k + k / 32], k = 4t + 1": (
             "shared", lambda: shared_access(addresses(lambda tx, *_: (4 * tx + 1) + (4 * tx + 1) // 32, b), 4)),

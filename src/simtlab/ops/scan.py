@@ -6,6 +6,7 @@ the data is read twice and written twice. Rung 4 reduces the tiles first (read o
 written), scans the totals, then scans each tile with its carry (read again, written once): a
 quarter less traffic. Rung 5 is one launch: each tile finds the total of the tiles before it by
 looking back at what they published (decoupled look-back), so the data is read and written once.
+Rung 6 is rung 5 with each warp's 16-byte accesses on consecutive bytes (whole sectors).
 int32 is checked exactly (wrapping as the GPU's adds do), fp32 against a
 float64 scan.
 """
@@ -233,6 +234,11 @@ def block_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512, 1024), "ITEMS": (4, 8, 16)})
 
 
+def striped_space(max_smem: int) -> Space:
+    """Rung 6: the block, 16-byte groups a lane (ITEMS / 4), and how a block finds its tile."""
+    return Space({"BLOCK": (128, 256, 512, 1024), "ITEMS": (4, 8, 12, 16), "ORDER": (0, 1)})
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 FAMILY = Family(
@@ -263,6 +269,11 @@ FAMILY = Family(
              ("DT", "BLOCK", "ITEMS"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 8}),  # (the H200 sweep's best at 2^28)
              "one pass: tiles taken in order, each publishing its total and looking back for its prefix: 8 bytes an element",
              geometry, size_defaults=dtype_params, sass_expect=("SHFL", "ATOMG"), space=block_space,
+             capabilities=frozenset({SINGLE_PASS}), traffic=functools.partial(requested_bytes, passes=2)),
+        Rung("scan", 6, "striped_lookback", "scan/06_striped_lookback.cu", "scan_striped_lookback",
+             ("DT", "BLOCK", "ITEMS", "ORDER"), frozen({"DT": 0, "BLOCK": 256, "ITEMS": 8, "ORDER": 0}),
+             "rung 5 with a warp's 16-byte accesses on 512 consecutive bytes (whole sectors): half the L2 traffic",
+             geometry, size_defaults=dtype_params, sass_expect=("SHFL", "LDG.128", "STG.128"), space=striped_space,
              capabilities=frozenset({SINGLE_PASS}), traffic=functools.partial(requested_bytes, passes=2)),
     ),
     metric="gbs",

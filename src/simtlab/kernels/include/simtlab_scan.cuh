@@ -1,7 +1,7 @@
 // Shared by the scan rungs: the element type a DT argument names, the carry step of the
-// three-launch scans (each tile after the first adds the scanned total of the tiles before it), and
-// the register pieces of rungs 3 and 5 (a thread's ITEMS elements in and out, a warp's scan, and
-// the two halves of a tile's scan around what comes before its warp).
+// three-launch scans (each tile after the first adds the scanned total of the tiles before it), the
+// register pieces of rungs 3 and 5 (a thread's ITEMS elements in and out, a warp's scan, and the
+// two halves of a tile's scan around what comes before its warp), and the look-back of rungs 5-6.
 #pragma once
 
 namespace simtlab {
@@ -97,6 +97,58 @@ __device__ __forceinline__ void add_prefix_and_store(typename Elem<DT>::T* out, 
 #pragma unroll
   for (int j = 0; j < ITEMS; ++j) v[j] += prefix;
   store_items<DT, ITEMS>(out, base, n, vec, v);
+}
+
+// The single-pass rungs' look-back state: a tile's word holds a flag and a value together, so a
+// reader never sees one without the other.
+enum : unsigned { NOT_READY = 0, AGGREGATE = 1, PREFIX = 2 };
+
+__device__ __forceinline__ unsigned bits_of(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned bits_of(int v) { return (unsigned)v; }
+__device__ __forceinline__ void from_bits(unsigned b, float& v) { v = __uint_as_float(b); }
+__device__ __forceinline__ void from_bits(unsigned b, int& v) { v = (int)b; }
+
+template <typename T>
+__device__ __forceinline__ unsigned long long pack(unsigned flag, T value) {
+  return ((unsigned long long)flag << 32) | bits_of(value);
+}
+
+template <typename T>
+__device__ __forceinline__ T unpack(unsigned long long word) {
+  T value;
+  from_bits((unsigned)word, value);
+  return value;
+}
+
+// Decoupled look-back, by one whole warp for tile `tile` whose own total is `total`: publish the
+// total, read the 32 nearest predecessors' words at once - totals (keep walking) up to the nearest
+// inclusive prefix (stop) - then publish this tile's inclusive prefix. Every lane returns the sum
+// of the tiles before this one.
+template <typename T>
+__device__ __forceinline__ T look_back(unsigned long long* status, unsigned tile, T total, int lane) {
+  if (tile == 0) {
+    if (lane == 0) atomicExch(&status[0], pack(PREFIX, total));
+    return T(0);
+  }
+  if (lane == 0) atomicExch(&status[tile], pack(AGGREGATE, total));
+  T before = T(0);
+  for (long long last = (long long)tile - 1;; last -= 32) {
+    const long long j = last - lane;  // lane 0 the nearest predecessor
+    unsigned long long word = j >= 0 ? *reinterpret_cast<volatile unsigned long long*>(&status[j])
+                                     : pack(PREFIX, T(0));  // (before tile 0: a prefix of nothing)
+    while (__any_sync(~0u, (word >> 32) == NOT_READY)) {
+      if ((word >> 32) == NOT_READY) word = *reinterpret_cast<volatile unsigned long long*>(&status[j]);
+    }
+    const unsigned prefixes = __ballot_sync(~0u, (word >> 32) == PREFIX);
+    const int stop = prefixes ? __ffs(prefixes) - 1 : 31;  // the nearest inclusive prefix ends the walk
+    T part = lane <= stop ? unpack<T>(word) : T(0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(~0u, part, o);
+    before += part;
+    if (prefixes) break;
+  }
+  if (lane == 0) atomicExch(&status[tile], pack(PREFIX, before + total));
+  return before;
 }
 
 }  // namespace scan
