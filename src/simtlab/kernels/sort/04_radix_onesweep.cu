@@ -24,27 +24,61 @@ __device__ __forceinline__ unsigned long long lookback_word(unsigned flag, unsig
 
 // Decoupled look-back for digit t of tile `tile`, whose own count is published in `word`: the keys
 // of digit t in the tiles before it, walking back until an inclusive prefix; then this tile's
-// inclusive prefix is published.
+// inclusive prefix is published. LOOK predecessors' words are read at once (one wait for all of
+// them), then taken nearest first; a word read before it was ready is read again.
+template <int LOOK>
 __device__ __forceinline__ unsigned look_back(unsigned long long* status, unsigned long long* word, unsigned tile,
                                               int t, int pass, unsigned count) {
   constexpr int RADIX = 256;
+  const unsigned ready = 2 * pass + 1, inclusive = 2 * pass + 2;
   unsigned before = 0;
   if (tile == 0) return 0;
-  for (long long j = (long long)tile - 1; j >= 0; --j) {
-    unsigned long long w;
-    do {
-      w = *reinterpret_cast<volatile unsigned long long*>(status + j * RADIX + t);
-    } while ((unsigned)(w >> 32) < (unsigned)(2 * pass + 1));
-    before += (unsigned)w;
-    if ((unsigned)(w >> 32) == (unsigned)(2 * pass + 2)) break;
+  for (long long j = (long long)tile - 1;; j -= LOOK) {
+    unsigned long long w[LOOK];
+#pragma unroll
+    for (int u = 0; u < LOOK; ++u)  // (tile 0's word is always inclusive: no walk passes it)
+      w[u] = j - u >= 0 ? *reinterpret_cast<volatile unsigned long long*>(status + (j - u) * RADIX + t)
+                        : lookback_word(inclusive, 0);
+#pragma unroll
+    for (int u = 0; u < LOOK; ++u) {
+      while ((unsigned)(w[u] >> 32) < ready)
+        w[u] = *reinterpret_cast<volatile unsigned long long*>(status + (j - u) * RADIX + t);
+      before += (unsigned)w[u];
+      if ((unsigned)(w[u] >> 32) == inclusive) {
+        atomicExch(word, lookback_word(inclusive, before + count));
+        return before;
+      }
+    }
   }
-  atomicExch(word, lookback_word(2 * pass + 2, before + count));
-  return before;
+}
+
+// The lanes of the warp whose `digit` (0-256; 256: past the end) equals this lane's: __match_any_sync
+// (MATCH 0), or (MATCH 1) a ballot a bit - 8, and a ninth in a tile with keys past the end -
+// each keeping the lanes that agree with this one on that bit.
+template <int MATCH>
+__device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial) {
+  if constexpr (MATCH == 0) {
+    return __match_any_sync(0xffffffffu, digit);
+  } else {
+    unsigned peers = 0xffffffffu;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const bool bit = (digit >> b) & 1;
+      const unsigned votes = __ballot_sync(0xffffffffu, bit);
+      peers &= bit ? votes : ~votes;
+    }
+    if (partial) {
+      const bool end = digit >> 8;
+      const unsigned votes = __ballot_sync(0xffffffffu, end);
+      peers &= end ? votes : ~votes;
+    }
+    return peers;
+  }
 }
 
 // phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
 // digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY>
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER>
 __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
@@ -79,11 +113,14 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
     return;
   }
-  if (t == 0) ticket = atomicAdd(&tickets[pass], 1u);
+  static_assert(LOOK >= 1 && LOOK <= 16 && (MATCH == 0 || MATCH == 1) && (ORDER == 0 || ORDER == 1),
+                "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots; ORDER: 0 a ticket, 1 the block index");
+  if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
   if (EARLY && t < RADIX) early[t] = 0;
   __syncthreads();
-  const unsigned tile = ticket;
+  const unsigned tile = ORDER ? blockIdx.x : ticket;
+  const bool partial = (long long)(tile + 1) * TILE > n;  // (keys past the end: a ninth ballot)
   // This warp's 32 x ITEMS keys, item i of lane l at i * 32 + l: a round of the warp reads one line.
   const long long base = (long long)tile * TILE + (long long)warp * 32 * ITEMS + lane;
   unsigned key[ITEMS], digit[ITEMS], rank[ITEMS];
@@ -105,7 +142,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
   }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
-    const unsigned peers = __match_any_sync(0xffffffffu, digit[i]);
+    const unsigned peers = digit_peers<MATCH>(digit[i], partial);
     const int leader = __ffs(peers) - 1;
     unsigned before = 0;
     if (lane == leader && digit[i] < RADIX) {
@@ -126,7 +163,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     unsigned long long* word = status + (long long)tile * RADIX + t;
     if (!EARLY) atomicExch(word, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, count));  // published first
     if constexpr (STAGED) tile_start[t] = count;  // (kept for the scan below, which needs the whole block)
-    else tile_start[t] = hist[pass * RADIX + t] + look_back(status, word, tile, t, pass, count);
+    else tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK>(status, word, tile, t, pass, count);
   }
   if constexpr (STAGED) {
     __syncthreads();
@@ -135,7 +172,7 @@ __global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
     const unsigned excl = block_exclusive_scan<BLOCK>(count, warp_sums, total);
     if (t < RADIX) {
       local_start[t] = excl;
-      tile_start[t] = hist[pass * RADIX + t] + look_back(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
+      tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK>(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
     }
   }
   __syncthreads();
