@@ -454,9 +454,9 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER"),
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "MINB"),
              frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 1, "MATCH": 0,
-                     "ORDER": 0}),
+                     "ORDER": 0, "MINB": 1}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,

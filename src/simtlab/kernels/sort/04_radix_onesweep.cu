@@ -8,6 +8,10 @@
 // STAGED 1: the tile's keys (then its values) are first placed in shared memory in digit order, and
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
+// LOOK, MATCH, ORDER (Nsight Compute on the pass: the MIO pipe 77% busy on the ranking, 20% of the
+// stall samples in the look-back): LOOK predecessors' words read at once; MATCH 1 finds a key's
+// peers by a ballot a digit bit, not __match_any_sync; ORDER 1 takes the tile from the block index
+// (blocks start in index order) instead of an atomic ticket.
 // EARLY 1: the tile's digit counts are taken (shared-memory atomics) and published before the keys
 // are ranked, not after: the tiles behind this one find its count while it ranks, so their
 // look-backs wait less (the ranking and the successors' walks overlap).
@@ -78,8 +82,10 @@ __device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial) {
 
 // phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
 // digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER>
-__global__ void __launch_bounds__(BLOCK) sort_radix_onesweep(
+// MINB: blocks an SM the registers must allow (__launch_bounds__; 1 leaves them to ptxas, which
+// put the same build at 80 or 102-116 registers as its code changed - 3 or 2 blocks an SM).
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int MINB>
+__global__ void __launch_bounds__(BLOCK, MINB) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
     unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
