@@ -146,16 +146,15 @@ def radix_params(p: SortProblem, device=None, vec=None) -> dict:
 
 
 def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
-    """Rung 4 as measured on the H200 (every point of its space, run 7e83f7): the staged tile with
-    20 keys a thread at 2^28 (11.67 ms; 16: 12.49, 12: 13.81); float keys 12 (at 16 ptxas holds
-    the build to 80 registers and spills 8 bytes: 15.53 against 14.39 ms); with values 8 keys a
-    thread in blocks of 512 (1.162 ms at 2^24 pairs; 256 threads 1.198: a value a key doubles the
-    registers, 124 a thread at 16)."""
+    """Rung 4 as measured on the H200 (run 89a652, one process a problem), with ballots, look-backs
+    reading 4 predecessors at once and tiles by block index, at the fastest spill-free point:
+    uint32 keys 12 a thread held to 64 registers, 4 blocks an SM (234.8 GB/s, 78.6% of CUB at 2^28);
+    float keys 8 at 64 registers (162.8; 12 and 16 spill there: 172.8 / 174.5); pairs 8 in blocks of
+    256 at ptxas's 71 registers (263.5 at 2^24, 1.42x argsort + take; 12 at 64 registers spills 44
+    bytes and ran 326.5)."""
     if p.pairs:
-        tile = {"BLOCK": 512, "ITEMS": 8}
-    else:
-        tile = {"BLOCK": 256, "ITEMS": 12 if p.dtype == "float32" else 20}
-    return {**radix_params(p), **tile}
+        return {**radix_params(p), "BLOCK": 256, "ITEMS": 8, "REGS": 0}
+    return {**radix_params(p), "BLOCK": 256, "ITEMS": 8 if p.dtype == "float32" else 12, "REGS": 64}
 
 
 def unsupported(rung, p: SortProblem) -> str | None:
@@ -413,7 +412,8 @@ def onesweep_static_smem(c) -> int:
 
 
 def onesweep_space(max_smem: int) -> Space:
-    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1)},
+    return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1), "LOOK": (1, 4),
+                  "MATCH": (0, 1), "ORDER": (0, 1), "REGS": (0, 64)},
                  [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 
@@ -454,13 +454,13 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "MINB"),
-             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 1, "MATCH": 0,
-                     "ORDER": 0, "MINB": 1}),
-             "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by match_any, "
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS"),
+             frozen({"BLOCK": 256, "ITEMS": 12, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 1,
+                     "ORDER": 1, "REGS": 64}),
+             "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
-             traffic=onesweep_bytes, sass_expect=("MATCH", "ATOMG")),
+             traffic=onesweep_bytes, sass_expect=("VOTE", "ATOMG")),
     ),
     metric="gbs",
     check_size="100003",

@@ -9,9 +9,16 @@
 // a block never waits on one that has not started. ORDER 0 keeps the ticket.
 #include "simtlab_scan.cuh"
 
+// Up to 12 elements a lane on Hopper: a full SM, 32 registers a thread (int32 took 36 and three
+// quarters of it; sm_80's ptxas spills at 32, so it keeps its own count).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SCAN_FULL_SM(BLOCK, ITEMS) ((ITEMS) <= 12 ? 2048 / (BLOCK) : 1)
+#else
+#define SCAN_FULL_SM(BLOCK, ITEMS) 1
+#endif
+
 template <int DT, int BLOCK, int ITEMS, int ORDER>
-// (up to 12 elements a lane: a full SM, 32 registers a thread - int32 took 36 and three quarters of it)
-__global__ void __launch_bounds__(BLOCK, ITEMS <= 12 ? 2048 / BLOCK : 1)
+__global__ void __launch_bounds__(BLOCK, SCAN_FULL_SM(BLOCK, ITEMS))
 scan_striped_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ x, typename simtlab::scan::Elem<DT>::T* out,
                       unsigned long long* status, unsigned* counter, long long n) {
   using T = typename simtlab::scan::Elem<DT>::T;

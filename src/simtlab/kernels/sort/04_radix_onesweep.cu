@@ -1,20 +1,16 @@
 // Rung 4 - one-sweep radix sort: what changed from rung 3: one launch reads the keys once and counts
 // all four 8-bit digits; then each digit is one launch that reads and writes every key once. Tiles
-// are taken in order (an atomic ticket); a warp ranks its keys a round at a time (__match_any_sync
-// finds the lanes with its digit, the lowest of them advances the warp's count), and a tile learns
-// where its keys of each digit go by decoupled look-back: thread d publishes the tile's count of
-// digit d and adds up its predecessors' until it meets an inclusive prefix. What it should buy: 4
+// are taken in order; a warp ranks its keys a round at a time (a ballot a digit bit finds the lanes
+// with its digit, the lowest of them advances the warp's count), and a tile learns where its keys of
+// each digit go by decoupled look-back: thread d publishes the tile's count of digit d and adds up
+// its predecessors' (4 words a read) until it meets an inclusive prefix. What it should buy: 4
 // passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
 // STAGED 1: the tile's keys (then its values) are first placed in shared memory in digit order, and
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
-// LOOK, MATCH, ORDER (Nsight Compute on the pass: the MIO pipe 77% busy on the ranking, 20% of the
-// stall samples in the look-back): LOOK predecessors' words read at once; MATCH 1 finds a key's
-// peers by a ballot a digit bit, not __match_any_sync; ORDER 1 takes the tile from the block index
-// (blocks start in index order) instead of an atomic ticket.
-// EARLY 1: the tile's digit counts are taken (shared-memory atomics) and published before the keys
-// are ranked, not after: the tiles behind this one find its count while it ranks, so their
-// look-backs wait less (the ranking and the successors' walks overlap).
+// The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
+// ranks by __match_any_sync, ORDER 0 takes tiles by an atomic ticket instead of the block index,
+// LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts before ranking.
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -82,10 +78,16 @@ __device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial) {
 
 // phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
 // digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
-// MINB: blocks an SM the registers must allow (__launch_bounds__; 1 leaves them to ptxas, which
-// put the same build at 80 or 102-116 registers as its code changed - 3 or 2 blocks an SM).
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int MINB>
-__global__ void __launch_bounds__(BLOCK, MINB) sort_radix_onesweep(
+// REGS: the registers a thread is held to, as the blocks an SM they must allow (__launch_bounds__;
+// 0 leaves them to ptxas, which put one build at 80 or 102-116 as its code changed: 3 or 2 blocks
+// of 256 an SM; 64 gives 4).
+template <int BLOCK, int REGS>
+struct MinBlocks {
+  static constexpr int value = REGS && 65536 / (BLOCK * REGS) > 1 ? 65536 / (BLOCK * REGS) : 1;
+};
+
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS>
+__global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
     unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
