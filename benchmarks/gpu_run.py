@@ -134,12 +134,9 @@ PHASES: dict[str, tuple[str, list]] = {
             "--param CHUNK=128,256,512,1024,2048 --param BLOCK=128,256 --json {out}/spmv_split_sweep.json", 200)]),
     "sort": ("the sort ladder: tests (every rung, uint32 and float32 keys, pairs, odd lengths), the ladder", [
         Tests("sort", "pytest_sort.txt", 240),
-        Run("rung 4's look-back width, ballots against match_any, tiles by block index, one process",
-            "python3 benchmarks/param_sweep.py sort radix_onesweep --size 2^28 --param ITEMS=16,20 --param LOOK=1,4 "
-            "--param MATCH=0,1 --param ORDER=0,1 --json {out}/sort_look_2_28.json; "
-            "for s in 2^24:pairs 2^28:float32; do python3 benchmarks/param_sweep.py sort radix_onesweep --size $s "
-            "--param LOOK=1,4 --param MATCH=0,1 --param ORDER=0,1 --json {out}/sort_look_$(echo $s | tr '^:' '__').json; "
-            "done", 360),
+        Run("rung 4's ranking by match_any, ballots or both in turn, one process a problem",
+            "for s in 2^24 2^28 2^28:float32 2^24:pairs; do python3 benchmarks/param_sweep.py sort radix_onesweep "
+            "--size $s --param MATCH=0,1,2 --json {out}/sort_match_$(echo $s | tr '^:' '__').json; done", 300),
         Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
             "--json-out {out}/sort_ladder.json", 300)]),
     "issue32": ("the scan, sort and SpMV ladders as they ship: their GPU tests and ladders in one run", [

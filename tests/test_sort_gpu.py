@@ -77,9 +77,12 @@ def test_sort_rung(rung, size):
      ("1", "3", "2049", "100003:pairs", "1000003:float32:pairs", "2000000", "1048576:float32")),
     ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8, "STAGED": 0, "MATCH": 1, "LOOK": 8}, ("1000003:float32:pairs", "2000000")),
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "LOOK": 3, "ORDER": 1}, ("5121:pairs", "2000000")),
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "MATCH": 2}, ("1", "2049", "100003:pairs",
+                                                                              "1000003:float32:pairs", "2000000")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
-        "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index"])
+        "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
+        "onesweep-match-and-ballots"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort
@@ -111,3 +114,28 @@ def test_equal_keys_keep_their_order(name):
     assert np.all(np.diff(keys.astype(np.int64)) >= 0)
     for k in range(7):
         assert np.all(np.diff(vals[keys == k].astype(np.int64)) > 0)
+
+
+@pytest.mark.parametrize("size", ["100003", "1000003:float32"])
+def test_onesweep_counts_keys_that_start_off_a_16_byte_boundary(size):
+    """Rung 4's counting launch reads 16-byte groups only from an aligned array: keys 4 bytes past a
+    boundary take its one-key-a-thread path, and the sort is still exact."""
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import sort
+
+    dev = device_info()
+    rung = family("sort").rung("radix_onesweep")
+    p = sort.parse_size(size)
+    ws = sort.workspace(p, seed=5)
+    buffer = cupy.empty(p.n + 1, dtype=ws.keys.dtype)
+    buffer[1:] = ws.keys
+    ws.keys = buffer[1:]  # (4 bytes past CuPy's aligned start)
+    assert ws.keys.data.ptr % 16 == 4
+    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
+    ws.poison()
+    runner(inst, p, ws, None, dev)()
+    cupy.cuda.get_current_stream().synchronize()
+    assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all())

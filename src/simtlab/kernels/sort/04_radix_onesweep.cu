@@ -9,8 +9,8 @@
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
-// ranks by __match_any_sync, ORDER 0 takes tiles by an atomic ticket instead of the block index,
-// LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts before ranking.
+// ranks by __match_any_sync (2: the two in turn), ORDER 0 takes tiles by an atomic ticket instead of
+// the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -53,31 +53,25 @@ __device__ __forceinline__ unsigned look_back(unsigned long long* status, unsign
 }
 
 // The lanes of the warp whose `digit` (0-256; 256: past the end) equals this lane's: __match_any_sync
-// (MATCH 0), or (MATCH 1) a ballot a bit - 8, and a ninth in a tile with keys past the end -
-// each keeping the lanes that agree with this one on that bit.
-template <int MATCH>
-__device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial) {
-  if constexpr (MATCH == 0) {
-    return __match_any_sync(0xffffffffu, digit);
-  } else {
-    unsigned peers = 0xffffffffu;
+// (`ballots` false: an op of the MIO pipe), or a ballot a bit - 8, and a ninth in a tile with keys
+// past the end - each keeping the lanes that agree with this one on that bit (ALU work).
+__device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial, bool ballots) {
+  if (!ballots) return __match_any_sync(0xffffffffu, digit);
+  unsigned peers = 0xffffffffu;
 #pragma unroll
-    for (int b = 0; b < 8; ++b) {
-      const bool bit = (digit >> b) & 1;
-      const unsigned votes = __ballot_sync(0xffffffffu, bit);
-      peers &= bit ? votes : ~votes;
-    }
-    if (partial) {
-      const bool end = digit >> 8;
-      const unsigned votes = __ballot_sync(0xffffffffu, end);
-      peers &= end ? votes : ~votes;
-    }
-    return peers;
+  for (int b = 0; b < 8; ++b) {
+    const bool bit = (digit >> b) & 1;
+    const unsigned votes = __ballot_sync(0xffffffffu, bit);
+    peers &= bit ? votes : ~votes;
   }
+  if (partial) {
+    const bool end = digit >> 8;
+    const unsigned votes = __ballot_sync(0xffffffffu, end);
+    peers &= end ? votes : ~votes;
+  }
+  return peers;
 }
 
-// phase 0: all four digits' counts (grid-stride; hist[p * 256 + d] cleared before); 1: each
-// digit's counts scanned (a block a digit); 2: digit `pass`, a block a tile.
 // REGS: the registers a thread is held to, as the blocks an SM they must allow (__launch_bounds__;
 // 0 leaves them to ptxas, which put one build at 80 or 102-116 as its code changed: 3 or 2 blocks
 // of 256 an SM; 64 gives 4).
@@ -104,11 +98,27 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   if (phase == 0) {
     for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
     __syncthreads();
-    for (long long i = (long long)blockIdx.x * BLOCK + t; i < n; i += (long long)gridDim.x * BLOCK) {
-      const unsigned k = sort_key<FLOAT>(keys_in[i]);
+    auto count = [&](unsigned bits) {
+      const unsigned k = sort_key<FLOAT>(bits);
 #pragma unroll
       for (int p = 0; p < 4; ++p) atomicAdd(&counts[p * RADIX + ((k >> (8 * p)) & 255)], 1u);
+    };
+    // 16-byte groups, HIST_LOADS of them loaded before any is counted: the loads stay in flight
+    // together (one key a thread at a time left this launch waiting on memory: 845 us at 2^28).
+    constexpr int HIST_LOADS = 4;
+    const long long stride = (long long)gridDim.x * BLOCK, first = (long long)blockIdx.x * BLOCK + t;
+    const bool vec = ((size_t)keys_in & 15) == 0;
+    const long long groups = vec ? n / 4 : 0;
+    for (long long g = first; g < groups; g += HIST_LOADS * stride) {
+      uint4 q[HIST_LOADS];
+#pragma unroll
+      for (int u = 0; u < HIST_LOADS; ++u)
+        if (g + u * stride < groups) q[u] = reinterpret_cast<const uint4*>(keys_in)[g + u * stride];
+#pragma unroll
+      for (int u = 0; u < HIST_LOADS; ++u)
+        if (g + u * stride < groups) count(q[u].x), count(q[u].y), count(q[u].z), count(q[u].w);
     }
+    for (long long i = 4 * groups + first; i < n; i += stride) count(keys_in[i]);  // (the rest, or all unaligned)
     __syncthreads();
     for (int i = t; i < 4 * RADIX; i += BLOCK)
       if (counts[i]) atomicAdd(&hist[i], counts[i]);
@@ -121,8 +131,9 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
     return;
   }
-  static_assert(LOOK >= 1 && LOOK <= 16 && (MATCH == 0 || MATCH == 1) && (ORDER == 0 || ORDER == 1),
-                "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots; ORDER: 0 a ticket, 1 the block index");
+  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 2 && (ORDER == 0 || ORDER == 1),
+                "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, 2 both in turn; ORDER: 0 a ticket, 1 "
+                "the block index");
   if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
   if (EARLY && t < RADIX) early[t] = 0;
@@ -150,7 +161,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
-    const unsigned peers = digit_peers<MATCH>(digit[i], partial);
+    // (MATCH 2: every other round by __match_any_sync, so the MIO and ALU pipes share the ranking)
+    const unsigned peers = digit_peers(digit[i], partial, MATCH == 1 || (MATCH == 2 && i % 2 == 1));
     const int leader = __ffs(peers) - 1;
     unsigned before = 0;
     if (lane == leader && digit[i] < RADIX) {
