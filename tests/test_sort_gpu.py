@@ -79,10 +79,11 @@ def test_sort_rung(rung, size):
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "LOOK": 3, "ORDER": 1}, ("5121:pairs", "2000000")),
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "MATCH": 2}, ("1", "2049", "100003:pairs",
                                                                               "1000003:float32:pairs", "2000000")),
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "MATCH": 3}, ("2049", "100003:pairs", "2000000")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
         "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
-        "onesweep-match-and-ballots"])
+        "onesweep-match-and-ballots", "onesweep-match-every-third"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort

@@ -413,7 +413,7 @@ def onesweep_static_smem(c) -> int:
 
 def onesweep_space(max_smem: int) -> Space:
     return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1), "LOOK": (1, 4),
-                  "MATCH": (0, 1, 2), "ORDER": (0, 1), "REGS": (0, 64)},
+                  "MATCH": (0, 1, 2, 3), "ORDER": (0, 1), "REGS": (0, 64)},
                  [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 

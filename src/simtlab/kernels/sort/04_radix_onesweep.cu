@@ -9,7 +9,7 @@
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
-// ranks by __match_any_sync (2: the two in turn), ORDER 0 takes tiles by an atomic ticket instead of
+// ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket instead of
 // the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
 #include "simtlab_sort.cuh"
 
@@ -131,9 +131,9 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
     return;
   }
-  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 2 && (ORDER == 0 || ORDER == 1),
-                "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, 2 both in turn; ORDER: 0 a ticket, 1 "
-                "the block index");
+  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1),
+                "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, k >= 2 match_any every k-th round; "
+                "ORDER: 0 a ticket, 1 the block index");
   if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
   if (EARLY && t < RADIX) early[t] = 0;
@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
-    // (MATCH 2: every other round by __match_any_sync, so the MIO and ALU pipes share the ranking)
-    const unsigned peers = digit_peers(digit[i], partial, MATCH == 1 || (MATCH == 2 && i % 2 == 1));
+    // (MATCH k >= 2: every k-th round by __match_any_sync, so the MIO and ALU pipes share the ranking)
+    const unsigned peers = digit_peers(digit[i], partial, MATCH == 1 || (MATCH >= 2 && i % MATCH != 0));
     const int leader = __ffs(peers) - 1;
     unsigned before = 0;
     if (lane == leader && digit[i] < RADIX) {
