@@ -79,23 +79,24 @@ def test_bytes_and_geometry():
                                                                                                            pairs=True)) is None
     assert sort.radix_params(sort.parse_size("8:float32:pairs")) == {"FLOAT": 1, "PAIRS": 1}
     # one-sweep: a histogram read, then four passes of a read and a write - under rung 3's 8 x 3
-    assert onesweep.requested_bytes(onesweep.params(), p) == 4 * (1 << 20) * 9 + 8 * 256 * -(-(1 << 20) // 3072)
+    assert onesweep.requested_bytes(onesweep.params(), p) == 4 * (1 << 20) * 9 + 8 * 256 * 256
     assert onesweep.requested_bytes(onesweep.params(), p) < radix.requested_bytes(radix.params(), p) / 2
-    assert onesweep.geometry(onesweep.params(), sort.SortProblem(4097)).blocks == 2  # tiles of 256 x 12
+    assert onesweep.geometry(onesweep.params(), sort.SortProblem(4097)).blocks == 2  # tiles of 256 x 16
 
 
 def test_the_one_sweep_defaults_are_the_measured_ones():
-    """Rung 4 ships its tile staged in digit order, ballots, 4-word look-backs and tiles by block
-    index, with each key type's fastest spill-free point (run 89a652): 12 keys a thread at 64
-    registers, 8 for float keys, 8 at ptxas's registers with values."""
+    """Rung 4 ships its tile staged in digit order, 4-word look-backs and tiles by block index, with
+    each key type's fastest spill-free point (runs 89a652 to 4e5762): 16 keys a thread at 64
+    registers ranked by ballots and match_any in turn, 8 for float keys, 8 at ptxas's registers
+    ranked by ballots with values."""
     onesweep = family("sort").rung("radix_onesweep")
     keys, floats, pairs = (onesweep.size_defaults(sort.parse_size(s))
                            for s in ("268435456", "268435456:float32", "16777216:pairs"))
     p = onesweep.params()
-    assert (p["STAGED"], p["LOOK"], p["MATCH"], p["ORDER"], p["REGS"]) == (1, 4, 1, 1, 64)
-    assert (keys["BLOCK"], keys["ITEMS"], keys["PAIRS"], keys["REGS"]) == (256, 12, 0, 64)
-    assert (floats["ITEMS"], floats["FLOAT"], floats["REGS"]) == (8, 1, 64)
-    assert (pairs["BLOCK"], pairs["ITEMS"], pairs["PAIRS"], pairs["REGS"]) == (256, 8, 1, 0)
+    assert (p["STAGED"], p["LOOK"], p["ORDER"]) == (1, 4, 1)
+    assert (keys["BLOCK"], keys["ITEMS"], keys["PAIRS"], keys["REGS"], keys["MATCH"]) == (256, 16, 0, 64, 2)
+    assert (floats["ITEMS"], floats["FLOAT"], floats["REGS"], floats["MATCH"]) == (8, 1, 64, 2)
+    assert (pairs["BLOCK"], pairs["ITEMS"], pairs["PAIRS"], pairs["REGS"], pairs["MATCH"]) == (256, 8, 1, 0, 1)
 
 
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)

@@ -146,15 +146,15 @@ def radix_params(p: SortProblem, device=None, vec=None) -> dict:
 
 
 def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
-    """Rung 4 as measured on the H200 (run 89a652, one process a problem), with ballots, look-backs
-    reading 4 predecessors at once and tiles by block index, at the fastest spill-free point:
-    uint32 keys 12 a thread held to 64 registers, 4 blocks an SM (234.8 GB/s, 78.6% of CUB at 2^28);
-    float keys 8 at 64 registers (162.8; 12 and 16 spill there: 172.8 / 174.5); pairs 8 in blocks of
-    256 at ptxas's 71 registers (263.5 at 2^24, 1.42x argsort + take; 12 at 64 registers spills 44
-    bytes and ran 326.5)."""
+    """Rung 4 as measured on the H200 (runs 89a652 to 4e5762, one process a problem), with 4-word
+    look-backs and tiles by block index, at the fastest spill-free point: uint32 keys 16 a thread at
+    64 registers (4 blocks an SM), every other round ranked by __match_any_sync and the rest by
+    ballots (274.8 GB/s, 92.1% of CUB at 2^28; ballots alone 81.0%, match_any alone 63.2%); float
+    keys 8 at 64 registers (175.8; 12 and 16 spill there); pairs 8 in blocks of 256 at ptxas's
+    registers, ranked by ballots (280.9 GB/s at 2^24, 1.51x argsort + take)."""
     if p.pairs:
-        return {**radix_params(p), "BLOCK": 256, "ITEMS": 8, "REGS": 0}
-    return {**radix_params(p), "BLOCK": 256, "ITEMS": 8 if p.dtype == "float32" else 12, "REGS": 64}
+        return {**radix_params(p), "BLOCK": 256, "ITEMS": 8, "REGS": 0, "MATCH": 1}
+    return {**radix_params(p), "BLOCK": 256, "ITEMS": 8 if p.dtype == "float32" else 16, "REGS": 64, "MATCH": 2}
 
 
 def unsupported(rung, p: SortProblem) -> str | None:
@@ -455,9 +455,9 @@ FAMILY = Family(
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
              ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS"),
-             frozen({"BLOCK": 256, "ITEMS": 12, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 1,
+             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
                      "ORDER": 1, "REGS": 64}),
-             "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots, "
+             "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots and match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
              traffic=onesweep_bytes, sass_expect=("VOTE", "ATOMG")),

@@ -142,19 +142,24 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   const bool partial = (long long)(tile + 1) * TILE > n;  // (keys past the end: a ninth ballot)
   // This warp's 32 x ITEMS keys, item i of lane l at i * 32 + l: a round of the warp reads one line.
   const long long base = (long long)tile * TILE + (long long)warp * 32 * ITEMS + lane;
-  unsigned key[ITEMS], digit[ITEMS], rank[ITEMS];
+  // key i's digit (RADIX: past the end) in the low 9 bits of slot[i], its rank among the warp's keys
+  // of that digit above them once ranked: one register a key instead of two (16 keys a thread fit
+  // in 64 registers without spilling)
+  unsigned key[ITEMS], slot[ITEMS];
+  auto digit = [&](int i) { return slot[i] & 511u; };
+  auto rank = [&](int i) { return slot[i] >> 9; };
   const int shift = 8 * pass;
   unsigned* mine = counts + warp * RADIX;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const long long at = base + i * 32;
     key[i] = at < n ? keys_in[at] : 0u;
-    digit[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;  // (RADIX: past the end)
+    slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;
   }
   if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      if (digit[i] < RADIX) atomicAdd(&early[digit[i]], 1u);
+      if (digit(i) < RADIX) atomicAdd(&early[digit(i)], 1u);
     __syncthreads();
     if (t < RADIX)
       atomicExch(status + (long long)tile * RADIX + t, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, early[t]));
@@ -162,14 +167,15 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
     // (MATCH k >= 2: every k-th round by __match_any_sync, so the MIO and ALU pipes share the ranking)
-    const unsigned peers = digit_peers(digit[i], partial, MATCH == 1 || (MATCH >= 2 && i % MATCH != 0));
+    const unsigned d = digit(i);
+    const unsigned peers = digit_peers(d, partial, MATCH == 1 || (MATCH >= 2 && i % MATCH != 0));
     const int leader = __ffs(peers) - 1;
     unsigned before = 0;
-    if (lane == leader && digit[i] < RADIX) {
-      before = mine[digit[i]];
-      mine[digit[i]] = before + __popc(peers);
+    if (lane == leader && d < RADIX) {
+      before = mine[d];
+      mine[d] = before + __popc(peers);
     }
-    rank[i] = __shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1));
+    slot[i] = d | (__shfl_sync(0xffffffffu, before, leader) + __popc(peers & ((1u << lane) - 1))) << 9;
     __syncwarp();
   }
   __syncthreads();
@@ -199,8 +205,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   if constexpr (!STAGED) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      if (digit[i] < RADIX) {
-        const unsigned at = tile_start[digit[i]] + mine[digit[i]] + rank[i];
+      if (digit(i) < RADIX) {
+        const unsigned at = tile_start[digit(i)] + mine[digit(i)] + rank(i);
         keys_out[at] = key[i];
         if (PAIRS) vals_out[at] = vals_in[base + i * 32];
       }
@@ -210,7 +216,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     const int size = left < TILE ? (int)left : TILE;  // keys in this tile
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      if (digit[i] < RADIX) staged[local_start[digit[i]] + mine[digit[i]] + rank[i]] = key[i];
+      if (digit(i) < RADIX) staged[local_start[digit(i)] + mine[digit(i)] + rank(i)] = key[i];
     __syncthreads();
     unsigned out[ITEMS];  // where place t + m * BLOCK of the tile goes (kept for the values)
 #pragma unroll
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       __syncthreads();  // every key read out of `staged` before the values take it
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
-        if (digit[i] < RADIX) staged[local_start[digit[i]] + mine[digit[i]] + rank[i]] = vals_in[base + i * 32];
+        if (digit(i) < RADIX) staged[local_start[digit(i)] + mine[digit(i)] + rank(i)] = vals_in[base + i * 32];
       __syncthreads();
 #pragma unroll
       for (int m = 0; m < ITEMS; ++m)
