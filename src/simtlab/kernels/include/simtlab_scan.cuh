@@ -151,5 +151,22 @@ __device__ __forceinline__ T look_back(unsigned long long* status, unsigned tile
   return before;
 }
 
+// What comes before a warp's elements in the single-pass rungs, once every warp's total is in
+// warp_sums[warp]: warp 0 scans the totals and looks back for the tiles before this one; then a
+// barrier; every thread gets the tiles' sum before this one plus the warps' before its own.
+template <int BLOCK, typename T>
+__device__ __forceinline__ T tile_and_warp_prefix(T* warp_sums, T& block_prefix, unsigned long long* status,
+                                                  unsigned tile, int lane, int warp) {
+  if (warp == 0) {
+    const T w = warp_inclusive_scan(lane < BLOCK / 32 ? warp_sums[lane] : T(0), lane);
+    if (lane < BLOCK / 32) warp_sums[lane] = w;
+    const T total = __shfl_sync(~0u, w, BLOCK / 32 - 1);
+    const T before = look_back(status, tile, total, lane);
+    if (lane == 0) block_prefix = before;
+  }
+  __syncthreads();
+  return block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0));
+}
+
 }  // namespace scan
 }  // namespace simtlab

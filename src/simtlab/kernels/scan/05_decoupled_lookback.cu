@@ -25,13 +25,6 @@ scan_decoupled_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ 
   const bool vec = ITEMS % 4 == 0 && base + ITEMS <= n && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
   T v[ITEMS];
   const T excl = scan_thread_and_warp<DT, ITEMS>(x, base, n, vec, v, warp_sums, lane, warp);
-  if (warp == 0) {
-    const T w = warp_inclusive_scan(lane < BLOCK / 32 ? warp_sums[lane] : T(0), lane);
-    if (lane < BLOCK / 32) warp_sums[lane] = w;
-    const T total = __shfl_sync(~0u, w, BLOCK / 32 - 1);
-    const T before = look_back(status, tile, total, lane);
-    if (lane == 0) block_prefix = before;
-  }
-  __syncthreads();
-  add_prefix_and_store<DT, ITEMS>(out, base, n, vec, v, block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0)) + excl);
+  const T prefix = tile_and_warp_prefix<BLOCK>(warp_sums, block_prefix, status, tile, lane, warp);
+  add_prefix_and_store<DT, ITEMS>(out, base, n, vec, v, prefix + excl);
 }

@@ -67,15 +67,7 @@ scan_striped_lookback(const typename simtlab::scan::Elem<DT>::T* __restrict__ x,
   }
   if (lane == 0) warp_sums[warp] = carry;
   __syncthreads();
-  if (warp == 0) {
-    const T w = warp_inclusive_scan(lane < BLOCK / 32 ? warp_sums[lane] : T(0), lane);
-    if (lane < BLOCK / 32) warp_sums[lane] = w;
-    const T total = __shfl_sync(~0u, w, BLOCK / 32 - 1);
-    const T before = look_back(status, tile, total, lane);
-    if (lane == 0) block_prefix = before;
-  }
-  __syncthreads();
-  const T prefix = block_prefix + (warp > 0 ? warp_sums[warp - 1] : T(0));
+  const T prefix = tile_and_warp_prefix<BLOCK>(warp_sums, block_prefix, status, tile, lane, warp);
 #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     const T add = prefix + off[g];
