@@ -80,10 +80,14 @@ def test_sort_rung(rung, size):
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "MATCH": 2}, ("1", "2049", "100003:pairs",
                                                                               "1000003:float32:pairs", "2000000")),
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 1, "MATCH": 3}, ("2049", "100003:pairs", "2000000")),
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 8, "STAGED": 1, "VALS": 1, "REGS": 0}, ("1:pairs", "2049:pairs",
+                                                                                     "1000003:float32:pairs")),
+    ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8, "STAGED": 0, "VALS": 1}, ("100003:pairs", "1000003:float32:pairs")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
         "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
-        "onesweep-match-and-ballots", "onesweep-match-every-third"])
+        "onesweep-match-and-ballots", "onesweep-match-every-third", "onesweep-values-with-keys",
+        "onesweep-values-with-keys-scattered"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort

@@ -413,7 +413,7 @@ def onesweep_static_smem(c) -> int:
 
 def onesweep_space(max_smem: int) -> Space:
     return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1), "LOOK": (1, 4),
-                  "MATCH": (0, 1, 2, 3), "ORDER": (0, 1), "REGS": (0, 64)},
+                  "MATCH": (0, 1, 2, 3), "ORDER": (0, 1), "REGS": (0, 64), "VALS": (0, 1)},
                  [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 
@@ -454,9 +454,9 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS"),
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS"),
              frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
-                     "ORDER": 1, "REGS": 64}),
+                     "ORDER": 1, "REGS": 64, "VALS": 0}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots and match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,

@@ -80,7 +80,8 @@ struct MinBlocks {
   static constexpr int value = REGS && 65536 / (BLOCK * REGS) > 1 ? 65536 / (BLOCK * REGS) : 1;
 };
 
-template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS>
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS,
+          int VALS>
 __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
     return;
   }
-  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1),
+  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1) && (VALS == 0 || VALS == 1),
                 "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, k >= 2 match_any every k-th round; "
                 "ORDER: 0 a ticket, 1 the block index");
   if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
@@ -146,6 +147,10 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   // of that digit above them once ranked: one register a key instead of two (16 keys a thread fit
   // in 64 registers without spilling)
   unsigned key[ITEMS], slot[ITEMS];
+  // VALS 1 (pairs): each key's value read with it, held in registers until it is placed; VALS 0
+  // reads the values only when they are placed, after the keys have gone out
+  unsigned val[PAIRS && VALS ? ITEMS : 1];
+  auto value = [&](int i) { return PAIRS && VALS ? val[i] : vals_in[base + i * 32]; };
   auto digit = [&](int i) { return slot[i] & 511u; };
   auto rank = [&](int i) { return slot[i] >> 9; };
   const int shift = 8 * pass;
@@ -154,6 +159,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   for (int i = 0; i < ITEMS; ++i) {
     const long long at = base + i * 32;
     key[i] = at < n ? keys_in[at] : 0u;
+    if constexpr (PAIRS && VALS) val[i] = at < n ? vals_in[at] : 0u;
     slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;
   }
   if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
@@ -208,7 +214,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       if (digit(i) < RADIX) {
         const unsigned at = tile_start[digit(i)] + mine[digit(i)] + rank(i);
         keys_out[at] = key[i];
-        if (PAIRS) vals_out[at] = vals_in[base + i * 32];
+        if (PAIRS) vals_out[at] = value(i);
       }
     }
   } else {
@@ -232,7 +238,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       __syncthreads();  // every key read out of `staged` before the values take it
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
-        if (digit(i) < RADIX) staged[local_start[digit(i)] + mine[digit(i)] + rank(i)] = vals_in[base + i * 32];
+        if (digit(i) < RADIX) staged[local_start[digit(i)] + mine[digit(i)] + rank(i)] = value(i);
       __syncthreads();
 #pragma unroll
       for (int m = 0; m < ITEMS; ++m)
