@@ -138,3 +138,13 @@ def test_radix_passes_read_the_input_then_each_others_output_and_end_in_the_outp
         else:
             assert v_in == v_out == 0  # (null pointers)
     assert (routes[0][2] is Ws.vals) if pairs else temps[1] is None
+
+
+def test_one_sweep_registers_follow_regs():
+    """REGS 64 holds rung 4 to 64 registers (4 blocks of 256 an SM, the measured step); REGS 0 leaves
+    the count to ptxas, which takes more for the same code."""
+    onesweep = family("sort").rung("radix_onesweep")
+    held = build(onesweep, {**onesweep.params("sm_90"), "REGS": 64}, "sm_90").resources(None)
+    free = build(onesweep, {**onesweep.params("sm_90"), "REGS": 0}, "sm_90").resources(None)
+    assert held.registers <= 64 and held.spill_bytes == 0
+    assert free.registers > 64
