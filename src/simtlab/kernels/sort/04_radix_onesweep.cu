@@ -9,8 +9,8 @@
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
-// ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket instead of
-// the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
+// ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket
+// instead of the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   }
   static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1) && (VALS == 0 || VALS == 1),
                 "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, k >= 2 match_any every k-th round; "
-                "ORDER: 0 a ticket, 1 the block index");
+                "ORDER: 0 a ticket, 1 the block index; VALS: 0 values read when placed, 1 with their keys");
   if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
   if (EARLY && t < RADIX) early[t] = 0;
