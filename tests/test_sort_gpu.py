@@ -15,7 +15,9 @@ SIZES = ["1", "2", "3", "1000", "2048", "2049", "100003", "1048576", "1000:float
          "1:pairs", "1000:pairs", "100003:pairs", "100003:float32:pairs", "1048577:float32:pairs"]
 
 
-def _run(rung, size, seed=1, params=None):
+def _run(rung, size, seed=1, params=None, edit=None):
+    """Build the rung (its chosen parameters, or `params`), let `edit(ws)` change the fresh
+    workspace, then run it three times on poisoned outputs; the input keys must stay as they were."""
     import cupy
 
     from simtlab.device import device_info
@@ -27,6 +29,8 @@ def _run(rung, size, seed=1, params=None):
     if sort.unsupported(rung, p):
         pytest.skip(sort.unsupported(rung, p))
     ws = sort.workspace(p, seed=seed)
+    if edit is not None:
+        edit(ws)
     inst = build(rung, params or choose_params(rung, p, dev, None), dev.arch)
     run = runner(inst, p, ws, None, dev)
     before = ws.keys.copy()
@@ -127,20 +131,11 @@ def test_onesweep_counts_keys_that_start_off_a_16_byte_boundary(size):
     boundary take its one-key-a-thread path, and the sort is still exact."""
     import cupy
 
-    from simtlab.device import device_info
-    from simtlab.launch import build, choose_params, runner
-    from simtlab.ops import sort
+    def off_boundary(ws):
+        buffer = cupy.empty(ws.keys.size + 1, dtype=ws.keys.dtype)
+        buffer[1:] = ws.keys
+        ws.keys = buffer[1:]  # (4 bytes past CuPy's aligned start; the view keeps the buffer)
 
-    dev = device_info()
-    rung = family("sort").rung("radix_onesweep")
-    p = sort.parse_size(size)
-    ws = sort.workspace(p, seed=5)
-    buffer = cupy.empty(p.n + 1, dtype=ws.keys.dtype)
-    buffer[1:] = ws.keys
-    ws.keys = buffer[1:]  # (4 bytes past CuPy's aligned start)
+    _, ws = _run(family("sort").rung("radix_onesweep"), size, seed=5, edit=off_boundary)
     assert ws.keys.data.ptr % 16 == 4
-    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
-    ws.poison()
-    runner(inst, p, ws, None, dev)()
-    cupy.cuda.get_current_stream().synchronize()
     assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all())
