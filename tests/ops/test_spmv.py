@@ -46,7 +46,7 @@ def test_bytes_flops_and_tolerance():
 def test_geometry_covers_rows_and_the_merge_path():
     fam = family("spmv")
     p = spmv.SpmvProblem(1001, "powerlaw")
-    scalar, vector, sell, merge, split = fam.rungs
+    scalar, vector, sell, merge, split, blocks = fam.rungs
     assert scalar.geometry(scalar.params(), p).blocks * 256 >= p.n
     vw = spmv.vector_params(p)["VW"]
     assert vw in (2, 4, 8, 16, 32) and vw >= min(32, p.nnz / p.n)
@@ -59,6 +59,13 @@ def test_geometry_covers_rows_and_the_merge_path():
     pieces, short = spmv.split_counts(p, 64)
     assert short == np.sum(lengths <= 64) and pieces == np.sum(-(-lengths[lengths > 64] // 64)) and pieces > 0
     assert split.geometry({"BLOCK": 256, "CHUNK": 64}, p).blocks == -(-pieces // 8) + -(-(-(-short // 32) * 32) // 256)
+    big = spmv.SpmvProblem(1 << 22, "powerlaw")
+    L = blocks.geometry(blocks.params("sm_90"), big)  # 224 KiB of y a block: one a SM, 132 on an H200
+    assert L.shared == 4 * 57344 and L.blocks == 132 and L.threads == 1024
+    L = blocks.geometry({"BLOCK": 256, "ROWS": 16384}, big)  # 64 KiB: three a SM
+    assert L.shared == 65536 and L.blocks == 3 * 132
+    L = blocks.geometry(blocks.params("sm_90"), p)  # a small y: only its rows, and no idle blocks
+    assert L.shared == 4 * 1004 and L.blocks == -(-p.nnz // 4096)
 
 
 class _Ws:
@@ -152,3 +159,58 @@ def test_columns_are_distinct_and_sorted_in_every_row(kind, n):
     steps = np.diff(cols)
     inside = np.diff(rows) == 0  # neighbours in the same row
     assert np.all(steps[inside] > 0)  # strictly increasing: sorted, no duplicates
+
+
+def _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, x, n, grid):
+    """Rung 6 as its kernel walks it, in NumPy: each block of threads an equal run of groups, cut at
+    row blocks; each group's chunk by search; sums a row block's y, then adds it into y."""
+    groups = int(seg_ptr[-1])
+    y = np.zeros(n)
+    for cta in range(grid):
+        g0, g1 = groups * cta // grid, groups * (cta + 1) // grid
+        if g0 >= g1:
+            continue
+        b = int(np.searchsorted(seg_ptr[:-1:chunks][:blocks], g0, side="right")) - 1
+        start = g0
+        while start < g1:
+            first = b * chunks
+            end = min(g1, int(seg_ptr[first + chunks]))
+            if end > start:
+                acc = np.zeros(rows)
+                for g in range(start, end):
+                    c = int(np.searchsorted(seg_ptr[first:first + chunks], g, side="right")) - 1
+                    for k, v in zip(idx[4 * g:4 * g + 4], vals[4 * g:4 * g + 4]):
+                        if k != spmv.PAD_ENTRY:
+                            acc[k >> 16] += float(v) * x[(c << 16) + (k & 0xFFFF)]
+                r0 = b * rows
+                y[r0:r0 + rows] += acc[:max(0, min(rows, n - r0))]
+                start = end
+            b += 1
+    return y
+
+
+@pytest.mark.parametrize("size,rows,grid", [("3001:powerlaw", 512, 7), ("3001:powerlaw", 4096, 1), ("777:dense", 100, 5),
+                                            ("1001:sparse", 64, 13), ("1:uniform", 57344, 3), ("1000:banded", 333, 4),
+                                            ("70001:sparse", 8192, 9)])  # two column chunks
+def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid):
+    """Rung 6's copy of A, walked as its kernel does (any number of blocks of threads), gives the
+    CSR product back; within a row block the columns ascend; chunks are padded to whole groups."""
+    ws = _Ws(size)
+    seg_ptr, idx, vals, blocks, chunks = spmv.row_block_arrays(ws, rows)
+    assert blocks == -(-ws.p.n // rows) and chunks == -(-ws.p.n // 65536)
+    assert seg_ptr.dtype == np.int32 and seg_ptr[0] == 0 and np.all(np.diff(seg_ptr) >= 0)
+    real = idx != spmv.PAD_ENTRY
+    assert real.sum() == ws.p.nnz and np.all(vals[~real] == 0)
+    for b in range(blocks):  # columns ascend within a block (chunk by chunk, low bits within one)
+        lo, hi = 4 * seg_ptr[b * chunks], 4 * seg_ptr[(b + 1) * chunks]
+        cols = [(c << 16) + (k & 0xFFFF) for c in range(chunks)
+                for k in idx[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
+        assert len(cols) == real[lo:hi].sum() and cols == sorted(cols)
+        assert np.all(idx[lo:hi][real[lo:hi]] >> 16 < min(rows, ws.p.n - b * rows))
+    y = _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, ws.x, ws.p.n, grid)
+    assert np.allclose(y, ws.product(), rtol=1e-6)
+
+
+def test_row_blocks_refuse_blocks_a_16_bit_row_cannot_name():
+    with pytest.raises(spmv.LaunchError, match="1..57344"):
+        spmv.row_block_arrays(_Ws("1000:uniform"), 65536)

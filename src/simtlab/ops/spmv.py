@@ -32,11 +32,18 @@ KINDS = ("uniform", "powerlaw", "banded", "dense", "sparse")
 UNIFORM_ROW, BANDS = 16, 27
 POWERLAW_SCALE, POWERLAW_ALPHA, POWERLAW_MAX = 6, 1.5, 65536  # rows of floor(6 U^(-1/1.5)) nonzeros, at most 65536
 COLUMN_STEP, COLUMN_STEP_ALT = 1_000_003, 998_244_353  # primes: j * step mod n is distinct for j < n
+MAX_BLOCK_ROWS = 57344  # rung 6: y of a row block in shared memory (224 KiB of the 227 an H200 block may have)
+ROW_BLOCK_ARCH_ROWS = frozen({a: frozen({"ROWS": r}) for a, r in (("sm_70", 24576), ("sm_75", 15360),
+                                                                  ("sm_80", 40960), ("sm_86", 24576),
+                                                                  ("sm_89", 24576))})  # what their blocks' shared memory holds
 SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by length within windows of 4096 rows
 # What a rung needs beyond one launch on the CSR arrays (Rung.capabilities):
 SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
 MERGE_PATH = "merge_path"  # a first launch for the tiles' corners (and beta * y), then the tiles
 SELL_SPLIT = "sell_split"  # SELL of the short rows, pieces of the long ones (made outside the timed call)
+ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outside the timed call); beta * y first
+CHUNK_BITS = 16  # rung 6 keeps a column's low 16 bits beside the row; the chunk (column >> 16) comes from a table
+PAD_ENTRY = 0xFFFFFFFF  # rung 6's padding (row 65535 of a block: none has it)
 
 
 @functools.lru_cache(maxsize=32)
@@ -185,6 +192,34 @@ def geometry_merge(params, p: SpmvProblem, device=None) -> Launch:
     return Launch((merge_tiles(params, p), 1, 1), (params["BLOCK"], 1, 1))
 
 
+def row_block_slots(params, p: SpmvProblem, device=None) -> int:
+    """Rung 6's blocks of threads: as many as fit on the GPU at once with a row block's y in shared
+    memory (each takes an equal run of the nonzeros), fewer for a matrix of few nonzeros."""
+    from ..hw.occupancy import occupancy
+    from .base import sm_count
+
+    arch = str(device.arch) if device is not None else "sm_90"
+    fit = occupancy(arch, params["BLOCK"], 32, 0, row_block_shared(params, p)).blocks_per_sm
+    return max(1, min(sm_count(device) * max(fit, 1), -(-p.nnz // (4 * params["BLOCK"]))))
+
+
+def row_block_shared(params, p: SpmvProblem) -> int:
+    """Bytes of y a block of threads sums in shared memory: a row block, or the whole of a small y."""
+    return 4 * min(params["ROWS"], -(-p.n // 4) * 4)
+
+
+def geometry_row_blocks(params, p: SpmvProblem, device=None) -> Launch:
+    return Launch((row_block_slots(params, p, device), 1, 1), (params["BLOCK"], 1, 1), row_block_shared(params, p))
+
+
+def row_block_params(p: SpmvProblem, device=None, vec=None) -> dict:
+    """Rung 6: the largest row block the device's shared memory holds (whole KiB of y)."""
+    if device is None:
+        return {}
+    rows = min(MAX_BLOCK_ROWS, (device.smem_per_block_optin // 4) // 1024 * 1024)
+    return {"ROWS": rows}
+
+
 def vector_params(p: SpmvProblem, device=None, vec=None) -> dict:
     """Rung 2: lanes a row from the mean row length, a power of two from 2 to 32."""
     mean = p.nnz / p.n
@@ -314,6 +349,40 @@ def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None
     return slice_ptr.astype(xp.int32), cols, vals, perm
 
 
+def row_block_arrays(ws: Workspace, rows: int):
+    """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros sorted by column and
+    grouped by 65536-column chunk, each chunk padded to whole groups of 4 (PAD_ENTRY). An entry is
+    its value and one word, (row within the block) << 16 | (column & 0xFFFF). Returns (seg_ptr,
+    idx, vals, blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c,
+    seg_ptr[-1] the number of groups. NumPy or CuPy arrays, as the workspace's."""
+    import cupy
+
+    xp = cupy.get_array_module(ws.row_ptr)
+    n, nnz = ws.p.n, ws.p.nnz
+    if not 1 <= rows <= MAX_BLOCK_ROWS:
+        raise LaunchError(f"row blocks of {rows} rows: 1..{MAX_BLOCK_ROWS} (a block's y in shared memory)")
+    blocks, chunks = -(-n // rows), -(-n // (1 << CHUNK_BITS))
+    row = xp.repeat(xp.arange(n, dtype=xp.int64), xp.diff(ws.row_ptr).astype(xp.int64))
+    col = ws.cols.astype(xp.int64)
+    seg = (row // rows) * chunks + (col >> CHUNK_BITS)
+    order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")  # by block, then column
+    counts = xp.bincount(seg, minlength=blocks * chunks)
+    padded = -(-counts // 4) * 4
+    seg_ptr = xp.zeros(blocks * chunks + 1, dtype=xp.int64)
+    xp.cumsum(padded, out=seg_ptr[1:])
+    total = int(seg_ptr[-1])
+    if total // 4 >= 2**31:
+        raise LaunchError(f"{ws.p.label} in row blocks holds {total} entries: more than 32-bit group offsets reach")
+    seg_sorted = seg[order]
+    first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
+    dest = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]
+    idx = xp.full(max(total, 4), PAD_ENTRY, dtype=xp.uint32)
+    vals = xp.zeros(max(total, 4), dtype=xp.float32)
+    idx[dest] = (((row[order] % rows) << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
+    vals[dest] = ws.vals[order]
+    return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks
+
+
 def long_row_pieces(row_ptr, chunk: int):
     """Rung 5's long rows - those of more than `chunk` nonzeros - and their pieces of `chunk`
     nonzeros (the last one shorter): (long_rows, piece_row, piece_begin), int32, NumPy or CuPy."""
@@ -386,6 +455,21 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
 
         run_merge.keep = corners
         return run_merge
+    if inst.rung.can(ROW_BLOCKS):
+        seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"])
+        func = prepare(inst, launch, vec, device)
+        first = inst.module().get_function("spmv_scale_y")
+        first_grid = (-(-p.n // 256), 1, 1)
+        first_args = (np.int32(p.n), np.float32(p.beta), ws.y)
+        args = (np.int32(p.n), np.int32(blocks), np.int32(chunks), np.int32(int(seg_ptr[-1])), seg_ptr, idx, vals,
+                ws.x, np.float32(p.alpha), ws.y)
+
+        def run_blocks():
+            first(first_grid, (256, 1, 1), first_args)
+            func(launch.grid, launch.block, args, shared_mem=launch.shared)
+
+        run_blocks.keep = (seg_ptr, idx, vals)
+        return run_blocks
     return None
 
 
@@ -414,6 +498,11 @@ def block_space(max_smem: int) -> Space:
 
 def split_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512), "CHUNK": (32, 64, 128, 256, 512, 1024)})
+
+
+def row_block_space(max_smem: int) -> Space:
+    rows = tuple(r for r in (4096, 8192, 16384, 24576, 32768, 40960, 49152, 57344) if 4 * r <= max_smem)
+    return Space({"BLOCK": (256, 512, 1024), "ROWS": rows})
 
 
 def merge_space(max_smem: int) -> Space:
@@ -451,6 +540,14 @@ FAMILY = Family(
              "added by atomicAdd: no warp walks a long row alone",
              geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
              sass_expect=("SHFL", "RED|REDG")),
+        Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK", "ROWS"),
+             frozen({"BLOCK": 1024, "ROWS": MAX_BLOCK_ROWS}),
+             "blocks of rows summed in shared memory, each block's nonzeros in column order: neighbouring lanes "
+             "gather neighbouring columns of x, so a sector serves every nonzero of the block in it; equal work a "
+             "block of threads whatever the row lengths",
+             geometry_row_blocks, capabilities=frozenset({ROW_BLOCKS}), space=row_block_space,
+             size_defaults=row_block_params, arch_defaults=ROW_BLOCK_ARCH_ROWS,
+             sass_expect=("ATOMS", "RED|REDG", "LDG.128")),
     ),
     metric="gbs",
     check_size="1001:powerlaw",
