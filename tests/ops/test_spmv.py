@@ -189,25 +189,37 @@ def _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, x, n, grid):
     return y
 
 
-@pytest.mark.parametrize("size,rows,grid", [("3001:powerlaw", 512, 7), ("3001:powerlaw", 4096, 1), ("777:dense", 100, 5),
-                                            ("1001:sparse", 64, 13), ("1:uniform", 57344, 3), ("1000:banded", 333, 4),
-                                            ("70001:sparse", 8192, 9)])  # two column chunks
-def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid):
-    """Rung 6's copy of A, walked as its kernel does (any number of blocks of threads), gives the
-    CSR product back; within a row block the columns ascend; chunks are padded to whole groups."""
+@pytest.mark.parametrize("size,rows,grid,long", [("3001:powerlaw", 512, 7, None), ("3001:powerlaw", 4096, 1, 256),
+                                                 ("777:dense", 100, 5, None), ("777:dense", 100, 5, 256),
+                                                 ("1001:sparse", 64, 13, 256), ("1:uniform", 57344, 3, 256),
+                                                 ("1000:banded", 333, 4, 256),
+                                                 ("70001:sparse", 8192, 9, 256)])  # two column chunks
+def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, long):
+    """Rung 6's copy of A, walked as its kernel does (any number of blocks of threads), and the long
+    rows' pieces give the CSR product back; within a row block the columns ascend; chunks are padded
+    to whole groups; no long row is left in the blocks."""
     ws = _Ws(size)
-    seg_ptr, idx, vals, blocks, chunks = spmv.row_block_arrays(ws, rows)
+    seg_ptr, idx, vals, blocks, chunks = spmv.row_block_arrays(ws, rows, long)
     assert blocks == -(-ws.p.n // rows) and chunks == -(-ws.p.n // 65536)
     assert seg_ptr.dtype == np.int32 and seg_ptr[0] == 0 and np.all(np.diff(seg_ptr) >= 0)
+    lengths = np.diff(ws.row_ptr)
+    short = lengths <= (long if long is not None else lengths.max())
     real = idx != spmv.PAD_ENTRY
-    assert real.sum() == ws.p.nnz and np.all(vals[~real] == 0)
+    assert real.sum() == lengths[short].sum() and np.all(vals[~real] == 0)
     for b in range(blocks):  # columns ascend within a block (chunk by chunk, low bits within one)
         lo, hi = 4 * seg_ptr[b * chunks], 4 * seg_ptr[(b + 1) * chunks]
         cols = [(c << 16) + (k & 0xFFFF) for c in range(chunks)
                 for k in idx[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
         assert len(cols) == real[lo:hi].sum() and cols == sorted(cols)
-        assert np.all(idx[lo:hi][real[lo:hi]] >> 16 < min(rows, ws.p.n - b * rows))
+        in_block = idx[lo:hi][real[lo:hi]] >> 16
+        assert np.all(in_block < min(rows, ws.p.n - b * rows)) and np.all(short[b * rows + in_block])
     y = _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, ws.x, ws.p.n, grid)
+    if long is not None:
+        _, piece_row, piece_begin = spmv.long_row_pieces(ws.row_ptr, spmv.ROW_BLOCK_PIECE, long)
+        assert sorted(set(piece_row)) == list(np.nonzero(~short)[0])
+        for r, b in zip(piece_row, piece_begin):
+            e = min(b + spmv.ROW_BLOCK_PIECE, ws.row_ptr[r + 1])
+            y[r] += np.sum(ws.vals[b:e].astype(np.float64) * ws.x[ws.cols[b:e]])
     assert np.allclose(y, ws.product(), rtol=1e-6)
 
 

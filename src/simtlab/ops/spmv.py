@@ -44,6 +44,7 @@ SELL_SPLIT = "sell_split"  # SELL of the short rows, pieces of the long ones (ma
 ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outside the timed call); beta * y first
 CHUNK_BITS = 16  # rung 6 keeps a column's low 16 bits beside the row; the chunk (column >> 16) comes from a table
 PAD_ENTRY = 0xFFFFFFFF  # rung 6's padding (row 65535 of a block: none has it)
+ROW_BLOCK_PIECE = 256  # rung 6 cuts rows of more than LONG into pieces of this many (its kernel's PIECE)
 
 
 @functools.lru_cache(maxsize=32)
@@ -349,21 +350,28 @@ def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None
     return slice_ptr.astype(xp.int32), cols, vals, perm
 
 
-def row_block_arrays(ws: Workspace, rows: int):
+def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
     """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros sorted by column and
     grouped by 65536-column chunk, each chunk padded to whole groups of 4 (PAD_ENTRY). An entry is
-    its value and one word, (row within the block) << 16 | (column & 0xFFFF). Returns (seg_ptr,
-    idx, vals, blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c,
-    seg_ptr[-1] the number of groups. NumPy or CuPy arrays, as the workspace's."""
+    its value and one word, (row within the block) << 16 | (column & 0xFFFF). Rows of more than
+    `longer_than` nonzeros are left out (long_row_pieces takes them). Returns (seg_ptr, idx, vals,
+    blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c, seg_ptr[-1]
+    the number of groups. NumPy or CuPy arrays, as the workspace's."""
     import cupy
 
     xp = cupy.get_array_module(ws.row_ptr)
-    n, nnz = ws.p.n, ws.p.nnz
+    n = ws.p.n
     if not 1 <= rows <= MAX_BLOCK_ROWS:
         raise LaunchError(f"row blocks of {rows} rows: 1..{MAX_BLOCK_ROWS} (a block's y in shared memory)")
     blocks, chunks = -(-n // rows), -(-n // (1 << CHUNK_BITS))
-    row = xp.repeat(xp.arange(n, dtype=xp.int64), xp.diff(ws.row_ptr).astype(xp.int64))
+    lengths = xp.diff(ws.row_ptr).astype(xp.int64)
+    row = xp.repeat(xp.arange(n, dtype=xp.int64), lengths)
     col = ws.cols.astype(xp.int64)
+    vals_in = ws.vals
+    if longer_than is not None:
+        kept = lengths[row] <= longer_than
+        row, col, vals_in = row[kept], col[kept], vals_in[kept]
+    nnz = int(row.size)
     seg = (row // rows) * chunks + (col >> CHUNK_BITS)
     order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")  # by block, then column
     counts = xp.bincount(seg, minlength=blocks * chunks)
@@ -379,19 +387,20 @@ def row_block_arrays(ws: Workspace, rows: int):
     idx = xp.full(max(total, 4), PAD_ENTRY, dtype=xp.uint32)
     vals = xp.zeros(max(total, 4), dtype=xp.float32)
     idx[dest] = (((row[order] % rows) << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
-    vals[dest] = ws.vals[order]
+    vals[dest] = vals_in[order]
     return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks
 
 
-def long_row_pieces(row_ptr, chunk: int):
-    """Rung 5's long rows - those of more than `chunk` nonzeros - and their pieces of `chunk`
-    nonzeros (the last one shorter): (long_rows, piece_row, piece_begin), int32, NumPy or CuPy."""
+def long_row_pieces(row_ptr, chunk: int, longer_than: int | None = None):
+    """The long rows - those of more than `longer_than` nonzeros (default `chunk`) - and their pieces
+    of `chunk` nonzeros (the last one shorter): (long_rows, piece_row, piece_begin), int32, NumPy or
+    CuPy. Rung 5 cuts at its CHUNK, rung 6 takes rows of more than LONG in pieces of PIECE."""
     import cupy
 
     xp = cupy.get_array_module(row_ptr)
     starts = row_ptr[:-1].astype(xp.int64)
     lengths = row_ptr[1:].astype(xp.int64) - starts
-    long_rows = xp.nonzero(lengths > chunk)[0]
+    long_rows = xp.nonzero(lengths > (chunk if longer_than is None else longer_than))[0]
     counts = -(-lengths[long_rows] // chunk)
     total = int(counts.sum())
     first = xp.cumsum(counts) - counts  # each long row's first piece
@@ -456,19 +465,22 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         run_merge.keep = corners
         return run_merge
     if inst.rung.can(ROW_BLOCKS):
-        seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"])
+        longer_than = inst.params["LONG"]
+        seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than)
+        _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
         func = prepare(inst, launch, vec, device)
         first = inst.module().get_function("spmv_scale_y")
         first_grid = (-(-p.n // 256), 1, 1)
         first_args = (np.int32(p.n), np.float32(p.beta), ws.y)
         args = (np.int32(p.n), np.int32(blocks), np.int32(chunks), np.int32(int(seg_ptr[-1])), seg_ptr, idx, vals,
-                ws.x, np.float32(p.alpha), ws.y)
+                np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, ws.x,
+                np.float32(p.alpha), ws.y)
 
         def run_blocks():
             first(first_grid, (256, 1, 1), first_args)
             func(launch.grid, launch.block, args, shared_mem=launch.shared)
 
-        run_blocks.keep = (seg_ptr, idx, vals)
+        run_blocks.keep = (seg_ptr, idx, vals, piece_row, piece_begin)
         return run_blocks
     return None
 
@@ -502,7 +514,7 @@ def split_space(max_smem: int) -> Space:
 
 def row_block_space(max_smem: int) -> Space:
     rows = tuple(r for r in (4096, 8192, 16384, 24576, 32768, 40960, 49152, 57344) if 4 * r <= max_smem)
-    return Space({"BLOCK": (256, 512, 1024), "ROWS": rows})
+    return Space({"BLOCK": (256, 512, 1024), "ROWS": rows, "LONG": (256, 512, 1024, 2048, 4096)})
 
 
 def merge_space(max_smem: int) -> Space:
@@ -540,8 +552,8 @@ FAMILY = Family(
              "added by atomicAdd: no warp walks a long row alone",
              geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
              sass_expect=("SHFL", "RED|REDG")),
-        Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK", "ROWS"),
-             frozen({"BLOCK": 1024, "ROWS": MAX_BLOCK_ROWS}),
+        Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK", "ROWS", "LONG"),
+             frozen({"BLOCK": 1024, "ROWS": MAX_BLOCK_ROWS, "LONG": 1024}),
              "blocks of rows summed in shared memory, each block's nonzeros in column order: neighbouring lanes "
              "gather neighbouring columns of x, so a sector serves every nonzero of the block in it; equal work a "
              "block of threads whatever the row lengths",

@@ -7,8 +7,9 @@
 // sets y to beta * y). What it should buy: the gathers of x in column order - neighbouring lanes
 // read neighbouring columns, so a 32-byte sector of x serves every nonzero of the block that
 // falls in it (rungs 1-5 fetch a sector for nearly every nonzero: 72% of their L2 traffic on
-// power-law rows); and equal work a block whatever the row lengths. Its cost: the atomic adds in
-// shared memory, and y written through atomics.
+// power-law rows); and equal work a block whatever the row lengths. Rows of more than LONG leave
+// the blocks (their adds would queue on one shared word) for pieces of PIECE, a warp a piece, as
+// in rung 5. Its cost: the atomic adds in shared memory (a compare-and-swap loop), y by atomics.
 
 constexpr unsigned SPMV_PAD = 0xffffffffu;  // a padding entry (row 65535: no block has it)
 
@@ -28,14 +29,32 @@ __device__ __forceinline__ int last_at_or_below(const int* __restrict__ a, long 
   return lo;
 }
 
+constexpr int PIECE = 256;  // a long row's piece: a warp's 8 coalesced reads a lane
+
 // seg_ptr[b * chunks + c]: the first group of 4 entries of block b's column chunk c (chunks padded to
 // whole groups); seg_ptr[blocks * chunks] = groups.
-template <int BLOCK, int ROWS>
+template <int BLOCK, int ROWS, int LONG>
 __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     int n, int blocks, int chunks, int groups, const int* __restrict__ seg_ptr, const uint4* __restrict__ idx,
-    const float4* __restrict__ vals, const float* __restrict__ x, float alpha, float* __restrict__ y) {
+    const float4* __restrict__ vals, int pieces, const int* __restrict__ piece_row,
+    const int* __restrict__ piece_begin, const int* __restrict__ row_ptr, const int* __restrict__ csr_cols,
+    const float* __restrict__ csr_vals, const float* __restrict__ x, float alpha, float* __restrict__ y) {
   static_assert(ROWS >= 1 && ROWS < 65536, "a row within a block has 16 bits");
+  static_assert(LONG >= PIECE, "a long row has at least a piece");
   extern __shared__ float acc[];
+  {  // this block's share of the long rows' pieces first
+    constexpr int WARPS = BLOCK / 32;
+    const int q1 = (int)((long long)pieces * (blockIdx.x + 1) / gridDim.x), lane = threadIdx.x % 32;
+    for (int q = (int)((long long)pieces * blockIdx.x / gridDim.x) + threadIdx.x / 32; q < q1; q += WARPS) {
+      const int r = piece_row[q], begin = piece_begin[q], end = min(begin + PIECE, row_ptr[r + 1]);
+      float sum = 0.0f;
+#pragma unroll 4
+      for (int k = begin + lane; k < end; k += 32) sum += csr_vals[k] * __ldg(x + csr_cols[k]);
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (lane == 0) atomicAdd(y + r, alpha * sum);
+    }
+  }
   const long long g0 = (long long)groups * blockIdx.x / gridDim.x;
   const long long g1 = (long long)groups * (blockIdx.x + 1) / gridDim.x;
   if (g0 >= g1) return;
