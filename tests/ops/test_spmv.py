@@ -166,8 +166,9 @@ def _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, x, n, grid):
     row blocks; each group's chunk by search; sums a row block's y, then adds it into y."""
     groups = int(seg_ptr[-1])
     y = np.zeros(n)
+    windows = groups // 32
     for cta in range(grid):
-        g0, g1 = groups * cta // grid, groups * (cta + 1) // grid
+        g0, g1 = windows * cta // grid * 32, windows * (cta + 1) // grid * 32
         if g0 >= g1:
             continue
         b = int(np.searchsorted(seg_ptr[:-1:chunks][:blocks], g0, side="right")) - 1
@@ -206,10 +207,12 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, l
     short = lengths <= (long if long is not None else lengths.max())
     real = idx != spmv.PAD_ENTRY
     assert real.sum() == lengths[short].sum() and np.all(vals[~real] == 0)
+    assert np.all(seg_ptr % 32 == 0)  # whole windows: a warp's 32 groups
+    order = idx.reshape(-1, 32, 4).transpose(0, 2, 1).reshape(-1)  # each window as its gathers read it
     for b in range(blocks):  # columns ascend within a block (chunk by chunk, low bits within one)
         lo, hi = 4 * seg_ptr[b * chunks], 4 * seg_ptr[(b + 1) * chunks]
         cols = [(c << 16) + (k & 0xFFFF) for c in range(chunks)
-                for k in idx[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
+                for k in order[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
         assert len(cols) == real[lo:hi].sum() and cols == sorted(cols)
         in_block = idx[lo:hi][real[lo:hi]] >> 16
         assert np.all(in_block < min(rows, ws.p.n - b * rows)) and np.all(short[b * rows + in_block])

@@ -44,6 +44,7 @@ SELL_SPLIT = "sell_split"  # SELL of the short rows, pieces of the long ones (ma
 ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outside the timed call); beta * y first
 CHUNK_BITS = 16  # rung 6 keeps a column's low 16 bits beside the row; the chunk (column >> 16) comes from a table
 PAD_ENTRY = 0xFFFFFFFF  # rung 6's padding (row 65535 of a block: none has it)
+WINDOW = 128  # rung 6: a warp's 32 groups of 4 entries, the unit its chunks are padded to
 ROW_BLOCK_PIECE = 256  # rung 6 cuts rows of more than LONG into pieces of this many (its kernel's PIECE)
 
 
@@ -352,8 +353,10 @@ def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None
 
 def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
     """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros sorted by column and
-    grouped by 65536-column chunk, each chunk padded to whole groups of 4 (PAD_ENTRY). An entry is
-    its value and one word, (row within the block) << 16 | (column & 0xFFFF). Rows of more than
+    grouped by 65536-column chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY),
+    and within a window entry e stored as lane e % 32's (e // 32)-th, so that a warp's j-th gather
+    reads 32 consecutive entries of the column order. An entry is its value and one word, (row
+    within the block) << 16 | (column & 0xFFFF). Rows of more than
     `longer_than` nonzeros are left out (long_row_pieces takes them). Returns (seg_ptr, idx, vals,
     blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c, seg_ptr[-1]
     the number of groups. NumPy or CuPy arrays, as the workspace's."""
@@ -375,7 +378,7 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
     seg = (row // rows) * chunks + (col >> CHUNK_BITS)
     order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")  # by block, then column
     counts = xp.bincount(seg, minlength=blocks * chunks)
-    padded = -(-counts // 4) * 4
+    padded = -(-counts // WINDOW) * WINDOW
     seg_ptr = xp.zeros(blocks * chunks + 1, dtype=xp.int64)
     xp.cumsum(padded, out=seg_ptr[1:])
     total = int(seg_ptr[-1])
@@ -383,9 +386,11 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
         raise LaunchError(f"{ws.p.label} in row blocks holds {total} entries: more than 32-bit group offsets reach")
     seg_sorted = seg[order]
     first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
-    dest = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]
-    idx = xp.full(max(total, 4), PAD_ENTRY, dtype=xp.uint32)
-    vals = xp.zeros(max(total, 4), dtype=xp.float32)
+    place = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]  # in column order
+    e = place % WINDOW  # a window's e-th entry goes to lane e % 32's group, as its (e // 32)-th
+    dest = place - e + 4 * (e % 32) + e // 32
+    idx = xp.full(max(total, WINDOW), PAD_ENTRY, dtype=xp.uint32)
+    vals = xp.zeros(max(total, WINDOW), dtype=xp.float32)
     idx[dest] = (((row[order] % rows) << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
     vals[dest] = vals_in[order]
     return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks

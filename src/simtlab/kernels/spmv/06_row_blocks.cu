@@ -2,7 +2,8 @@
 // rung 5: no lane owns a row. The rows are cut into blocks of ROWS (y of a block fits in shared
 // memory), and each block's nonzeros are stored sorted by column (a value and one 32-bit word: the
 // row within the block and the column's low 16 bits; the high bits from a table of 65536-column
-// chunks). Every block of threads takes an equal run of that order, adds each product into its
+// chunks), stored so that each of a warp's four gathers reads 32 consecutive nonzeros of that
+// order. Every block of threads takes an equal run of it, adds each product into its
 // block's y in shared memory (an atomic add there) and adds the sums into y once (a first launch
 // sets y to beta * y). What it should buy: the gathers of x in column order - neighbouring lanes
 // read neighbouring columns, so a 32-byte sector of x serves every nonzero of the block that
@@ -32,7 +33,9 @@ __device__ __forceinline__ int last_at_or_below(const int* __restrict__ a, long 
 constexpr int PIECE = 256;  // a long row's piece: a warp's 8 coalesced reads a lane
 
 // seg_ptr[b * chunks + c]: the first group of 4 entries of block b's column chunk c (chunks padded to
-// whole groups); seg_ptr[blocks * chunks] = groups.
+// whole windows of 32 groups: a warp's); seg_ptr[blocks * chunks] = groups. Within a window, lane l's
+// group holds entries l, 32 + l, 64 + l and 96 + l of the column order: its j-th gather and the other
+// lanes' are 32 neighbouring columns.
 template <int BLOCK, int ROWS, int LONG>
 __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     int n, int blocks, int chunks, int groups, const int* __restrict__ seg_ptr, const uint4* __restrict__ idx,
@@ -41,6 +44,7 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     const float* __restrict__ csr_vals, const float* __restrict__ x, float alpha, float* __restrict__ y) {
   static_assert(ROWS >= 1 && ROWS < 65536, "a row within a block has 16 bits");
   static_assert(LONG >= PIECE, "a long row has at least a piece");
+  static_assert(BLOCK % 32 == 0, "whole warps: a warp takes whole windows");
   extern __shared__ float acc[];
   {  // this block's share of the long rows' pieces first
     constexpr int WARPS = BLOCK / 32;
@@ -55,9 +59,10 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
       if (lane == 0) atomicAdd(y + r, alpha * sum);
     }
   }
-  const long long g0 = (long long)groups * blockIdx.x / gridDim.x;
-  const long long g1 = (long long)groups * (blockIdx.x + 1) / gridDim.x;
+  const long long windows = groups / 32;  // an equal run of whole windows a block of threads
+  const long long g0 = windows * blockIdx.x / gridDim.x * 32, g1 = windows * (blockIdx.x + 1) / gridDim.x * 32;
   if (g0 >= g1) return;
+  unsigned* const acc_bits = reinterpret_cast<unsigned*>(acc);
   int b = last_at_or_below(seg_ptr, chunks, blocks, g0);  // the block holding group g0
   for (long long start = g0; start < g1; ++b) {
     const long long first_seg = (long long)b * chunks;
@@ -82,12 +87,25 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
         const float* xc = x + ((long long)c << 16);
         const unsigned ks[4] = {k.x, k.y, k.z, k.w};
         const float vs[4] = {v.x, v.y, v.z, v.w};
-        float p[4];
+        float p[4], seen[4];
+        unsigned got[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) p[j] = ks[j] != SPMV_PAD ? vs[j] * __ldg(xc + (ks[j] & 0xffffu)) : 0.0f;
+        // the four adds as four compare-and-swaps in flight at once (atomicAdd on a shared float is
+        // such a loop, one add after another); retried only where another thread came between
+#pragma unroll
+        for (int j = 0; j < 4; ++j) seen[j] = ks[j] != SPMV_PAD ? acc[ks[j] >> 16] : 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          if (ks[j] != SPMV_PAD) atomicAdd(acc + (ks[j] >> 16), p[j]);
+          got[j] = ks[j] != SPMV_PAD ? atomicCAS(acc_bits + (ks[j] >> 16), __float_as_uint(seen[j]),
+                                                 __float_as_uint(seen[j] + p[j]))
+                                     : __float_as_uint(seen[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          while (got[j] != __float_as_uint(seen[j])) {
+            seen[j] = __uint_as_float(got[j]);
+            got[j] = atomicCAS(acc_bits + (ks[j] >> 16), got[j], __float_as_uint(seen[j] + p[j]));
+          }
         if (next >= end) break;
         g = next, k = k_next, v = v_next;
       }
