@@ -60,8 +60,8 @@ def test_geometry_covers_rows_and_the_merge_path():
     assert short == np.sum(lengths <= 64) and pieces == np.sum(-(-lengths[lengths > 64] // 64)) and pieces > 0
     assert split.geometry({"BLOCK": 256, "CHUNK": 64}, p).blocks == -(-pieces // 8) + -(-(-(-short // 32) * 32) // 256)
     big = spmv.SpmvProblem(1 << 22, "powerlaw")
-    L = blocks.geometry(blocks.params("sm_90"), big)  # 224 KiB of y a block: one a SM, 132 on an H200
-    assert L.shared == 4 * 57344 and L.blocks == 132 and L.threads == 1024
+    L = blocks.geometry(blocks.params("sm_90"), big)  # 128 KiB of y a block: one a SM, 132 on an H200
+    assert L.shared == 4 * 32768 and L.blocks == 132 and L.threads == 1024
     L = blocks.geometry({"BLOCK": 256, "ROWS": 16384}, big)  # 64 KiB: three a SM
     assert L.shared == 65536 and L.blocks == 3 * 132
     L = blocks.geometry(blocks.params("sm_90"), p)  # a small y: only its rows, and no idle blocks

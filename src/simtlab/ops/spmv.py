@@ -33,9 +33,11 @@ UNIFORM_ROW, BANDS = 16, 27
 POWERLAW_SCALE, POWERLAW_ALPHA, POWERLAW_MAX = 6, 1.5, 65536  # rows of floor(6 U^(-1/1.5)) nonzeros, at most 65536
 COLUMN_STEP, COLUMN_STEP_ALT = 1_000_003, 998_244_353  # primes: j * step mod n is distinct for j < n
 MAX_BLOCK_ROWS = 57344  # rung 6: y of a row block in shared memory (224 KiB of the 227 an H200 block may have)
-ROW_BLOCK_ARCH_ROWS = frozen({a: frozen({"ROWS": r}) for a, r in (("sm_70", 24576), ("sm_75", 15360),
-                                                                  ("sm_80", 40960), ("sm_86", 24576),
-                                                                  ("sm_89", 24576))})  # what their blocks' shared memory holds
+# Rung 6's row blocks leave the L1 cache room for the entries in flight and x's sectors: on the
+# H200 (256 KiB of L1 and shared memory an SM) 32768 rows (128 KiB) ran uniform rows at 2139 GB/s,
+# 57344 (224 KiB, 28 KiB of L1 left) at 1198 (run 2026-12-04_h200_6ed139_spmv); elsewhere the same share.
+ROW_BLOCK_ARCH_ROWS = frozen({a: frozen({"ROWS": r}) for a, r in (("sm_75", 8192), ("sm_80", 24576),
+                                                                  ("sm_86", 12288), ("sm_89", 12288))})
 SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by length within windows of 4096 rows
 # What a rung needs beyond one launch on the CSR arrays (Rung.capabilities):
 SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
@@ -212,14 +214,6 @@ def row_block_shared(params, p: SpmvProblem) -> int:
 
 def geometry_row_blocks(params, p: SpmvProblem, device=None) -> Launch:
     return Launch((row_block_slots(params, p, device), 1, 1), (params["BLOCK"], 1, 1), row_block_shared(params, p))
-
-
-def row_block_params(p: SpmvProblem, device=None, vec=None) -> dict:
-    """Rung 6: the largest row block the device's shared memory holds (whole KiB of y)."""
-    if device is None:
-        return {}
-    rows = min(MAX_BLOCK_ROWS, (device.smem_per_block_optin // 4) // 1024 * 1024)
-    return {"ROWS": rows}
 
 
 def vector_params(p: SpmvProblem, device=None, vec=None) -> dict:
@@ -473,6 +467,9 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         longer_than = inst.params["LONG"]
         seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than)
         _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
+        fit = inst.occupancy(launch, vec).blocks_per_sm  # (with the registers ptxas gave, which the geometry
+        if device is not None and 0 < fit:              # cannot know): one round of blocks, none waiting
+            launch = Launch((min(launch.blocks, device.sms * fit), 1, 1), launch.block, launch.shared)
         func = prepare(inst, launch, vec, device)
         first = inst.module().get_function("spmv_scale_y")
         first_grid = (-(-p.n // 256), 1, 1)
@@ -558,12 +555,12 @@ FAMILY = Family(
              geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
              sass_expect=("SHFL", "RED|REDG")),
         Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK", "ROWS", "LONG"),
-             frozen({"BLOCK": 1024, "ROWS": MAX_BLOCK_ROWS, "LONG": 1024}),
+             frozen({"BLOCK": 1024, "ROWS": 32768, "LONG": 1024}),
              "blocks of rows summed in shared memory, each block's nonzeros in column order: neighbouring lanes "
              "gather neighbouring columns of x, so a sector serves every nonzero of the block in it; equal work a "
              "block of threads whatever the row lengths",
              geometry_row_blocks, capabilities=frozenset({ROW_BLOCKS}), space=row_block_space,
-             size_defaults=row_block_params, arch_defaults=ROW_BLOCK_ARCH_ROWS,
+             arch_defaults=ROW_BLOCK_ARCH_ROWS,
              sass_expect=("ATOMS", "RED|REDG", "LDG.128")),
     ),
     metric="gbs",

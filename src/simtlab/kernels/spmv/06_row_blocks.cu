@@ -62,7 +62,6 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
   const long long windows = groups / 32;  // an equal run of whole windows a block of threads
   const long long g0 = windows * blockIdx.x / gridDim.x * 32, g1 = windows * (blockIdx.x + 1) / gridDim.x * 32;
   if (g0 >= g1) return;
-  unsigned* const acc_bits = reinterpret_cast<unsigned*>(acc);
   int b = last_at_or_below(seg_ptr, chunks, blocks, g0);  // the block holding group g0
   for (long long start = g0; start < g1; ++b) {
     const long long first_seg = (long long)b * chunks;
@@ -87,25 +86,12 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
         const float* xc = x + ((long long)c << 16);
         const unsigned ks[4] = {k.x, k.y, k.z, k.w};
         const float vs[4] = {v.x, v.y, v.z, v.w};
-        float p[4], seen[4];
-        unsigned got[4];
+        float p[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) p[j] = ks[j] != SPMV_PAD ? vs[j] * __ldg(xc + (ks[j] & 0xffffu)) : 0.0f;
-        // the four adds as four compare-and-swaps in flight at once (atomicAdd on a shared float is
-        // such a loop, one add after another); retried only where another thread came between
-#pragma unroll
-        for (int j = 0; j < 4; ++j) seen[j] = ks[j] != SPMV_PAD ? acc[ks[j] >> 16] : 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          got[j] = ks[j] != SPMV_PAD ? atomicCAS(acc_bits + (ks[j] >> 16), __float_as_uint(seen[j]),
-                                                 __float_as_uint(seen[j] + p[j]))
-                                     : __float_as_uint(seen[j]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          while (got[j] != __float_as_uint(seen[j])) {
-            seen[j] = __uint_as_float(got[j]);
-            got[j] = atomicCAS(acc_bits + (ks[j] >> 16), got[j], __float_as_uint(seen[j] + p[j]));
-          }
+          if (ks[j] != SPMV_PAD) atomicAdd(acc + (ks[j] >> 16), p[j]);
         if (next >= end) break;
         g = next, k = k_next, v = v_next;
       }
