@@ -77,11 +77,6 @@ class _Ws:
         self.row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         rng = np.random.default_rng(3)
         self.cols = rng.integers(0, self.p.n, self.p.nnz).astype(np.int32)
-        rows = np.repeat(np.arange(self.p.n), lengths)
-        if self.p.kind == "banded":  # (the classes whose columns are their shape, as the GPU workspace's)
-            self.cols = (np.maximum(rows - spmv.BANDS // 2, 0) + np.arange(self.p.nnz) - self.row_ptr[rows]).astype(np.int32)
-        elif self.p.kind == "dense":
-            self.cols = (np.arange(self.p.nnz) % self.p.n).astype(np.int32)
         self.vals = rng.random(self.p.nnz).astype(np.float32) + 0.5
         self.x = rng.random(self.p.n).astype(np.float32)
 
@@ -205,7 +200,7 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, l
     rows' pieces give the CSR product back; within a row block the columns ascend; chunks are padded
     to whole groups; no long row is left in the blocks."""
     ws = _Ws(size)
-    seg_ptr, idx, vals, blocks, chunks, layout = spmv.row_block_arrays(ws, rows, long)
+    seg_ptr, idx, vals, blocks, chunks = spmv.row_block_arrays(ws, rows, long)
     assert blocks == -(-ws.p.n // rows) and chunks == -(-ws.p.n // 65536)
     assert seg_ptr.dtype == np.int32 and seg_ptr[0] == 0 and np.all(np.diff(seg_ptr) >= 0)
     lengths = np.diff(ws.row_ptr)
@@ -213,20 +208,10 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, l
     real = idx != spmv.PAD_ENTRY
     assert real.sum() == lengths[short].sum() and np.all(vals[~real] == 0)
     assert np.all(seg_ptr % 32 == 0)  # whole windows: a warp's 32 groups
-    assert layout == ("runs" if ws.p.kind in ("banded", "dense") else "scattered")
-    if layout == "runs":  # a group: one row's nonzeros in one 4-column strip, padding after them
-        g = idx.reshape(-1, 4)
-        first = g[:, :1]
-        assert np.all((g == first) | (g == spmv.PAD_ENTRY) | ((g >> 16) == (first >> 16)))
-        assert np.all(((g & 0xFFFF) >> 2 == (first & 0xFFFF) >> 2) | (g == spmv.PAD_ENTRY))
-        order = idx  # (strips ascend group by group)
-        key = lambda c, k: (c << 14) + ((k & 0xFFFF) >> 2)  # noqa: E731
-    else:
-        order = idx.reshape(-1, 32, 4).transpose(0, 2, 1).reshape(-1)  # each window as its gathers read it
-        key = lambda c, k: (c << 16) + (k & 0xFFFF)  # noqa: E731
-    for b in range(blocks):  # columns (strips, in runs) ascend within a block, chunk by chunk
+    order = idx.reshape(-1, 32, 4).transpose(0, 2, 1).reshape(-1)  # each window as its gathers read it
+    for b in range(blocks):  # columns ascend within a block (chunk by chunk, low bits within one)
         lo, hi = 4 * seg_ptr[b * chunks], 4 * seg_ptr[(b + 1) * chunks]
-        cols = [key(c, k) for c in range(chunks)
+        cols = [(c << 16) + (k & 0xFFFF) for c in range(chunks)
                 for k in order[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
         assert len(cols) == real[lo:hi].sum() and cols == sorted(cols)
         in_block = idx[lo:hi][real[lo:hi]] >> 16

@@ -47,7 +47,6 @@ ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outs
 CHUNK_BITS = 16  # rung 6 keeps a column's low 16 bits beside the row; the chunk (column >> 16) comes from a table
 PAD_ENTRY = 0xFFFFFFFF  # rung 6's padding (row 65535 of a block: none has it)
 WINDOW = 128  # rung 6: a warp's 32 groups of 4 entries, the unit its chunks are padded to
-RUNS_PADDING = 1.25  # rung 6 lays a matrix out in runs when a group a run pads it by at most a quarter
 ROW_BLOCK_PIECE = 256  # rung 6 cuts rows of more than LONG into pieces of this many (its kernel's PIECE)
 
 
@@ -347,19 +346,14 @@ def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None
 
 
 def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
-    """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros in column order, grouped
-    by 65536-column chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY). An entry
-    is its value and one word, (row within the block) << 16 | (column & 0xFFFF). Rows of more than
-    `longer_than` nonzeros are left out (long_row_pieces takes them). Two layouts of a window, the
-    one that suits the matrix:
-    - scattered rows (the rows' nonzeros rarely neighbours): window entry e is lane e % 32's
-      (e // 32)-th, so that a warp's j-th gather reads 32 consecutive entries of the column order;
-    - runs (most rows have 3-4 nonzeros in each 4 columns they touch, as bands do): a group of 4 holds
-      one row's nonzeros in one 4-column strip (padded), groups in strip then row order - a lane adds
-      its group up and makes one atomic add, and a warp's j-th gathers read neighbouring columns.
-    Returns (seg_ptr, idx, vals, blocks, chunks, layout): seg_ptr[b * chunks + c] is the first group
-    of block b's chunk c, seg_ptr[-1] the number of groups; layout "runs" or "scattered". NumPy or
-    CuPy arrays, as the workspace's."""
+    """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros sorted by column and
+    grouped by 65536-column chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY),
+    and within a window entry e stored as lane e % 32's (e // 32)-th, so that a warp's j-th gather
+    reads 32 consecutive entries of the column order. An entry is its value and one word, (row
+    within the block) << 16 | (column & 0xFFFF). Rows of more than
+    `longer_than` nonzeros are left out (long_row_pieces takes them). Returns (seg_ptr, idx, vals,
+    blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c, seg_ptr[-1]
+    the number of groups. NumPy or CuPy arrays, as the workspace's."""
     import cupy
 
     xp = cupy.get_array_module(ws.row_ptr)
@@ -376,47 +370,24 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
         row, col, vals_in = row[kept], col[kept], vals_in[kept]
     nnz = int(row.size)
     seg = (row // rows) * chunks + (col >> CHUNK_BITS)
-    strip = seg * (1 << (CHUNK_BITS - 2)) + ((col & 0xFFFF) >> 2)  # 4-column strips, in column order
-    by_row = xp.argsort((row % rows) * 4 + (col & 3), kind="stable")
-    order = by_row[xp.argsort(strip[by_row], kind="stable")]  # strip, then row, then column
-    run_key = strip[order] * rows + row[order] % rows
-    starts = xp.ones(nnz, dtype=bool)
-    starts[1:] = run_key[1:] != run_key[:-1]
-    runs = int(starts.sum())
-    if 4 * runs <= RUNS_PADDING * nnz:  # runs: a group a run (entries at its first slots)
-        run = xp.cumsum(starts) - 1
-        run_seg = seg[order][starts]
-        first_run = xp.zeros(blocks * chunks + 1, dtype=xp.int64)
-        xp.cumsum(xp.bincount(run_seg, minlength=blocks * chunks), out=first_run[1:])
-        group_counts = first_run[1:] - first_run[:-1]
-        run_start = xp.nonzero(starts)[0]
-        slot = xp.arange(nnz, dtype=xp.int64) - run_start[run]
-        place_group = run - first_run[seg[order]]  # the run's group within its segment
-    else:  # scattered: column order (strip, row, column order is column order within a row's strip)
-        order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")
-        group_counts = None
-    seg_sorted = seg[order]
+    order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")  # by block, then column
     counts = xp.bincount(seg, minlength=blocks * chunks)
-    entries = 4 * group_counts if group_counts is not None else counts
-    padded = -(-entries // WINDOW) * WINDOW
+    padded = -(-counts // WINDOW) * WINDOW
     seg_ptr = xp.zeros(blocks * chunks + 1, dtype=xp.int64)
     xp.cumsum(padded, out=seg_ptr[1:])
     total = int(seg_ptr[-1])
     if total // 4 >= 2**31:
         raise LaunchError(f"{ws.p.label} in row blocks holds {total} entries: more than 32-bit group offsets reach")
-    if group_counts is not None:
-        dest = seg_ptr[seg_sorted] + 4 * place_group + slot
-    else:
-        first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
-        place = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]
-        e = place % WINDOW  # a window's e-th entry goes to lane e % 32's group, as its (e // 32)-th
-        dest = place - e + 4 * (e % 32) + e // 32
+    seg_sorted = seg[order]
+    first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
+    place = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]  # in column order
+    e = place % WINDOW  # a window's e-th entry goes to lane e % 32's group, as its (e // 32)-th
+    dest = place - e + 4 * (e % 32) + e // 32
     idx = xp.full(max(total, WINDOW), PAD_ENTRY, dtype=xp.uint32)
     vals = xp.zeros(max(total, WINDOW), dtype=xp.float32)
     idx[dest] = (((row[order] % rows) << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
     vals[dest] = vals_in[order]
-    layout = "runs" if group_counts is not None else "scattered"
-    return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks, layout
+    return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks
 
 
 def long_row_pieces(row_ptr, chunk: int, longer_than: int | None = None):
@@ -494,7 +465,7 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         return run_merge
     if inst.rung.can(ROW_BLOCKS):
         longer_than = inst.params["LONG"]
-        seg_ptr, idx, vals, blocks, chunks, _ = row_block_arrays(ws, inst.params["ROWS"], longer_than)
+        seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than)
         _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
         fit = inst.occupancy(launch, vec).blocks_per_sm  # (with the registers ptxas gave, which the geometry
         if device is not None and 0 < fit:              # cannot know): one round of blocks, none waiting

@@ -13,7 +13,6 @@
 // in rung 5. Its cost: the atomic adds in shared memory (a compare-and-swap loop), y by atomics.
 
 constexpr unsigned SPMV_PAD = 0xffffffffu;  // a padding entry (row 65535: no block has it)
-constexpr unsigned SPMV_PAD_ROW = SPMV_PAD >> 16;
 
 // The first launch: y = beta * y (0 where beta == 0: y is not read).
 extern "C" __global__ void spmv_scale_y(int n, float beta, float* __restrict__ y) {
@@ -90,19 +89,9 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
         float p[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) p[j] = ks[j] != SPMV_PAD ? vs[j] * __ldg(xc + (ks[j] & 0xffffu)) : 0.0f;
-        // neighbours in a group of the same row (a run: the layout for banded rows) add up first
-        unsigned run_row = ks[0] >> 16;
-        float run = p[0];
 #pragma unroll
-        for (int j = 1; j < 4; ++j) {
-          const unsigned r = ks[j] >> 16;
-          if (r != run_row) {
-            if (run_row != SPMV_PAD_ROW) atomicAdd(acc + run_row, run);
-            run_row = r, run = 0.0f;
-          }
-          run += p[j];
-        }
-        if (run_row != SPMV_PAD_ROW) atomicAdd(acc + run_row, run);
+        for (int j = 0; j < 4; ++j)
+          if (ks[j] != SPMV_PAD) atomicAdd(acc + (ks[j] >> 16), p[j]);
         if (next >= end) break;
         g = next, k = k_next, v = v_next;
       }
