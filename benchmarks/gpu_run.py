@@ -137,16 +137,18 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("rung 4's ranking by match_any, ballots or both in turn, one process a problem",
             "for s in 2^24 2^28 2^28:float32 2^24:pairs; do python3 benchmarks/param_sweep.py sort radix_onesweep "
             "--size $s --param MATCH=0,1,2 --json {out}/sort_match_$(echo $s | tr '^:' '__').json; done", 300),
-        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
+        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs')} "
             "--json-out {out}/sort_ladder.json", 300)]),
     "issue32": ("the scan, sort and SpMV ladders as they ship: their GPU tests and ladders in one run", [
         Tests("scan or sort or spmv", "pytest_32.txt", 300),
         Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json",
             100),
-        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs')} "
+        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs')} "
             "--json-out {out}/sort_ladder.json", 200),
         Run("simtlab ladder spmv", f"simtlab ladder spmv {sizes('2^22:uniform 2^22:powerlaw 2^22:banded')} "
-            "--json-out {out}/spmv_ladder.json", 200)]),
+            "--json-out {out}/spmv_ladder.json", 200),
+        Run("compute-sanitizer on SpMV rung 6 (pieces, several row blocks and column chunks)",
+            "simtlab sanitize spmv --rung row_blocks --size 100003:powerlaw --jobs 4", 200)]),
     "profile-32": ("where the sort, scan and SpMV top rungs spend (Nsight Compute sections and per-instruction "
                    "stall samples)", [
         Run("ncu: scan rung 5 at 2^28", "bash benchmarks/ncu_profile.sh scan5 scan 5 2^28 scan_decoupled_lookback", 150),
