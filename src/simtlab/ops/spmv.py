@@ -8,8 +8,10 @@ diagonals), `dense` (one dense row among empty ones) and `sparse` (0-3 nonzeros 
 of the rows empty). Rung 1 gives each row a thread, rung 2 a group of lanes, rung 3 a lane of a
 sorted, padded slice (SELL-C-sigma, built outside the timed call), rung 4 an equal share of the
 merged rows and nonzeros (merge path), rung 5 rung 3's slices for the short rows and a warp to
-each CHUNK-nonzero piece of the long ones. Checked against a float64 product; cuSPARSE (through
-cupyx) is the bar, a device copy of the bytes that must move the ceiling.
+each CHUNK-nonzero piece of the long ones, rung 6 blocks of rows summed in shared memory with each
+block's nonzeros gathered in column order (built outside the timed call). Checked against a
+float64 product; cuSPARSE (through cupyx) is the bar, a device copy of the bytes that must move the
+ceiling.
 """
 
 from __future__ import annotations
