@@ -6,6 +6,7 @@
 // warp did: the whole launch waited for it). The pieces' blocks come first in the grid, so the
 // long rows start at once; the slices' blocks follow.
 #include "03_sell.cu"
+#include "simtlab_spmv.cuh"
 
 // The first launch: y = beta * y on the long rows (0 where beta == 0: y is not read).
 extern "C" __global__ void spmv_long_rows_beta(int rows, const int* __restrict__ long_rows, float beta,
@@ -34,10 +35,6 @@ __global__ void __launch_bounds__(BLOCK) spmv_sell_split(
   const int w = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (w >= pieces) return;  // (the last block's spare warps: no barrier follows)
   const int r = piece_row[w], begin = piece_begin[w], end = min(begin + CHUNK, row_ptr[r + 1]);
-  float sum = 0.0f;
-#pragma unroll 4
-  for (int k = begin + lane; k < end; k += 32) sum += csr_vals[k] * __ldg(x + csr_cols[k]);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float sum = simtlab::spmv::warp_piece_sum(begin, end, lane, csr_cols, csr_vals, x);
   if (lane == 0) atomicAdd(y + r, alpha * sum);
 }

@@ -12,6 +12,8 @@
 // the blocks (their adds would queue on one shared word) for pieces of PIECE, a warp a piece, as
 // in rung 5. Its cost: the atomic adds in shared memory (a compare-and-swap loop), y by atomics.
 
+#include "simtlab_spmv.cuh"
+
 constexpr unsigned SPMV_PAD = 0xffffffffu;  // a padding entry (row 65535: no block has it)
 
 // The first launch: y = beta * y (0 where beta == 0: y is not read).
@@ -51,11 +53,7 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     const int q1 = (int)((long long)pieces * (blockIdx.x + 1) / gridDim.x), lane = threadIdx.x % 32;
     for (int q = (int)((long long)pieces * blockIdx.x / gridDim.x) + threadIdx.x / 32; q < q1; q += WARPS) {
       const int r = piece_row[q], begin = piece_begin[q], end = min(begin + PIECE, row_ptr[r + 1]);
-      float sum = 0.0f;
-#pragma unroll 4
-      for (int k = begin + lane; k < end; k += 32) sum += csr_vals[k] * __ldg(x + csr_cols[k]);
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      const float sum = simtlab::spmv::warp_piece_sum(begin, end, lane, csr_cols, csr_vals, x);
       if (lane == 0) atomicAdd(y + r, alpha * sum);
     }
   }
