@@ -131,6 +131,9 @@ def test_spmv_rungs_coalesce_and_the_merge_walk_conflicts_at_even_strides():
     assert r["spmv/04_merge_path"]["ways"] == 8 and r["spmv/04_merge_path 7"]["conflicts"] == 0
     piece = r["spmv/05_sell_split"]  # 128 bytes from 20 bytes into a line: 5 sectors for 4 sectors' worth
     assert piece["sectors_per_request"] == 5 and piece["efficiency"] == 0.8
+    spread = run_analysis("spmv/06_row_blocks x[col] gather, entry 4l + j (j = 0)")
+    windows = run_analysis("spmv/06_row_blocks x[col] gather, entry 32j + l (j = 0)")
+    assert spread["sectors_per_request"] == 32 and windows["sectors_per_request"] == 16  # a sector for two lanes
 
 
 def test_sort_rungs_show_their_access_lessons():

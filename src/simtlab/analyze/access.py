@@ -205,8 +205,8 @@ def _reduction():
 
 def _spmv():
     """A warp's loads of the matrix values on uniform rows of 16 nonzeros, rung 5's warp over a piece
-    of a long row (wherever the piece starts), and rung 4's walk over the products it staged in
-    shared memory (thread t starts about t * IPT items in)."""
+    of a long row (wherever the piece starts), rung 4's walk over the products it staged in shared
+    memory (thread t starts about t * IPT items in), and rung 6's gathers of x in column order."""
     b = Block(256)
     row = 16
     return {
@@ -218,6 +218,13 @@ def _spmv():
             "global", lambda: global_access(addresses(lambda tx, *_: tx, b))),
         "spmv/05_sell_split csr_vals[begin + lane] (a piece a warp, begin 5 past a line)": (
             "global", lambda: global_access(addresses(lambda tx, *_: 5 + tx, b))),
+        # rung 6's gathers of x in a row block's column order, at two nonzeros a sector (a block's
+        # nonzeros evenly over the columns, entry e at column 4e): lane l's j-th entry taken as
+        # entry 4l + j (the first layout: 32 sectors) or as 32j + l (windows stored lane-major: 16)
+        "spmv/06_row_blocks x[col] gather, entry 4l + j (j = 0)": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 4 * (4 * (tx % 32)), Block(32)))),
+        "spmv/06_row_blocks x[col] gather, entry 32j + l (j = 0)": (
+            "global", lambda: global_access(addresses(lambda tx, *_: 4 * (tx % 32), Block(32)))),
         "spmv/04_merge_path prod[t * IPT] walk, IPT 8": (
             "shared", lambda: shared_access(addresses(lambda tx, *_: 8 * tx, b), 4)),
         "spmv/04_merge_path prod[t * IPT] walk, IPT 7": (
