@@ -161,47 +161,40 @@ def test_columns_are_distinct_and_sorted_in_every_row(kind, n):
     assert np.all(steps[inside] > 0)  # strictly increasing: sorted, no duplicates
 
 
-def _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, x, n, grid):
-    """Rung 6 as its kernel walks it, in NumPy: each block of threads an equal run of groups, cut at
-    row blocks; each group's chunk by search; sums a row block's y, then adds it into y."""
-    groups = int(seg_ptr[-1])
-    y = np.zeros(n)
-    windows = groups // 32
-    for cta in range(grid):
-        g0, g1 = windows * cta // grid * 32, windows * (cta + 1) // grid * 32
-        if g0 >= g1:
-            continue
-        b = int(np.searchsorted(seg_ptr[:-1:chunks][:blocks], g0, side="right")) - 1
-        start = g0
-        while start < g1:
-            first = b * chunks
-            end = min(g1, int(seg_ptr[first + chunks]))
-            if end > start:
-                acc = np.zeros(rows)
-                for g in range(start, end):
-                    c = int(np.searchsorted(seg_ptr[first:first + chunks], g, side="right")) - 1
-                    for k, v in zip(idx[4 * g:4 * g + 4], vals[4 * g:4 * g + 4]):
-                        if k != spmv.PAD_ENTRY:
-                            acc[k >> 16] += float(v) * x[(c << 16) + (k & 0xFFFF)]
-                r0 = b * rows
-                y[r0:r0 + rows] += acc[:max(0, min(rows, n - r0))]
-                start = end
-            b += 1
+def _walk_row_blocks(blk_row, cta_blk, seg_ptr, idx, vals, chunks, x, n):
+    """Rung 6 as its kernel walks it, in NumPy: each block of threads its row blocks, each group's
+    chunk by search; a row block's sums written once into y (alpha 1, beta 0)."""
+    y = np.full(n, np.nan)
+    for cta in range(cta_blk.size - 1):
+        for b in range(cta_blk[cta], cta_blk[cta + 1]):
+            r0, r1 = blk_row[b], blk_row[b + 1]
+            seg = seg_ptr[b * chunks:(b + 1) * chunks + 1]
+            acc = np.zeros(r1 - r0)
+            for g in range(seg[0], seg[-1]):
+                c = int(np.searchsorted(seg[:-1], g, side="right")) - 1
+                for k, v in zip(idx[4 * g:4 * g + 4], vals[4 * g:4 * g + 4]):
+                    if k != spmv.PAD_ENTRY:
+                        acc[k >> 16] += float(v) * x[(c << 16) + (k & 0xFFFF)]
+            assert np.all(np.isnan(y[r0:r1]))  # each row written by one block of threads, once
+            y[r0:r1] = acc
     return y
 
 
-@pytest.mark.parametrize("size,rows,grid,long", [("3001:powerlaw", 512, 7, None), ("3001:powerlaw", 4096, 1, 256),
-                                                 ("777:dense", 100, 5, None), ("777:dense", 100, 5, 256),
-                                                 ("1001:sparse", 64, 13, 256), ("1:uniform", 57344, 3, 256),
-                                                 ("1000:banded", 333, 4, 256),
-                                                 ("70001:sparse", 8192, 9, 256)])  # two column chunks
-def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, long):
-    """Rung 6's copy of A, walked as its kernel does (any number of blocks of threads), and the long
-    rows' pieces give the CSR product back; within a row block the columns ascend; chunks are padded
-    to whole groups; no long row is left in the blocks."""
+@pytest.mark.parametrize("size,rows,slots,long", [("3001:powerlaw", 512, 7, None), ("3001:powerlaw", 4096, 1, 256),
+                                                  ("777:dense", 100, 5, None), ("777:dense", 100, 5, 256),
+                                                  ("1001:sparse", 64, 13, 256), ("1:uniform", 57344, 3, 256),
+                                                  ("1000:banded", 333, 4, 256),
+                                                  ("70001:sparse", 8192, 9, 256)])  # two column chunks
+def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, slots, long):
+    """Rung 6's copy of A, walked as its kernel does, and the long rows' pieces give the CSR product
+    back; blocks tile the rows, none over `rows`, each owned by one block of threads; within a row
+    block the columns ascend; chunks are padded to whole windows; no long row is left in the blocks."""
     ws = _Ws(size)
-    seg_ptr, idx, vals, blocks, chunks = spmv.row_block_arrays(ws, rows, long)
-    assert blocks == -(-ws.p.n // rows) and chunks == -(-ws.p.n // 65536)
+    blk_row, cta_blk, seg_ptr, idx, vals, chunks = spmv.row_block_arrays(ws, rows, long, slots)
+    blocks = blk_row.size - 1
+    assert blk_row[0] == 0 and blk_row[-1] == ws.p.n and np.all(np.diff(blk_row) > 0)
+    assert np.all(np.diff(blk_row) <= rows) and chunks == -(-ws.p.n // 65536)
+    assert cta_blk.size == slots + 1 and cta_blk[0] == 0 and cta_blk[-1] == blocks and np.all(np.diff(cta_blk) >= 0)
     assert seg_ptr.dtype == np.int32 and seg_ptr[0] == 0 and np.all(np.diff(seg_ptr) >= 0)
     lengths = np.diff(ws.row_ptr)
     short = lengths <= (long if long is not None else lengths.max())
@@ -215,8 +208,8 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, l
                 for k in order[4 * seg_ptr[b * chunks + c]:4 * seg_ptr[b * chunks + c + 1]] if k != spmv.PAD_ENTRY]
         assert len(cols) == real[lo:hi].sum() and cols == sorted(cols)
         in_block = idx[lo:hi][real[lo:hi]] >> 16
-        assert np.all(in_block < min(rows, ws.p.n - b * rows)) and np.all(short[b * rows + in_block])
-    y = _walk_row_blocks(seg_ptr, idx, vals, blocks, chunks, rows, ws.x, ws.p.n, grid)
+        assert np.all(in_block < blk_row[b + 1] - blk_row[b]) and np.all(short[blk_row[b] + in_block])
+    y = _walk_row_blocks(blk_row, cta_blk, seg_ptr, idx, vals, chunks, ws.x, ws.p.n)
     if long is not None:
         _, piece_row, piece_begin = spmv.long_row_pieces(ws.row_ptr, spmv.ROW_BLOCK_PIECE, long)
         assert sorted(set(piece_row)) == list(np.nonzero(~short)[0])
@@ -224,6 +217,21 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, grid, l
             e = min(b + spmv.ROW_BLOCK_PIECE, ws.row_ptr[r + 1])
             y[r] += np.sum(ws.vals[b:e].astype(np.float64) * ws.x[ws.cols[b:e]])
     assert np.allclose(y, ws.product(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n,rows,slots", [(4194304, 32768, 132), (1000, 64, 7), (5, 1, 3), (100003, 8192, 396)])
+def test_row_blocks_share_the_work_and_keep_under_the_row_bound(n, rows, slots):
+    """Equal shares of the work (a block of threads' blocks within a few rows' work of its share),
+    whatever the work's shape; no block over `rows` rows."""
+    rng = np.random.default_rng(n)
+    for work in (np.ones(n, dtype=np.int64), rng.integers(1, 40, n), 1 + (rng.random(n) < 0.01) * 1000):
+        blk_row, cta_blk = spmv.row_blocks(work, rows, slots)
+        assert blk_row[0] == 0 and blk_row[-1] == n and np.all(np.diff(blk_row) > 0) and np.all(np.diff(blk_row) <= rows)
+        before = np.concatenate([[0], np.cumsum(work)])
+        owned = before[blk_row[cta_blk[1:]]] - before[blk_row[cta_blk[:-1]]]
+        share = before[-1] / slots
+        biggest_block = np.max(before[blk_row[1:]] - before[blk_row[:-1]])
+        assert owned.sum() == before[-1] and np.all(np.abs(owned - share) <= biggest_block + 1)
 
 
 def test_row_blocks_refuse_blocks_a_16_bit_row_cannot_name():

@@ -45,7 +45,7 @@ SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by l
 SELL = "sell"  # its own copy of the matrix, sliced and padded (made outside the timed call)
 MERGE_PATH = "merge_path"  # a first launch for the tiles' corners (and beta * y), then the tiles
 SELL_SPLIT = "sell_split"  # SELL of the short rows, pieces of the long ones (made outside the timed call)
-ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outside the timed call); beta * y first
+ROW_BLOCKS = "row_blocks"  # blocks of rows, nonzeros in column order (made outside the timed call); long rows after
 CHUNK_BITS = 16  # rung 6 keeps a column's low 16 bits beside the row; the chunk (column >> 16) comes from a table
 PAD_ENTRY = 0xFFFFFFFF  # rung 6's padding (row 65535 of a block: none has it)
 WINDOW = 128  # rung 6: a warp's 32 groups of 4 entries, the unit its chunks are padded to
@@ -347,23 +347,57 @@ def sell_arrays(ws: Workspace, sigma: int = SELL_SIGMA, limit: int | None = None
     return slice_ptr.astype(xp.int32), cols, vals, perm
 
 
-def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
-    """Rung 6's copy of A: rows in blocks of `rows`; each block's nonzeros sorted by column and
-    grouped by 65536-column chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY),
-    and within a window entry e stored as lane e % 32's (e // 32)-th, so that a warp's j-th gather
-    reads 32 consecutive entries of the column order. An entry is its value and one word, (row
-    within the block) << 16 | (column & 0xFFFF). Rows of more than
-    `longer_than` nonzeros are left out (long_row_pieces takes them). Returns (seg_ptr, idx, vals,
-    blocks, chunks): seg_ptr[b * chunks + c] is the first group of block b's chunk c, seg_ptr[-1]
-    the number of groups. NumPy or CuPy arrays, as the workspace's."""
+def row_blocks(work, rows: int, slots: int):
+    """Rung 6's row blocks and their owners: `work` is each row's cost (its nonzeros in the blocks,
+    plus one for writing its y). Rows are cut at equal shares of the total (a multiple of `slots`
+    blocks, enough that none passes `rows` rows), a block longer than `rows` rows is cut again,
+    and block of threads t owns the blocks whose first row's share starts in its t-th of the
+    total. Returns (blk_row: blocks + 1 row bounds, cta_blk: slots + 1 block bounds), int32, NumPy
+    or CuPy as `work`."""
+    import cupy
+
+    xp = cupy.get_array_module(work)
+    n = int(work.size)
+    before = xp.zeros(n + 1, dtype=xp.int64)
+    xp.cumsum(work, out=before[1:])
+    total = int(before[-1])
+    wanted = slots * -(-n // (slots * rows))
+    cuts = xp.searchsorted(before[:-1], xp.arange(1, wanted, dtype=xp.int64) * total // wanted, side="left")
+    bounds = xp.unique(xp.concatenate([xp.zeros(1, dtype=xp.int64), cuts.astype(xp.int64),
+                                       xp.full(1, n, dtype=xp.int64)]))
+    sizes = xp.diff(bounds)
+    parts = -(-sizes // rows)  # a block over `rows` rows: cut into that many equal ones
+    first = xp.repeat(bounds[:-1], parts)
+    nth = xp.arange(int(parts.sum()), dtype=xp.int64) - xp.repeat(xp.cumsum(parts) - parts, parts)
+    blk_row = xp.concatenate([first + nth * xp.repeat(sizes, parts) // xp.repeat(parts, parts),
+                              xp.full(1, n, dtype=xp.int64)])
+    shares = xp.arange(slots + 1, dtype=xp.int64) * total // slots
+    cta_blk = xp.searchsorted(before[blk_row[:-1]], shares, side="left")
+    cta_blk[-1] = blk_row.size - 1
+    return blk_row.astype(xp.int32), cta_blk.astype(xp.int32)
+
+
+def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, slots: int = 1):
+    """Rung 6's copy of A: rows in blocks of at most `rows` and about equal work (row_blocks, for
+    `slots` blocks of threads); each block's nonzeros sorted by column, grouped by 65536-column
+    chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY); within a window entry
+    e is stored as lane e % 32's (e // 32)-th, so that a warp's j-th gather reads 32 consecutive
+    entries of the column order. An entry is its value and one word, (row within the block) << 16
+    | (column & 0xFFFF). Rows of more than `longer_than` nonzeros are left out (long_row_pieces
+    takes them). Returns (blk_row, cta_blk, seg_ptr, idx, vals, chunks): seg_ptr[b * chunks + c] is
+    the first group of block b's chunk c, seg_ptr[-1] the number of groups. NumPy or CuPy arrays,
+    as the workspace's."""
     import cupy
 
     xp = cupy.get_array_module(ws.row_ptr)
     n = ws.p.n
     if not 1 <= rows <= MAX_BLOCK_ROWS:
         raise LaunchError(f"row blocks of {rows} rows: 1..{MAX_BLOCK_ROWS} (a block's y in shared memory)")
-    blocks, chunks = -(-n // rows), -(-n // (1 << CHUNK_BITS))
+    chunks = -(-n // (1 << CHUNK_BITS))
     lengths = xp.diff(ws.row_ptr).astype(xp.int64)
+    kept_lengths = lengths if longer_than is None else xp.where(lengths > longer_than, 0, lengths)
+    blk_row, cta_blk = row_blocks(kept_lengths + 1, rows, slots)
+    blocks = int(blk_row.size) - 1
     row = xp.repeat(xp.arange(n, dtype=xp.int64), lengths)
     col = ws.cols.astype(xp.int64)
     vals_in = ws.vals
@@ -371,14 +405,15 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
         kept = lengths[row] <= longer_than
         row, col, vals_in = row[kept], col[kept], vals_in[kept]
     nnz = int(row.size)
-    seg = (row // rows) * chunks + (col >> CHUNK_BITS)
+    block = xp.searchsorted(blk_row[1:], row, side="right")  # (the block whose rows hold each)
+    seg = block * chunks + (col >> CHUNK_BITS)
     order = xp.argsort(seg * (1 << CHUNK_BITS) + (col & 0xFFFF), kind="stable")  # by block, then column
     counts = xp.bincount(seg, minlength=blocks * chunks)
     padded = -(-counts // WINDOW) * WINDOW
     seg_ptr = xp.zeros(blocks * chunks + 1, dtype=xp.int64)
     xp.cumsum(padded, out=seg_ptr[1:])
     total = int(seg_ptr[-1])
-    if total // 4 >= 2**31:
+    if total // 4 >= 2**31 - 2**16:
         raise LaunchError(f"{ws.p.label} in row blocks holds {total} entries: more than 32-bit group offsets reach")
     seg_sorted = seg[order]
     first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
@@ -387,9 +422,10 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None):
     dest = place - e + 4 * (e % 32) + e // 32
     idx = xp.full(max(total, WINDOW), PAD_ENTRY, dtype=xp.uint32)
     vals = xp.zeros(max(total, WINDOW), dtype=xp.float32)
-    idx[dest] = (((row[order] % rows) << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
+    within = row[order] - blk_row[block[order]].astype(xp.int64)
+    idx[dest] = ((within << CHUNK_BITS) | (col[order] & 0xFFFF)).astype(xp.uint32)
     vals[dest] = vals_in[order]
-    return (seg_ptr // 4).astype(xp.int32), idx, vals, blocks, chunks
+    return blk_row, cta_blk, (seg_ptr // 4).astype(xp.int32), idx, vals, chunks
 
 
 def long_row_pieces(row_ptr, chunk: int, longer_than: int | None = None):
@@ -467,24 +503,26 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         return run_merge
     if inst.rung.can(ROW_BLOCKS):
         longer_than = inst.params["LONG"]
-        seg_ptr, idx, vals, blocks, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than)
-        _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
         fit = inst.occupancy(launch, vec).blocks_per_sm  # (with the registers ptxas gave, which the geometry
         if device is not None and 0 < fit:              # cannot know): one round of blocks, none waiting
             launch = Launch((min(launch.blocks, device.sms * fit), 1, 1), launch.block, launch.shared)
+        blk_row, cta_blk, seg_ptr, idx, vals, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than,
+                                                                        launch.blocks)
+        _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
         func = prepare(inst, launch, vec, device)
-        first = inst.module().get_function("spmv_scale_y")
-        first_grid = (-(-p.n // 256), 1, 1)
-        first_args = (np.int32(p.n), np.float32(p.beta), ws.y)
-        args = (np.int32(p.n), np.int32(blocks), np.int32(chunks), np.int32(int(seg_ptr[-1])), seg_ptr, idx, vals,
-                np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, ws.x,
-                np.float32(p.alpha), ws.y)
+        second = inst.module().get_function("spmv_long_pieces")
+        second_grid = (max(-(-piece_row.size // 8), 1), 1, 1)  # a warp a piece, 8 a block
+        second_args = (np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, ws.x,
+                       np.float32(p.alpha), ws.y)
+        args = (np.int32(chunks), blk_row, cta_blk, seg_ptr, idx, vals, ws.x, np.float32(p.alpha), np.float32(p.beta),
+                ws.y)
 
         def run_blocks():
-            first(first_grid, (256, 1, 1), first_args)
             func(launch.grid, launch.block, args, shared_mem=launch.shared)
+            if piece_row.size:
+                second(second_grid, (256, 1, 1), second_args)
 
-        run_blocks.keep = (seg_ptr, idx, vals, piece_row, piece_begin)
+        run_blocks.keep = (blk_row, cta_blk, seg_ptr, idx, vals, piece_row, piece_begin)
         return run_blocks
     return None
 
@@ -563,7 +601,7 @@ FAMILY = Family(
              "block of threads whatever the row lengths",
              geometry_row_blocks, capabilities=frozenset({ROW_BLOCKS}), space=row_block_space,
              arch_defaults=ROW_BLOCK_ARCH_ROWS,
-             sass_expect=("ATOMS", "RED|REDG", "LDG.128")),
+             sass_expect=("ATOMS", "LDG.128")),
     ),
     metric="gbs",
     check_size="1001:powerlaw",
