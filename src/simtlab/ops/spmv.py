@@ -37,7 +37,8 @@ COLUMN_STEP, COLUMN_STEP_ALT = 1_000_003, 998_244_353  # primes: j * step mod n 
 MAX_BLOCK_ROWS = 57344  # rung 6: y of a row block in shared memory (224 KiB of the 227 an H200 block may have)
 # Rung 6's row blocks leave the L1 cache room for the entries in flight and x's sectors: on the
 # H200 (256 KiB of L1 and shared memory an SM) 32768 rows (128 KiB) ran uniform rows at 2139 GB/s,
-# 57344 (224 KiB, 28 KiB of L1 left) at 1198 (run 2026-12-04_h200_6ed139_spmv); elsewhere the same share.
+# 57344 (224 KiB, 28 KiB of L1 left) at 1198 (run 2026-12-04_h200_6ed139_spmv_windows); elsewhere the
+# same share.
 ROW_BLOCK_ARCH_ROWS = frozen({a: frozen({"ROWS": r}) for a, r in (("sm_75", 8192), ("sm_80", 24576),
                                                                   ("sm_86", 12288), ("sm_89", 12288))})
 SELL_C, SELL_SIGMA = 32, 4096  # rung 3: slices of a warp's 32 rows, sorted by length within windows of 4096 rows
