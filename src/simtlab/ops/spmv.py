@@ -201,7 +201,7 @@ def geometry_merge(params, p: SpmvProblem, device=None) -> Launch:
 
 def row_block_slots(params, p: SpmvProblem, device=None) -> int:
     """Rung 6's blocks of threads: as many as fit on the GPU at once with a row block's y in shared
-    memory (each takes an equal run of the nonzeros), fewer for a matrix of few nonzeros."""
+    memory (each owns row blocks of an equal share of the work), fewer for a matrix of few nonzeros."""
     from ..hw.occupancy import occupancy
     from .base import sm_count
 
@@ -451,8 +451,9 @@ def long_row_pieces(row_ptr, chunk: int, longer_than: int | None = None):
 def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare):
     """Rung 3: its SELL copy of A made here (outside the timed call), one launch. Rung 5: the SELL
     copy of the short rows and the long rows' pieces made here; beta * y on the long rows, then
-    the pieces and slices. Rung 4: the corners' launch, then the tiles. Rungs 1-2: None (one
-    launch on the CSR arrays)."""
+    the pieces and slices. Rung 4: the corners' launch, then the tiles. Rung 6: its row blocks made
+    here for the blocks of threads that fit at once, the row blocks' launch, then the long rows'
+    pieces. Rungs 1-2: None (one launch on the CSR arrays)."""
     import cupy
 
     p = problem
