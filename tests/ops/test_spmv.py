@@ -237,3 +237,15 @@ def test_row_blocks_share_the_work_and_keep_under_the_row_bound(n, rows, slots):
 def test_row_blocks_refuse_blocks_a_16_bit_row_cannot_name():
     with pytest.raises(spmv.LaunchError, match="1..57344"):
         spmv.row_block_arrays(_Ws("1000:uniform"), 65536)
+
+
+def test_row_blocks_refuse_a_long_bound_under_a_piece():
+    with pytest.raises(spmv.LaunchError, match="LONG 100: at least a piece"):
+        spmv.row_block_arrays(_Ws("1000:uniform"), 1024, 100)
+
+
+def test_row_blocks_one_build_serves_every_row_bound_and_long_bound():
+    """ROWS and LONG shape the host's arrays, not the kernel: every pair of them is one cubin."""
+    rung = family("spmv").rung("row_blocks")
+    paths = {build(rung, {"ROWS": r, "LONG": long}, "sm_90").cubin.path for r in (8192, 32768) for long in (256, 4096)}
+    assert len(paths) == 1

@@ -394,6 +394,9 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, s
     n = ws.p.n
     if not 1 <= rows <= MAX_BLOCK_ROWS:
         raise LaunchError(f"row blocks of {rows} rows: 1..{MAX_BLOCK_ROWS} (a block's y in shared memory)")
+    if longer_than is not None and longer_than < ROW_BLOCK_PIECE:
+        raise LaunchError(f"LONG {longer_than}: at least a piece ({ROW_BLOCK_PIECE} nonzeros), the rows it takes out "
+                          "are cut into pieces of that many")
     chunks = -(-n // (1 << CHUNK_BITS))
     lengths = xp.diff(ws.row_ptr).astype(xp.int64)
     kept_lengths = lengths if longer_than is None else xp.where(lengths > longer_than, 0, lengths)
@@ -596,7 +599,7 @@ FAMILY = Family(
              "added by atomicAdd: no warp walks a long row alone",
              geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
              sass_expect=("SHFL", "RED|REDG")),
-        Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK", "ROWS", "LONG"),
+        Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK",),  # ROWS, LONG: host's
              frozen({"BLOCK": 1024, "ROWS": 32768, "LONG": 1024}),
              "blocks of rows summed in shared memory, each block's nonzeros in column order: neighbouring lanes "
              "gather neighbouring columns of x, so a sector serves every nonzero of the block in it; equal work a "

@@ -45,13 +45,13 @@ __device__ __forceinline__ int last_at_or_below(const int* __restrict__ a, int c
 // b's column chunk c (chunks padded to whole windows of 32 groups: a warp's). Within a window, lane
 // l's group holds entries l, 32 + l, 64 + l and 96 + l of the column order: its j-th gather and the
 // other lanes' are 32 neighbouring columns.
-template <int BLOCK, int ROWS, int LONG>
+// ROWS (a row block's bound) and LONG (which rows leave the blocks) are the host's: they shape the
+// arrays, not this code, so one build serves them all.
+template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     int chunks, const int* __restrict__ blk_row, const int* __restrict__ cta_blk, const int* __restrict__ seg_ptr,
     const uint4* __restrict__ idx, const float4* __restrict__ vals, const float* __restrict__ x, float alpha,
     float beta, float* __restrict__ y) {
-  static_assert(ROWS >= 1 && ROWS < 65536, "a row within a block has 16 bits");
-  static_assert(LONG >= PIECE, "a long row has at least a piece");
   static_assert(BLOCK % 32 == 0, "whole warps: a warp takes whole windows");
   extern __shared__ float acc[];
   for (int b = cta_blk[blockIdx.x]; b < cta_blk[blockIdx.x + 1]; ++b) {
