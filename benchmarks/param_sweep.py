@@ -1,6 +1,8 @@
 """Sweep a few parameters of one rung at one size: every combination verified, timed beside the
 family's references and stored, then one table (fastest first) with resources and occupancy.
 For hand-picked grids that are too small for `simtlab tune`; what it finds becomes a catalog default.
+`--compile-only ARCH` builds every point into the cubin cache and stops (no GPU needed), so a
+device run can carry the cache instead of compiling there.
 
     python benchmarks/param_sweep.py stencil pipelined_25d --size 512 --param RY=2,4 --param ZC=16,32,64
 """
@@ -59,6 +61,22 @@ def steps(items, what: str):
             progress.advance(task)
 
 
+def compile_grid(fam, rung, size: str, grid, arch: str) -> None:
+    """Each point's build, as the sweep would choose its parameters, into the cubin cache; a point
+    that fails to compile is said and skipped, as the sweep would."""
+    from simtlab.launch import build, choose_params
+
+    problem = fam.ops.parse_size(size)
+    names = [n for n, _ in grid]
+    for values in itertools.product(*(v for _, v in grid)):
+        explicit = dict(zip(names, values))
+        try:
+            build(rung, choose_params(rung, problem, None, True, None, explicit), arch)
+            print("built", explicit)
+        except Exception as e:  # (reported and skipped, never fatal to the grid)
+            print("failed", explicit, str(e).splitlines()[0][:200])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family")
@@ -66,10 +84,14 @@ def main() -> None:
     ap.add_argument("--size", required=True)
     ap.add_argument("--param", action="append", default=[], help="NAME=v1,v2 (repeat for a grid)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--compile-only", metavar="ARCH", help="build the grid's points for ARCH (e.g. sm_90a) and stop")
     args = ap.parse_args()
     fam = family(args.family)
     rung = fam.rung(args.rung)
     grid = [parse_param(p) for p in args.param]
+    if args.compile_only:
+        compile_grid(fam, rung, args.size, grid, args.compile_only)
+        return
     dev = device_info()
     store = Store()
     cmd = f"benchmarks/param_sweep.py {args.family} {args.rung} --size {args.size} " + " ".join(

@@ -262,19 +262,26 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
-CLUSTER_BUFS = 2  # rung 6's staging buffers per consumer warpgroup
 EPI_PIECE_BYTES = 64 * 128  # rung 6's staging buffer: 64 rows of one 128-byte swizzle row (32 fp32 / 64 16-bit columns)
+SMEM_OPTIN_SM90 = 232448  # a block's opt-in shared memory on Hopper, which rung 6's BUFS rule assumes
 
 
 def cluster_consumers(params) -> int:
-    """Rung 6's consumer warpgroups: one for 64-row tiles, else two (of 64 or 128 rows each)."""
-    return 1 if params["BM"] == 64 else 2
+    """Rung 6's consumer warpgroups: one for every 64 rows of the tile (1, 2 or 4)."""
+    return params["BM"] // 64
+
+
+def cluster_bufs(params) -> int:
+    """Rung 6's staging buffers per consumer warpgroup, as the kernel works it out: two, or one
+    where two would not fit beside the ring (four consumers with 4 stages)."""
+    two = wgmma_smem(params, 2) + cluster_consumers(params) * 2 * (EPI_PIECE_BYTES + 8)
+    return 2 if two <= SMEM_OPTIN_SM90 else 1
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1-3)
-    and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
-    buffers = (params["EPI"] > 0) * cluster_consumers(params) * CLUSTER_BUFS
+    """Rung 6: rung 5's ring and barriers, plus the staging buffers of each consumer warpgroup
+    (EPI 1-3) and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
+    buffers = (params["EPI"] > 0) * cluster_consumers(params) * cluster_bufs(params)
     return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
 
 
@@ -320,8 +327,11 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     if params.get("OUT", 0) and params["EPI"] == 0:
         raise ValueError(f"rung 6 with {params}: a 16-bit C (OUT {params['OUT']}) leaves through the staging "
                          "buffers, so it needs EPI 1-3")
-    if params["BM"] not in (64, 128):
-        raise ValueError(f"rung 6 with {params}: BM is 64 or 128 (one or two 64-row consumer warpgroups)")
+    if params["BM"] not in (64, 128, 256):
+        raise ValueError(f"rung 6 with {params}: BM is 64, 128 or 256 (one, two or four 64-row consumer warpgroups)")
+    if params["BM"] == 256 and params["BN"] > 128:
+        raise ValueError(f"rung 6 with {params}: 256-row tiles are at most 128 wide (four consumer warpgroups "
+                         "hold their accumulators in 112 registers a thread)")
     if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
         raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]

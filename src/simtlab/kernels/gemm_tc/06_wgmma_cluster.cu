@@ -80,9 +80,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
-  constexpr int BUFS = 2;  // staging buffers per consumer warpgroup (4 left the main loop only 3 stages)
+  // staging buffers per consumer warpgroup: two (4 left the main loop only 3 stages), one where two
+  // would not fit beside the ring in a block's 227 KiB (four consumers with 4 stages)
+  constexpr int BUFS = STAGES * (STAGE_BYTES + 16) + 1024 + CONSUMERS * 2 * (PIECE_BYTES + 8) <= 232448 ? 2 : 1;
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;
-  static_assert(BM == 64 || BM == 128, "64 or 128 rows: one or two consumer warpgroups");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one, two or four consumer warpgroups");
+  static_assert(BM < 256 || BN <= 128, "256-row tiles are 128 wide at most: four warpgroups' accumulators in ~110 "
+                                       "registers a thread");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
                                       "warp) or 3 (... the last KEEP of a tile's pieces during the next tile)");
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
@@ -90,13 +94,21 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
-  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;  // (small tiles: all)
+  // (small tiles: all; four consumers: what fits beside their accumulators in 112 registers)
+  constexpr int KEEP_FIT = CONSUMERS == 4 ? (80 - BN / 2) / VP : PIECES;
+  constexpr int KEEP_ASKED = KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;
+  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ASKED < KEEP_FIT ? KEEP_ASKED : KEEP_FIT;
   static_assert(KEEP_ >= 0 && BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
   // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
   // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
   // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
   // needs the 240 (and its instrumented build spills a few stamps).
-  constexpr int PRODUCER_REGS = VP * KEEP > 64 ? 24 : 40, CONSUMER_REGS = VP * KEEP > 64 ? 240 : 232;
+  // Four consumers (BM 256): 640 threads share 96 registers each at launch, then 128 x 24 and
+  // 512 x 112 - a 64x128 warpgroup tile's 64 accumulators and at most one kept 16-value piece
+  // (a 32-value one spills).
+  constexpr int PRODUCER_REGS = CONSUMERS == 4 || VP * KEEP > 64 ? 24 : 40;
+  constexpr int CONSUMER_REGS = CONSUMERS == 4 ? 112 : VP * KEEP > 64 ? 240 : 232;
+  static_assert(CONSUMERS < 4 || BN / 2 + VP * KEEP <= 80, "KEEP: four consumers keep at most 16 values");
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
