@@ -93,8 +93,16 @@ def test_cluster_rung_shared_memory_and_its_limit():
     assert tc.cluster_smem({**params, "EPI": 1}) == ring + 2 * 2 * 8192
     for epi in (2, 3):
         assert tc.cluster_smem({**params, "EPI": epi, "STAGES": 4}) == ring + 2 * 2 * (8192 + 8) <= 227 * 1024
-    with pytest.raises(ValueError, match="BM is 64 or 128"):
-        tc.geometry_wgmma_cluster({**params, "BM": 256, "BN": 128}, p)
+    with pytest.raises(ValueError, match="BM is 64, 128 or 256"):
+        tc.geometry_wgmma_cluster({**params, "BM": 192, "BN": 128}, p)
+    with pytest.raises(ValueError, match="at most 128 wide"):
+        tc.geometry_wgmma_cluster({**params, "BM": 256, "BN": 256}, p)
+    # 256-row tiles: four consumers (640 threads); with 4 stages two staging buffers each would
+    # not fit beside the ring, so one each (the kernel's own rule), with 3 stages two
+    tall = {**params, "BM": 256, "BN": 128}
+    assert tc.geometry_wgmma_cluster(tall, p).threads == 640
+    assert tc.cluster_bufs(tall) == 1 and tc.cluster_smem(tall) == ring + 4 * (8192 + 8) <= 227 * 1024
+    assert tc.cluster_bufs({**tall, "STAGES": 3}) == 2
     with pytest.raises(ValueError, match="shared memory"):
         tc.geometry_wgmma_cluster({**params, "STAGES": 5}, p)
     # 4096^3 at 128x256: 16 cluster tiles down x 16 across, 66 clusters of 2 on 132 SMs

@@ -316,9 +316,14 @@ def cluster_work(params, p: TcProblem) -> int:
 
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
-    there is less work), each block a producer warpgroup plus one or two consumers."""
+    there is less work), each block a producer warpgroup plus one consumer per 64 rows of its tile."""
     from ..hw.occupancy import arch_limits
 
+    if params["BM"] not in (64, 128, 256):
+        raise ValueError(f"rung 6 with {params}: BM is 64, 128 or 256 (one, two or four 64-row consumer warpgroups)")
+    if params["BM"] == 256 and params["BN"] > 128:
+        raise ValueError(f"rung 6 with {params}: 256-row tiles are at most 128 wide (four consumer warpgroups "
+                         "hold their accumulators in 112 registers a thread)")
     smem = cluster_smem(params)
     limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
     if smem > limit:  # (said here, before any compile, with what to change)
@@ -327,11 +332,6 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     if params.get("OUT", 0) and params["EPI"] == 0:
         raise ValueError(f"rung 6 with {params}: a 16-bit C (OUT {params['OUT']}) leaves through the staging "
                          "buffers, so it needs EPI 1-3")
-    if params["BM"] not in (64, 128, 256):
-        raise ValueError(f"rung 6 with {params}: BM is 64, 128 or 256 (one, two or four 64-row consumer warpgroups)")
-    if params["BM"] == 256 and params["BN"] > 128:
-        raise ValueError(f"rung 6 with {params}: 256-row tiles are at most 128 wide (four consumer warpgroups "
-                         "hold their accumulators in 112 registers a thread)")
     if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
         raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]
