@@ -50,8 +50,8 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #endif
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
-          int TA, int TB, int SPLIT = 0>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
+          int TA, int TB, int MINB, int SPLIT = 0>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, MINB)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
@@ -80,35 +80,46 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
+  // MINB blocks an SM (1 or 2): two share an SM's tensor cores, one multiplying while the other
+  // fills its ring or drains its epilogue - in half the registers and half the shared memory each
+  static_assert(MINB == 1 || MINB == 2, "MINB: one or two blocks an SM");
   // staging buffers per consumer warpgroup: two (4 left the main loop only 3 stages), one where two
-  // would not fit beside the ring in a block's 227 KiB (four consumers with 4 stages)
-  constexpr int BUFS = STAGES * (STAGE_BYTES + 16) + 1024 + CONSUMERS * 2 * (PIECE_BYTES + 8) <= 232448 ? 2 : 1;
+  // would not fit beside the ring in a block's share of the SM (227 KiB; 113 KiB with MINB 2)
+  constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 233472 / 2 - 1024;
+  constexpr int BUFS = STAGES * (STAGE_BYTES + 16) + 1024 + CONSUMERS * 2 * (PIECE_BYTES + 8) <= SMEM_LIMIT ? 2 : 1;
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;
   static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one, two or four consumer warpgroups");
-  static_assert(BM < 256 || BN <= 128, "256-row tiles are 128 wide at most: four warpgroups' accumulators in ~110 "
-                                       "registers a thread");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
                                       "warp) or 3 (... the last KEEP of a tile's pieces during the next tile)");
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
+  // Registers a thread after setmaxnreg. Launched as THREADS x MINB a block, ptxas gives each thread
+  // LAUNCH_REGS (168 for 384 threads, 96 for 640 or 80 for 384 twice an SM); the producer warpgroup
+  // gives back all but PRODUCER_REGS and the consumers share the rest. The producer needs 40 for
+  // the timeline's stamps (SIMTLAB_TIMELINE) but fits in 24 without them; with one block of two
+  // consumers an SM that is 128 x 24 + 256 x 240 (or 40 and 232), and only keeping more than 4
+  // pieces needs the 240 (its instrumented build spills a few stamps). Four consumers (BM 256) or
+  // two blocks an SM: 24 and 112 or 104 - a 64x128 warpgroup tile's 64 accumulators beside little
+  // else, so the kept pieces are cut to what fits (small tiles keep all of theirs).
+  constexpr int THREADS = CONSUMERS * 128 + 128;
+  constexpr int LAUNCH_REGS = 65536 / (THREADS * MINB) / 8 * 8 < 248 ? 65536 / (THREADS * MINB) / 8 * 8 : 248;
+  // (ptxas allocates a wgmma's registers within the launch's count, not setmaxnreg's: a 64x128
+  // warpgroup tile's needs ~90 - so two blocks an SM only with one consumer, BM 64)
+  static_assert(LAUNCH_REGS >= 96, "too many threads an SM for wgmma's registers: MINB 2 takes BM 64");
+  constexpr bool TIGHT = CONSUMERS == 4 || MINB == 2;  // consumers under 128 registers
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
-  // (small tiles: all; four consumers: what fits beside their accumulators in 112 registers)
-  constexpr int KEEP_FIT = CONSUMERS == 4 ? (80 - BN / 2) / VP : PIECES;
-  constexpr int KEEP_ASKED = KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;
-  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ASKED < KEEP_FIT ? KEEP_ASKED : KEEP_FIT;
+  constexpr int KEEP_ASKED = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;
+  constexpr int PRODUCER_REGS = TIGHT || VP * KEEP_ASKED > 64 ? 24 : 40;
+  constexpr int SHARE = (LAUNCH_REGS * THREADS - PRODUCER_REGS * 128) / (THREADS - 128) / 8 * 8;
+  constexpr int CONSUMER_REGS = TIGHT ? SHARE : VP * KEEP_ASKED > 64 ? 240 : 232;
+  constexpr int ACCUMULATORS = SPLIT ? BN : BN / 2;  // (SPLIT: the promoted sums beside them)
+  static_assert(ACCUMULATORS + 32 <= CONSUMER_REGS, "the tile is too wide for the consumers' registers (BN 128 "
+                                                     "with four consumers or two blocks an SM)");
+  constexpr int KEEP_FIT = TIGHT ? (CONSUMER_REGS - 32 - ACCUMULATORS) / VP : PIECES;
+  constexpr int KEEP = KEEP_ASKED < KEEP_FIT ? KEEP_ASKED : KEEP_FIT;
   static_assert(KEEP_ >= 0 && BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
-  // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
-  // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
-  // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
-  // needs the 240 (and its instrumented build spills a few stamps).
-  // Four consumers (BM 256): 640 threads share 96 registers each at launch, then 128 x 24 and
-  // 512 x 112 - a 64x128 warpgroup tile's 64 accumulators and at most one kept 16-value piece
-  // (a 32-value one spills).
-  constexpr int PRODUCER_REGS = CONSUMERS == 4 || VP * KEEP > 64 ? 24 : 40;
-  constexpr int CONSUMER_REGS = CONSUMERS == 4 ? 112 : VP * KEEP > 64 ? 240 : 232;
-  static_assert(CONSUMERS < 4 || BN / 2 + VP * KEEP <= 80, "KEEP: four consumers keep at most 16 values");
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
