@@ -1,7 +1,8 @@
 """Sweep a few parameters of one rung at one size: every combination verified, timed beside the
 family's references and stored, then one table (fastest first) with resources and occupancy.
 For hand-picked grids that are too small for `simtlab tune`; what it finds becomes a catalog default.
-`--compile-only ARCH` builds every point into the cubin cache and stops (no GPU needed), so a
+Each point is measured in a child process (`--timeout` seconds: one that hangs costs that point
+only). `--compile-only ARCH` builds every point into the cubin cache and stops (no GPU needed), so a
 device run can carry the cache instead of compiling there.
 
     python benchmarks/param_sweep.py stencil pipelined_25d --size 512 --param RY=2,4 --param ZC=16,32,64
@@ -18,7 +19,7 @@ from rich.table import Table
 
 from simtlab.catalog import family
 from simtlab.device import current_sm_clock_mhz, device_info
-from simtlab.ladder import LadderOptions, run_ladder
+from simtlab.ladder import LadderOptions, run_ladder, run_ladder_isolated
 from simtlab.store import Store
 
 
@@ -84,6 +85,8 @@ def main() -> None:
     ap.add_argument("--size", required=True)
     ap.add_argument("--param", action="append", default=[], help="NAME=v1,v2 (repeat for a grid)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds a point may take in its own process (0: every point in this process)")
     ap.add_argument("--compile-only", metavar="ARCH", help="build the grid's points for ARCH (e.g. sm_90a) and stop")
     args = ap.parse_args()
     fam = family(args.family)
@@ -97,12 +100,17 @@ def main() -> None:
     cmd = f"benchmarks/param_sweep.py {args.family} {args.rung} --size {args.size} " + " ".join(
         f"--param {p}" for p in args.param)
     run_id = store.start_run(cmd, dev, current_sm_clock_mhz())
-    refs: dict = {}
-    rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
     names = [n for n, _ in grid]
-    for values in steps(itertools.product(*(v for _, v in grid)), f"{rung.id} {args.size}"):
-        opts = LadderOptions(overrides={rung.name: dict(zip(names, values))})
-        rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
+    points = [dict(zip(names, values)) for values in itertools.product(*(v for _, v in grid))]
+    if args.timeout > 0:  # each point in a child process: one that hangs costs itself, not the sweep
+        rows = run_ladder_isolated(fam, [args.size], [rung], store, run_id, LadderOptions(), timeout_s=args.timeout,
+                                   points=points, on_step=lambda what: print(what, flush=True))
+    else:
+        refs: dict = {}
+        rows = run_ladder(fam, [args.size], [], store, run_id, reference_cache=refs)  # the references once
+        for point in steps(points, f"{rung.id} {args.size}"):
+            opts = LadderOptions(overrides={rung.name: point})
+            rows += run_ladder(fam, [args.size], [rung], store, run_id, opts, reference_cache=refs)
     rows.sort(key=lambda r: (r.status not in ("ok", "reference"), r.status != "reference", -_value(r, fam.metric)))
     print_rows(rows, f"{fam.name}/{rung.name} {args.size} on {dev.name}", fam.metric,
                lambda r: " ".join(f"{k}={r.params[k]}" for k in names if r.params and k in r.params))

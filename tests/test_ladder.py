@@ -67,3 +67,24 @@ def test_references_that_fail_are_not_timed_again_per_rung():
     assert [r.status for r in rows] == ["timeout", "ok", "ok"]
     assert rows[0].name == "references"
     assert all(req["refs"] == {fam.op().parse_size("128").label: None} for req in child.requests[1:])
+
+
+def test_a_sweep_measures_each_point_in_the_child_and_a_hung_point_costs_itself():
+    """`points`: the rung once per parameter set, each request carrying its own overrides; the
+    point that hangs is stored with its parameters, and the next is measured."""
+    fam = family("gemm")
+    rung = fam.rungs[1]
+
+    class HangsAtBK16(FakeChild):
+        def __call__(self, request):
+            if request.get("overrides", {}).get(rung.name, {}).get("BK") == 16:
+                self.requests.append(request)
+                raise EvaluationTimeout("no result within 1 s: the process was killed")
+            return super().__call__(request)
+
+    child = HangsAtBK16()
+    points = [{"BK": 8}, {"BK": 16}, {"BK": 32}]
+    rows = run_ladder_isolated(fam, ["128"], [rung], child=child, points=points)
+    assert [r.status for r in rows] == ["reference", "ok", "timeout", "ok"]
+    assert rows[2].params == {"BK": 16}
+    assert [req.get("overrides") for req in child.requests] == [None] + [{rung.name: p} for p in points]

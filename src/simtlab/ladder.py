@@ -9,8 +9,8 @@ import contextlib
 import gc
 import random
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .api_calls import api_references
 from .bench import Timing, time_gpu
@@ -275,7 +275,9 @@ def ladder_child(family: str, db: str | None, run_id: int | None, opts: LadderOp
     def measure(request: dict) -> tuple[list[Row], dict]:
         refs = dict(request["refs"] or {})
         rungs = [fam.rung(name) for name in request["rungs"]]
-        rows = run_ladder(fam, [request["size"]], rungs, store, run_id, opts, reference_cache=refs)
+        # (a request may carry its own parameters for its rungs: one point of a sweep)
+        asked = replace(opts, overrides=request["overrides"]) if request.get("overrides") else opts
+        rows = run_ladder(fam, [request["size"]], rungs, store, run_id, asked, reference_cache=refs)
         return rows, refs
 
     return measure
@@ -292,12 +294,14 @@ def run_ladder_isolated(
     on_step: Callable[[str], None] | None = None,
     timeout_s: float = 300.0,
     child: Callable[[dict], tuple] | None = None,
+    points: Sequence[Mapping[str, int]] | None = None,
 ) -> list[Row]:
     """`run_ladder`, with each size's references and each rung measured in a child process: a rung
     that hangs past `timeout_s` (compile, verify and timing together) or ends in a sticky CUDA error
     (an illegal address) costs that rung only. Its row is stored with the reason and a fresh child
     measures the next one. The child starts once (about the cost of importing CuPy and creating a
-    context) and is replaced only after such a failure. `child` stands in for the measuring process
+    context) and is replaced only after such a failure. `points`: each rung measured once at each of
+    these parameter sets (a sweep), the references once a size. `child` stands in for the measuring process
     (an IsolatedEvaluator over `ladder_child`, or anything callable with its `reset()`)."""
     from .children import EvaluationFailed, EvaluationTimeout, IsolatedEvaluator, is_sticky
 
@@ -338,11 +342,14 @@ def run_ladder_isolated(
             refs.setdefault(problem.label, None)  # (timed, or failed: the rungs do not time them again)
             ref_name = refs[problem.label][1] if refs[problem.label] else None
             for rung in rungs:
-                if on_step:
-                    on_step(f"{problem.label} {rung.id}")
-                ask({"size": size, "rungs": [rung.name], "refs": refs},
-                    Row(fam.name, problem.label, rung.id, rung.stage, "error", lesson=rung.lesson),
-                    problem.dtype, ref_name)
+                for point in points or [None]:
+                    if on_step:
+                        on_step(f"{problem.label} {rung.id}" + (f" {dict(point)}" if point else ""))
+                    request = {"size": size, "rungs": [rung.name], "refs": refs}
+                    if point:
+                        request["overrides"] = {rung.name: dict(point)}
+                    ask(request, Row(fam.name, problem.label, rung.id, rung.stage, "error", lesson=rung.lesson,
+                                     params=dict(point or {})), problem.dtype, ref_name)
     finally:
         if owned:
             child.close()

@@ -278,10 +278,22 @@ def cluster_smem_limit(params) -> int:
     return SMEM_OPTIN_SM90 if params.get("MINB", 1) == 1 else SMEM_SM90 // 2 - 1024
 
 
+def cluster_piece_bytes(params) -> int:
+    """Rung 6's staging buffer: 64 rows of a piece - 128 bytes each, or 64 for a 16-bit C in 64x32
+    pieces (OUT 1, 2 with WIDE 0)."""
+    return EPI_PIECE_BYTES // 2 if params.get("OUT", 0) and not params.get("WIDE", 1) else EPI_PIECE_BYTES
+
+
+def cluster_threads(params) -> int:
+    """Rung 6's block: a consumer warpgroup per 64 rows, and a producer warpgroup (MINB 1) or two
+    producer warps (MINB 2: copies and stores)."""
+    return cluster_consumers(params) * 128 + (128 if params.get("MINB", 1) == 1 else 64)
+
+
 def cluster_bufs(params) -> int:
     """Rung 6's staging buffers per consumer warpgroup, as the kernel works it out: two, or one
     where two would not fit beside the ring (four consumers with 4 stages, two blocks an SM)."""
-    two = wgmma_smem(params, 2) + cluster_consumers(params) * 2 * (EPI_PIECE_BYTES + 8)
+    two = wgmma_smem(params, 2) + cluster_consumers(params) * 2 * (cluster_piece_bytes(params) + 8)
     return 2 if two <= cluster_smem_limit(params) else 1
 
 
@@ -289,7 +301,7 @@ def cluster_smem(params) -> int:
     """Rung 6: rung 5's ring and barriers, plus the staging buffers of each consumer warpgroup
     (EPI 1-3) and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
     buffers = (params["EPI"] > 0) * cluster_consumers(params) * cluster_bufs(params)
-    return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
+    return wgmma_smem(params, 2) + buffers * (cluster_piece_bytes(params) + 8 * (params["EPI"] >= 2))
 
 
 def cluster_space(max_smem: int) -> Space:
@@ -332,9 +344,9 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     minb = params.get("MINB", 1)
     if minb not in (1, 2):
         raise ValueError(f"rung 6 with {params}: MINB is 1 or 2 (blocks an SM)")
-    if minb == 2 and params["BM"] != 64:
-        raise ValueError(f"rung 6 with {params}: two blocks an SM (MINB 2) take 64-row tiles (BM 64): 768 "
-                         "threads an SM leave wgmma too few registers")
+    if minb == 2 and params["BM"] == 256:
+        raise ValueError(f"rung 6 with {params}: two blocks an SM (MINB 2) take BM 64 or 128: 1152 threads an "
+                         "SM leave wgmma too few registers")
     if (params["BM"] == 256 or minb == 2) and params["BN"] > 128:
         raise ValueError(f"rung 6 with {params}: with four consumer warpgroups (BM 256) or two blocks an SM "
                          "(MINB 2) a tile is at most 128 wide (its accumulators in ~110 registers a thread)")
@@ -354,7 +366,7 @@ def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     # (clusters of 4 may not all fit at once where a GPC's SM count is not a multiple of 4: the
     # runner lowers this to what the driver says can be resident, see resident_clusters)
     clusters = min(sm_count(device) * minb // cs, cluster_work(params, p))
-    return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
+    return Launch((clusters * cs, 1, 1), (cluster_threads(params), 1, 1), smem)
 
 
 def ws_work(params, p: TcProblem, sms: int) -> tuple[int, int]:

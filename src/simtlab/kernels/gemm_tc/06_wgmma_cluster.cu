@@ -51,7 +51,7 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
           int TA, int TB, int MINB, int SPLIT = 0>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, MINB)
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + (MINB == 1 ? 128 : 64), MINB)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
@@ -76,12 +76,16 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // 16-bit C (OUT 1, 2; WIDE 1) - half as many pieces, hand-overs and stores a tile, in the same
   // 8 KiB buffers (WIDE 0: 32 16-bit columns, 64-byte rows in the 64-byte swizzle, half a buffer)
   static_assert(WIDE == 0 || WIDE == 1, "WIDE: 16-bit C in 64x32 (0) or 64x64 (1) pieces");
-  constexpr int PIECE_BYTES = 64 * 128, PW = OUT && WIDE ? 64 : 32, VP = PW / 2;  // columns, values a thread
+  constexpr int PW = OUT && WIDE ? 64 : 32, VP = PW / 2;  // columns, values a thread
+  constexpr int PIECE_BYTES = OUT && !WIDE ? 64 * 64 : 64 * 128;  // (64-byte rows: half a 128-byte one's)
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
   // MINB blocks an SM (1 or 2): two share an SM's tensor cores, one multiplying while the other
-  // fills its ring or drains its epilogue - in half the registers and half the shared memory each
+  // fills its ring or drains its epilogue - in half the registers and half the shared memory each.
+  // Two blocks of 384 threads would leave wgmma too few registers (ptxas allocates its operands
+  // within the launch's count), so with MINB 2 the producer is two warps (copies, stores) placed
+  // after the consumer warpgroups, and nobody trades registers (setmaxnreg takes warpgroups).
   static_assert(MINB == 1 || MINB == 2, "MINB: one or two blocks an SM");
   // staging buffers per consumer warpgroup: two (4 left the main loop only 3 stages), one where two
   // would not fit beside the ring in a block's share of the SM (227 KiB; 113 KiB with MINB 2)
@@ -95,24 +99,24 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
-  // Registers a thread after setmaxnreg. Launched as THREADS x MINB a block, ptxas gives each thread
-  // LAUNCH_REGS (168 for 384 threads, 96 for 640 or 80 for 384 twice an SM); the producer warpgroup
-  // gives back all but PRODUCER_REGS and the consumers share the rest. The producer needs 40 for
-  // the timeline's stamps (SIMTLAB_TIMELINE) but fits in 24 without them; with one block of two
-  // consumers an SM that is 128 x 24 + 256 x 240 (or 40 and 232), and only keeping more than 4
-  // pieces needs the 240 (its instrumented build spills a few stamps). Four consumers (BM 256) or
-  // two blocks an SM: 24 and 112 or 104 - a 64x128 warpgroup tile's 64 accumulators beside little
-  // else, so the kept pieces are cut to what fits (small tiles keep all of theirs).
-  constexpr int THREADS = CONSUMERS * 128 + 128;
+  // Registers a thread. Launched as THREADS x MINB a block, ptxas gives each thread LAUNCH_REGS
+  // (168 for 384 threads, 96 for 640, or 96 for 320 twice an SM); with MINB 1 the producer
+  // warpgroup then gives back all but PRODUCER_REGS (setmaxnreg) and the consumers share the rest.
+  // The producer needs 40 for the timeline's stamps (SIMTLAB_TIMELINE) but fits in 24 without them;
+  // with two consumers that is 128 x 24 + 256 x 240 (or 40 and 232), and only keeping more than 4
+  // pieces needs the 240 (its instrumented build spills a few stamps). Four consumers (BM 256):
+  // 24 and 112; two blocks an SM: the 96 of the launch - a 64x128 warpgroup tile's 64 accumulators
+  // beside little else, so the kept pieces are cut to what fits (small tiles keep all of theirs).
+  constexpr int THREADS = CONSUMERS * 128 + (MINB == 1 ? 128 : 64);
   constexpr int LAUNCH_REGS = 65536 / (THREADS * MINB) / 8 * 8 < 248 ? 65536 / (THREADS * MINB) / 8 * 8 : 248;
   // (ptxas allocates a wgmma's registers within the launch's count, not setmaxnreg's: a 64x128
-  // warpgroup tile's needs ~90 - so two blocks an SM only with one consumer, BM 64)
-  static_assert(LAUNCH_REGS >= 96, "too many threads an SM for wgmma's registers: MINB 2 takes BM 64");
+  // warpgroup tile's needs ~90)
+  static_assert(LAUNCH_REGS >= 96, "too many threads an SM for wgmma's registers: MINB 2 takes BM 64 or 128");
   constexpr bool TIGHT = CONSUMERS == 4 || MINB == 2;  // consumers under 128 registers
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
   constexpr int KEEP_ASKED = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;
   constexpr int PRODUCER_REGS = TIGHT || VP * KEEP_ASKED > 64 ? 24 : 40;
-  constexpr int SHARE = (LAUNCH_REGS * THREADS - PRODUCER_REGS * 128) / (THREADS - 128) / 8 * 8;
+  constexpr int SHARE = MINB == 1 ? (LAUNCH_REGS * THREADS - PRODUCER_REGS * 128) / (THREADS - 128) / 8 * 8 : LAUNCH_REGS;
   constexpr int CONSUMER_REGS = TIGHT ? SHARE : VP * KEEP_ASKED > 64 ? 240 : 232;
   constexpr int ACCUMULATORS = SPLIT ? BN : BN / 2;  // (SPLIT: the promoted sums beside them)
   static_assert(ACCUMULATORS + 32 <= CONSUMER_REGS, "the tile is too wide for the consumers' registers (BN 128 "
@@ -198,9 +202,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   else
     __syncthreads();
 
-  if (wg == 0) {  // producer
-    simtlab::setmaxnreg_dec<PRODUCER_REGS>();
-    if (EPI >= 2 && tid / 32 == 1) {
+  // the producer's warps: warpgroup 0 (MINB 1), or the two warps after the consumers (MINB 2)
+  const int ptid = MINB == 1 ? tid : tid - CONSUMERS * 128;
+  if (MINB == 1 ? wg == 0 : ptid >= 0) {  // producer
+    if constexpr (MINB == 1) simtlab::setmaxnreg_dec<PRODUCER_REGS>();
+    if (EPI >= 2 && ptid / 32 == 1) {
       // The store warp: for each piece the consumers have written, one TMA store, so the
       // consumers never wait for a store to be issued; a buffer is handed back once the store
       // issued after its own has been issued and it has been read (one store still in flight).
@@ -216,7 +222,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             if (lane == 0) {
               simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + PW * p, tm * BM + c * WG_ROWS, z);
               simtlab::bulk_commit();
-              if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
+              if constexpr (CONSUMERS * BUFS == 1) {  // the only buffer: handed back once this store read it
+                simtlab::bulk_wait_read<0>();
+                simtlab::mbar_arrive(&freed[0]);
+              } else if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
                 simtlab::bulk_wait_read<1>();
                 simtlab::mbar_arrive(&freed[prev_c * BUFS + prev_g % BUFS]);
               }
@@ -227,7 +236,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
       if (lane == 0) simtlab::bulk_wait<0>();
     }
-    if (tid == 0) {
+    if (ptid == 0) {
       simtlab::tensormap_prefetch(map_a);
       simtlab::tensormap_prefetch(map_b);
       if constexpr (SPLIT) {
@@ -302,8 +311,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
-    simtlab::setmaxnreg_inc<CONSUMER_REGS>();
-    const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
+    if constexpr (MINB == 1) simtlab::setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = MINB == 1 ? wg - 1 : wg, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
     // the "empty" barrier arrays of the blocks this one shares slices with (peers; cluster
     // addresses): a slot may be refilled once all their consumers have released it
