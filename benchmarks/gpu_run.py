@@ -283,27 +283,6 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("rung 6, 64-row tiles", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
             "--param BM=64 --param CM=1,2 --param CN=1,2 --param STAGES=4,6 --param KEEP=4 "
             "--json {out}/batched_64.json", 200)]),
-    "tiles256": ("rung 6's 256-row tiles (four consumer warpgroups) beside its 128-row ones at the batched 64x512^3 "
-                 "and 2048^3 shapes, one process each, and at an odd batched size (correctness)", [
-        Run("batched 64x512^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 64x512x512x512:bf16:bf16 "
-            "--param BM=128,256 --param BN=128,256 --param CM=1,2 --param CN=1,2 --param STAGES=3,4 "
-            "--json {out}/tiles256_batched.json", 300),
-        Run("2048^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 2048:bf16:bf16 --param BM=128,256 "
-            "--param BN=128,256 --param CM=1,2 --param CN=1,2 --param STAGES=4 --json {out}/tiles256_2048.json", 200),
-        Run("odd 3x1000x1013x520", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 3x1000x1013x520:bf16:bf16 "
-            "--param BM=256 --param BN=64,128 --param CM=1,2 --param CN=1,2 --param STAGES=3,4 --param KEEP=0,4 "
-            "--json {out}/tiles256_odd.json", 200)]),
-    "minb2": ("rung 6 with two blocks an SM (MINB 2: 128x128 or 64x128 tiles, two producer warps) at the batched "
-              "64x512^3 and 2048^3 shapes, each point in its own process (60 s)", [
-        Run("batched 64x512^3, 128x128", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "
-            "64x512x512x512:bf16:bf16 --param BM=128 --param BN=128 --param MINB=2 --param CM=1,2 --param CN=1,2 "
-            "--param STAGES=2,3 --timeout 60 --json {out}/minb2_batched.json", 240),
-        Run("batched 64x512^3, 64x128", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size "
-            "64x512x512x512:bf16:bf16 --param BM=64 --param BN=128 --param MINB=2 --param CM=1,2 --param STAGES=3,4 "
-            "--timeout 60 --json {out}/minb2_batched_64.json", 200),
-        Run("2048^3", "python3 benchmarks/param_sweep.py gemm_tc wgmma_cluster --size 2048:bf16:bf16 --param BM=128 "
-            "--param BN=128 --param MINB=2 --param CM=1,2 --param CN=1,2 --param STAGES=2,3 --timeout 60 "
-            "--json {out}/minb2_2048.json", 200)]),
     "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
                   "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
         Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "

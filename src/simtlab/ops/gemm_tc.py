@@ -262,46 +262,20 @@ def geometry_wgmma_ws(params, p: TcProblem, device=None) -> Launch:
     return Launch((blocks, 1, 1), (params["BM"] // 64 * 128 + 128, 1, 1), wgmma_smem(params, 2))
 
 
+CLUSTER_BUFS = 2  # rung 6's staging buffers per consumer warpgroup
 EPI_PIECE_BYTES = 64 * 128  # rung 6's staging buffer: 64 rows of one 128-byte swizzle row (32 fp32 / 64 16-bit columns)
-SMEM_OPTIN_SM90 = 232448  # a block's opt-in shared memory on Hopper, which rung 6's BUFS rule assumes
-SMEM_SM90 = 233472  # an SM's shared memory on Hopper, 1 KiB of it reserved for each block
 
 
 def cluster_consumers(params) -> int:
-    """Rung 6's consumer warpgroups: one for every 64 rows of the tile (1, 2 or 4)."""
-    return params["BM"] // 64
-
-
-def cluster_smem_limit(params) -> int:
-    """Shared memory a rung 6 block may take on Hopper: the opt-in limit, or with two blocks an SM
-    (MINB 2) half the SM less each block's reserved KiB."""
-    return SMEM_OPTIN_SM90 if params.get("MINB", 1) == 1 else SMEM_SM90 // 2 - 1024
-
-
-def cluster_piece_bytes(params) -> int:
-    """Rung 6's staging buffer: 64 rows of a piece - 128 bytes each, or 64 for a 16-bit C in 64x32
-    pieces (OUT 1, 2 with WIDE 0)."""
-    return EPI_PIECE_BYTES // 2 if params.get("OUT", 0) and not params.get("WIDE", 1) else EPI_PIECE_BYTES
-
-
-def cluster_threads(params) -> int:
-    """Rung 6's block: a consumer warpgroup per 64 rows, and a producer warpgroup (MINB 1) or two
-    producer warps (MINB 2: copies and stores)."""
-    return cluster_consumers(params) * 128 + (128 if params.get("MINB", 1) == 1 else 64)
-
-
-def cluster_bufs(params) -> int:
-    """Rung 6's staging buffers per consumer warpgroup, as the kernel works it out: two, or one
-    where two would not fit beside the ring (four consumers with 4 stages, two blocks an SM)."""
-    two = wgmma_smem(params, 2) + cluster_consumers(params) * 2 * (cluster_piece_bytes(params) + 8)
-    return 2 if two <= cluster_smem_limit(params) else 1
+    """Rung 6's consumer warpgroups: one for 64-row tiles, else two (of 64 or 128 rows each)."""
+    return 1 if params["BM"] == 64 else 2
 
 
 def cluster_smem(params) -> int:
-    """Rung 6: rung 5's ring and barriers, plus the staging buffers of each consumer warpgroup
-    (EPI 1-3) and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
-    buffers = (params["EPI"] > 0) * cluster_consumers(params) * cluster_bufs(params)
-    return wgmma_smem(params, 2) + buffers * (cluster_piece_bytes(params) + 8 * (params["EPI"] >= 2))
+    """Rung 6: rung 5's ring and barriers, plus two staging buffers per consumer warpgroup (EPI 1-3)
+    and, where a store warp hands them back (EPI 2, 3), an mbarrier for each."""
+    buffers = (params["EPI"] > 0) * cluster_consumers(params) * CLUSTER_BUFS
+    return wgmma_smem(params, 2) + buffers * (EPI_PIECE_BYTES + 8 * (params["EPI"] >= 2))
 
 
 def cluster_space(max_smem: int) -> Space:
@@ -335,38 +309,26 @@ def cluster_work(params, p: TcProblem) -> int:
 
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
-    there is less work; MINB 2: twice as many, two an SM), each block a producer warpgroup plus one
-    consumer per 64 rows of its tile."""
+    there is less work), each block a producer warpgroup plus one or two consumers."""
     from ..hw.occupancy import arch_limits
 
-    if params["BM"] not in (64, 128, 256):
-        raise ValueError(f"rung 6 with {params}: BM is 64, 128 or 256 (one, two or four 64-row consumer warpgroups)")
-    minb = params.get("MINB", 1)
-    if minb not in (1, 2):
-        raise ValueError(f"rung 6 with {params}: MINB is 1 or 2 (blocks an SM)")
-    if minb == 2 and params["BM"] == 256:
-        raise ValueError(f"rung 6 with {params}: two blocks an SM (MINB 2) take BM 64 or 128: 1152 threads an "
-                         "SM leave wgmma too few registers")
-    if (params["BM"] == 256 or minb == 2) and params["BN"] > 128:
-        raise ValueError(f"rung 6 with {params}: with four consumer warpgroups (BM 256) or two blocks an SM "
-                         "(MINB 2) a tile is at most 128 wide (its accumulators in ~110 registers a thread)")
     smem = cluster_smem(params)
     limit = device.smem_per_block_optin if device is not None else arch_limits("sm_90").smem_per_block_optin
-    if minb == 2:
-        limit = cluster_smem_limit(params)
     if smem > limit:  # (said here, before any compile, with what to change)
         raise ValueError(f"rung 6 with {params}: {smem} bytes of shared memory exceed the {limit}-byte "
-                         f"limit of a block{' sharing its SM' if minb == 2 else ''} (fewer STAGES, or EPI 0)")
+                         "limit of a block (fewer STAGES, or EPI 0)")
     if params.get("OUT", 0) and params["EPI"] == 0:
         raise ValueError(f"rung 6 with {params}: a 16-bit C (OUT {params['OUT']}) leaves through the staging "
                          "buffers, so it needs EPI 1-3")
+    if params["BM"] not in (64, 128):
+        raise ValueError(f"rung 6 with {params}: BM is 64 or 128 (one or two 64-row consumer warpgroups)")
     if params["CM"] not in (1, 2) or params["CN"] not in (1, 2):
         raise ValueError(f"rung 6 with {params}: CM and CN are 1 or 2 (clusters of 1, 2 or 2x2 blocks)")
     cs = params["CM"] * params["CN"]
     # (clusters of 4 may not all fit at once where a GPC's SM count is not a multiple of 4: the
     # runner lowers this to what the driver says can be resident, see resident_clusters)
-    clusters = min(sm_count(device) * minb // cs, cluster_work(params, p))
-    return Launch((clusters * cs, 1, 1), (cluster_threads(params), 1, 1), smem)
+    clusters = min(sm_count(device) // cs, cluster_work(params, p))
+    return Launch((clusters * cs, 1, 1), (cluster_consumers(params) * 128 + 128, 1, 1), smem)
 
 
 def ws_work(params, p: TcProblem, sms: int) -> tuple[int, int]:
@@ -376,7 +338,7 @@ def ws_work(params, p: TcProblem, sms: int) -> tuple[int, int]:
 
 def cluster_work_units(params, p: TcProblem, sms: int) -> tuple[int, int]:
     """Rung 6's: cluster tiles over the clusters that fit."""
-    return cluster_work(params, p), sms * params.get("MINB", 1) // (params["CM"] * params["CN"])
+    return cluster_work(params, p), sms // (params["CM"] * params["CN"])
 
 
 def requested_bytes(params, p: TcProblem, tile: tuple[int, int] | None = None) -> int:
@@ -824,13 +786,13 @@ FAMILY = Family(
              capabilities=frozenset({TF32, TMA}), work=ws_work),
         Rung("gemm_tc", 6, "wgmma_cluster", "gemm_tc/06_wgmma_cluster.cu", "gemm_tc_wgmma_cluster",
              ("DT", "BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "OUT", "WIDE", "LEAN", "TA",
-              "TB", "MINB"),
+              "TB"),
              frozen({"DT": 0, "BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16, "CM": 2, "CN": 1, "EPI": 3,
-                      "KEEP": 4, "OUT": 0, "WIDE": 1, "LEAN": 1, "TA": 0, "TB": 0, "MINB": 1}),
+                      "KEEP": 4, "OUT": 0, "WIDE": 1, "LEAN": 1, "TA": 0, "TB": 0}),
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
-             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN", "MINB"),
+             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space,
              work=cluster_work_units, features=cluster_features),

@@ -50,8 +50,8 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #endif
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
-          int TA, int TB, int MINB, int SPLIT = 0>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + (MINB == 1 ? 128 : 64), MINB)
+          int TA, int TB, int SPLIT = 0>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
@@ -76,54 +76,27 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // 16-bit C (OUT 1, 2; WIDE 1) - half as many pieces, hand-overs and stores a tile, in the same
   // 8 KiB buffers (WIDE 0: 32 16-bit columns, 64-byte rows in the 64-byte swizzle, half a buffer)
   static_assert(WIDE == 0 || WIDE == 1, "WIDE: 16-bit C in 64x32 (0) or 64x64 (1) pieces");
-  constexpr int PW = OUT && WIDE ? 64 : 32, VP = PW / 2;  // columns, values a thread
-  constexpr int PIECE_BYTES = OUT && !WIDE ? 64 * 64 : 64 * 128;  // (64-byte rows: half a 128-byte one's)
+  constexpr int PIECE_BYTES = 64 * 128, PW = OUT && WIDE ? 64 : 32, VP = PW / 2;  // columns, values a thread
   static_assert(OUT >= 0 && OUT <= 2, "OUT: 0 fp32, 1 fp16, 2 bf16");
   static_assert(LEAN == 0 || LEAN == 1, "LEAN: 0 slot, phase and descriptors worked out each slice, 1 stepped");
   static_assert(OUT == 0 || EPI >= 1, "16-bit C (OUT 1, 2) leaves through the staging buffers: EPI 1-3");
-  // MINB blocks an SM (1 or 2): two share an SM's tensor cores, one multiplying while the other
-  // fills its ring or drains its epilogue - in half the registers and half the shared memory each.
-  // Two blocks of 384 threads would leave wgmma too few registers (ptxas allocates its operands
-  // within the launch's count), so with MINB 2 the producer is two warps (copies, stores) placed
-  // after the consumer warpgroups, and nobody trades registers (setmaxnreg takes warpgroups).
-  static_assert(MINB == 1 || MINB == 2, "MINB: one or two blocks an SM");
-  // staging buffers per consumer warpgroup: two (4 left the main loop only 3 stages), one where two
-  // would not fit beside the ring in a block's share of the SM (227 KiB; 113 KiB with MINB 2)
-  constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 233472 / 2 - 1024;
-  constexpr int BUFS = STAGES * (STAGE_BYTES + 16) + 1024 + CONSUMERS * 2 * (PIECE_BYTES + 8) <= SMEM_LIMIT ? 2 : 1;
+  constexpr int BUFS = 2;  // staging buffers per consumer warpgroup (4 left the main loop only 3 stages)
   constexpr int EPI_BYTES = EPI ? CONSUMERS * BUFS * PIECE_BYTES : 0;
-  static_assert(BM == 64 || BM == 128 || BM == 256, "64, 128 or 256 rows: one, two or four consumer warpgroups");
+  static_assert(BM == 64 || BM == 128, "64 or 128 rows: one or two consumer warpgroups");
   static_assert(EPI >= 0 && EPI <= 3, "EPI 0 (stores from registers), 1 (staging, TMA stores), 2 (... issued by a store "
                                       "warp) or 3 (... the last KEEP of a tile's pieces during the next tile)");
   // EPI 2, 3: "the piece in buffer b is written" is a named barrier between a consumer warpgroup
   // (128 threads) and the store warp (32); "buffer b has been read by its store" an mbarrier
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
-  // Registers a thread. Launched as THREADS x MINB a block, ptxas gives each thread LAUNCH_REGS
-  // (168 for 384 threads, 96 for 640, or 96 for 320 twice an SM); with MINB 1 the producer
-  // warpgroup then gives back all but PRODUCER_REGS (setmaxnreg) and the consumers share the rest.
-  // The producer needs 40 for the timeline's stamps (SIMTLAB_TIMELINE) but fits in 24 without them;
-  // with two consumers that is 128 x 24 + 256 x 240 (or 40 and 232), and only keeping more than 4
-  // pieces needs the 240 (its instrumented build spills a few stamps). Four consumers (BM 256):
-  // 24 and 112; two blocks an SM: the 96 of the launch - a 64x128 warpgroup tile's 64 accumulators
-  // beside little else, so the kept pieces are cut to what fits (small tiles keep all of theirs).
-  constexpr int THREADS = CONSUMERS * 128 + (MINB == 1 ? 128 : 64);
-  constexpr int LAUNCH_REGS = 65536 / (THREADS * MINB) / 8 * 8 < 248 ? 65536 / (THREADS * MINB) / 8 * 8 : 248;
-  // (ptxas allocates a wgmma's registers within the launch's count, not setmaxnreg's: a 64x128
-  // warpgroup tile's needs ~90)
-  static_assert(LAUNCH_REGS >= 96, "too many threads an SM for wgmma's registers: MINB 2 takes BM 64 or 128");
-  constexpr bool TIGHT = CONSUMERS == 4 || MINB == 2;  // consumers under 128 registers
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
-  constexpr int KEEP_ASKED = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;
-  constexpr int PRODUCER_REGS = TIGHT || VP * KEEP_ASKED > 64 ? 24 : 40;
-  constexpr int SHARE = MINB == 1 ? (LAUNCH_REGS * THREADS - PRODUCER_REGS * 128) / (THREADS - 128) / 8 * 8 : LAUNCH_REGS;
-  constexpr int CONSUMER_REGS = TIGHT ? SHARE : VP * KEEP_ASKED > 64 ? 240 : 232;
-  constexpr int ACCUMULATORS = SPLIT ? BN : BN / 2;  // (SPLIT: the promoted sums beside them)
-  static_assert(ACCUMULATORS + 32 <= CONSUMER_REGS, "the tile is too wide for the consumers' registers (BN 128 "
-                                                     "with four consumers or two blocks an SM)");
-  constexpr int KEEP_FIT = TIGHT ? (CONSUMER_REGS - 32 - ACCUMULATORS) / VP : PIECES;
-  constexpr int KEEP = KEEP_ASKED < KEEP_FIT ? KEEP_ASKED : KEEP_FIT;
+  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;  // (small tiles: all)
   static_assert(KEEP_ >= 0 && BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
+  // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
+  // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
+  // 232) is what the block was given at launch (384 x 168). Only keeping more than 4 pieces
+  // needs the 240 (and its instrumented build spills a few stamps).
+  constexpr int PRODUCER_REGS = VP * KEEP > 64 ? 24 : 40, CONSUMER_REGS = VP * KEEP > 64 ? 240 : 232;
   auto bar_written = [](int c, int b) { return 3 + BUFS * c + b; };
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N of 64, 128 or 256");
   static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of 1, 2 (along M or N) or 2x2 blocks");
@@ -202,11 +175,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   else
     __syncthreads();
 
-  // the producer's warps: warpgroup 0 (MINB 1), or the two warps after the consumers (MINB 2)
-  const int ptid = MINB == 1 ? tid : tid - CONSUMERS * 128;
-  if (MINB == 1 ? wg == 0 : ptid >= 0) {  // producer
-    if constexpr (MINB == 1) simtlab::setmaxnreg_dec<PRODUCER_REGS>();
-    if (EPI >= 2 && ptid / 32 == 1) {
+  if (wg == 0) {  // producer
+    simtlab::setmaxnreg_dec<PRODUCER_REGS>();
+    if (EPI >= 2 && tid / 32 == 1) {
       // The store warp: for each piece the consumers have written, one TMA store, so the
       // consumers never wait for a store to be issued; a buffer is handed back once the store
       // issued after its own has been issued and it has been read (one store still in flight).
@@ -222,10 +193,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             if (lane == 0) {
               simtlab::tma_store_3d(&map_c, buffer(c, g % BUFS), tn * BN + PW * p, tm * BM + c * WG_ROWS, z);
               simtlab::bulk_commit();
-              if constexpr (CONSUMERS * BUFS == 1) {  // the only buffer: handed back once this store read it
-                simtlab::bulk_wait_read<0>();
-                simtlab::mbar_arrive(&freed[0]);
-              } else if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
+              if (prev_c >= 0) {  // the previous store has read its buffer: hand it back
                 simtlab::bulk_wait_read<1>();
                 simtlab::mbar_arrive(&freed[prev_c * BUFS + prev_g % BUFS]);
               }
@@ -236,7 +204,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
       if (lane == 0) simtlab::bulk_wait<0>();
     }
-    if (ptid == 0) {
+    if (tid == 0) {
       simtlab::tensormap_prefetch(map_a);
       simtlab::tensormap_prefetch(map_b);
       if constexpr (SPLIT) {
@@ -311,8 +279,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
-    if constexpr (MINB == 1) simtlab::setmaxnreg_inc<CONSUMER_REGS>();
-    const int c = MINB == 1 ? wg - 1 : wg, warp = (tid % 128) / 32, lane = tid % 32;
+    simtlab::setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1, warp = (tid % 128) / 32, lane = tid % 32;
     const bool leader = tid % 128 == 0;
     // the "empty" barrier arrays of the blocks this one shares slices with (peers; cluster
     // addresses): a slot may be refilled once all their consumers have released it
