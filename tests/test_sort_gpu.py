@@ -87,11 +87,15 @@ def test_sort_rung(rung, size):
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 8, "STAGED": 1, "VALS": 1, "REGS": 0}, ("1:pairs", "2049:pairs",
                                                                                      "1000003:float32:pairs")),
     ("radix_onesweep", {"BLOCK": 512, "ITEMS": 8, "STAGED": 0, "VALS": 1}, ("100003:pairs", "1000003:float32:pairs")),
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 2, "VALS": 1, "REGS": 80, "MATCH": 1},
+     ("1:pairs", "3:pairs", "2049:pairs", "100003:pairs", "1000003:float32:pairs", "2000000")),
+    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 16, "STAGED": 2, "VALS": 0, "REGS": 80}, ("5121:pairs",
+                                                                                      "1000003:float32:pairs")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
         "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
         "onesweep-match-and-ballots", "onesweep-match-every-third", "onesweep-values-with-keys",
-        "onesweep-values-with-keys-scattered"])
+        "onesweep-values-with-keys-scattered", "onesweep-pairs-as-words", "onesweep-pairs-as-words-values-late"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort

@@ -406,10 +406,11 @@ def bitonic_space(max_smem: int) -> Space:
 
 def onesweep_static_smem(c) -> int:
     """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, (STAGED) the
-    tile itself in digit order with each digit's start in it, and (EARLY) the tile's counts."""
+    tile itself in digit order with each digit's start in it (STAGED 2 with pairs: 8 bytes a key,
+    its value beside it), and (EARLY) the tile's counts."""
     tile = c["BLOCK"] * c["ITEMS"]
-    return (4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + c["STAGED"] * 4 * (256 + tile)
-            + c["EARLY"] * 4 * 256)
+    staged = 4 * (256 + tile * (2 if c["STAGED"] == 2 and c.get("PAIRS", 1) else 1)) if c["STAGED"] else 0
+    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + staged + c["EARLY"] * 4 * 256
 
 
 def onesweep_space(max_smem: int) -> Space:

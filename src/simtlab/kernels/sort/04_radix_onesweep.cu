@@ -5,7 +5,8 @@
 // each digit go by decoupled look-back: thread d publishes the tile's count of digit d and adds up
 // its predecessors' (4 words a read) until it meets an inclusive prefix. What it should buy: 4
 // passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
-// STAGED 1: the tile's keys (then its values) are first placed in shared memory in digit order, and
+// STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word, one
+// trip for both) are first placed in shared memory in digit order, and
 // written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
 // stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
@@ -93,7 +94,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   __shared__ unsigned warp_sums[WARPS];
   __shared__ unsigned ticket;
   __shared__ unsigned local_start[STAGED ? RADIX : 1];  // STAGED: where each digit's keys start in the tile
-  __shared__ unsigned staged[STAGED ? TILE : 1];         // STAGED: the tile in digit order (keys, then values)
+  // STAGED: the tile in digit order (keys, then values; STAGED 2 with pairs: a key and its value as one word)
+  __shared__ __align__(8) unsigned staged[STAGED ? (STAGED == 2 && PAIRS ? 2 * TILE : TILE) : 1];
   __shared__ unsigned early[EARLY ? RADIX : 1];          // EARLY: the tile's digit counts, before ranking
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   if (phase == 0) {
@@ -132,6 +134,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     if (t < RADIX) hist[blockIdx.x * RADIX + t] = excl;
     return;
   }
+  static_assert(STAGED >= 0 && STAGED <= 2, "STAGED: 0 scattered writes, 1 the tile staged in digit order, 2 ... "
+                                            "with a key and its value as one word");
   static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1) && (VALS == 0 || VALS == 1),
                 "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, k >= 2 match_any every k-th round; "
                 "ORDER: 0 a ticket, 1 the block index; VALS: 0 values read when placed, 1 with their keys");
@@ -215,6 +219,26 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
         const unsigned at = tile_start[digit(i)] + mine[digit(i)] + rank(i);
         keys_out[at] = key[i];
         if (PAIRS) vals_out[at] = value(i);
+      }
+    }
+  } else if constexpr (STAGED == 2 && PAIRS) {
+    // a key and its value staged as one 8-byte word: one trip through shared memory and one barrier
+    // for both, and no output places kept in registers between a keys' and a values' round
+    const long long left = n - (long long)tile * TILE;
+    const int size = left < TILE ? (int)left : TILE;
+    uint2* words = reinterpret_cast<uint2*>(staged);
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (digit(i) < RADIX) words[local_start[digit(i)] + mine[digit(i)] + rank(i)] = make_uint2(key[i], value(i));
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < ITEMS; ++m) {
+      const int j = t + m * BLOCK;
+      if (j < size) {
+        const uint2 w = words[j];
+        const unsigned d = (sort_key<FLOAT>(w.x) >> shift) & 255, at = tile_start[d] + (j - local_start[d]);
+        keys_out[at] = w.x;
+        vals_out[at] = w.y;
       }
     }
   } else {
