@@ -87,8 +87,8 @@ def test_bytes_and_geometry():
 def test_the_one_sweep_defaults_are_the_measured_ones():
     """Rung 4 ships its tile staged in digit order, 4-word look-backs and tiles by block index, with
     each key type's fastest spill-free point (runs 89a652 to 4e5762): 16 keys a thread at 64
-    registers ranked by ballots and match_any in turn, 8 for float keys, 12 at ptxas's registers
-    ranked by ballots with values, each read with its key."""
+    registers ranked by ballots and match_any in turn, 8 for float keys; with values 16 at 80
+    registers ranked by ballots, each value read with its key and staged beside it as one word."""
     onesweep = family("sort").rung("radix_onesweep")
     keys, floats, pairs = (onesweep.size_defaults(sort.parse_size(s))
                            for s in ("268435456", "268435456:float32", "16777216:pairs"))
@@ -96,8 +96,8 @@ def test_the_one_sweep_defaults_are_the_measured_ones():
     assert (p["STAGED"], p["LOOK"], p["ORDER"]) == (1, 4, 1)
     assert (keys["BLOCK"], keys["ITEMS"], keys["PAIRS"], keys["REGS"], keys["MATCH"]) == (256, 16, 0, 64, 2)
     assert (floats["ITEMS"], floats["FLOAT"], floats["REGS"], floats["MATCH"]) == (8, 1, 64, 2)
-    assert (pairs["BLOCK"], pairs["ITEMS"], pairs["PAIRS"], pairs["REGS"], pairs["MATCH"], pairs["VALS"]) == \
-        (256, 12, 1, 0, 1, 1)
+    assert (pairs["BLOCK"], pairs["ITEMS"], pairs["PAIRS"], pairs["REGS"], pairs["MATCH"], pairs["VALS"],
+            pairs["STAGED"]) == (256, 16, 1, 80, 1, 1, 2)
 
 
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)

@@ -150,11 +150,17 @@ def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
     look-backs and tiles by block index, at the fastest spill-free point: uint32 keys 16 a thread at
     64 registers (4 blocks an SM), every other round ranked by __match_any_sync and the rest by
     ballots (274.8 GB/s, 92.1% of CUB at 2^28; ballots alone 81.0%, match_any alone 63.2%); float
-    keys 8 at 64 registers (175.8; 12 and 16 spill there); pairs 12 in blocks of 256 at ptxas's
-    registers (104), ranked by ballots, each value read with its key (319.6 GB/s at 2^24, 1.71x
-    argsort + take, 97.7% of torch.sort; reading the values late, 269.3)."""
+    keys 8 at 64 registers (175.8; 12 and 16 spill there); pairs 16 in blocks of 256 at 80 registers
+    (3 blocks an SM), ranked by ballots, each value read with its key and staged beside it as one
+    8-byte word (STAGED 2; run afc1b6_pairs_words: 2^24 0.690 ms = 119.5% of torch.sort, 2^28 10.71
+    ms = 110.2%, against 0.838 / 12.75 ms for 12 a thread at ptxas's 104 registers with the keys
+    and values staged in two rounds - STAGED 1 at 80 registers spills). Float keys with values spill
+    there (the key mapping's registers): 12 a thread at ptxas's 106, as staged (not measured apart;
+    for uint32 keys that point ran 0.774 against 0.838 ms)."""
+    if p.pairs and p.dtype == "float32":
+        return {**radix_params(p), "BLOCK": 256, "ITEMS": 12, "REGS": 0, "MATCH": 1, "VALS": 1, "STAGED": 2}
     if p.pairs:
-        return {**radix_params(p), "BLOCK": 256, "ITEMS": 12, "REGS": 0, "MATCH": 1, "VALS": 1}
+        return {**radix_params(p), "BLOCK": 256, "ITEMS": 16, "REGS": 80, "MATCH": 1, "VALS": 1, "STAGED": 2}
     return {**radix_params(p), "BLOCK": 256, "ITEMS": 8 if p.dtype == "float32" else 16, "REGS": 64, "MATCH": 2}
 
 
