@@ -301,3 +301,22 @@ def test_cluster_rung_lean_descriptors_stay_in_uniform_registers(dt):
         between = [line for line in lines[hgmma[0]:hgmma[-1]] if "/*" in line]
         moves = sum("R2UR" in line or "IMAD.X" in line for line in between)
         assert (moves == 0) == (lean == 1), (lean, moves)
+
+
+def test_the_source_digest_follows_the_kernel_and_our_headers(tmp_path):
+    """Which version of a rung's source a stored row measured: the digest changes with the kernel's
+    text and with a header of ours it includes (transitively), and is the same from anywhere."""
+    from simtlab.compile import source_digest
+
+    (tmp_path / "helper.cuh").write_text("#pragma once\n__device__ int two() { return 2; }\n")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text('#include "helper.cuh"\n__global__ void k(int* o) { *o = two(); }\n')
+    first = source_digest(kernel)
+    assert len(first) == 12 and source_digest(kernel) == first
+    (tmp_path / "helper.cuh").write_text("#pragma once\n__device__ int two() { return 1 + 1; }\n")
+    second = source_digest(kernel)
+    assert second != first
+    kernel.write_text('#include "helper.cuh"\n__global__ void k(int* o) { *o = 2 * two(); }\n')
+    assert source_digest(kernel) not in (first, second)
+    # a rung's source by its path under the package's kernels folder
+    assert len(source_digest("gemm/10_tuned.cu")) == 12

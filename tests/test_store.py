@@ -41,6 +41,34 @@ def test_best_returns_fastest_verified(tmp_path):
     assert s.best("gemm", "gemm/10_tuned", "64x64x64", "other") is None
 
 
+def test_best_takes_rows_of_this_rungs_knobs_and_source_first(tmp_path):
+    """The tuner's memory skips rows that set other knobs than the rung has now (a knob removed or
+    added since: another kernel), and prefers rows measured on the source as it stands."""
+    s = Store(tmp_path / "r.db")
+
+    class Dev:
+        name, compute_capability, driver_version = "GPU", (9, 0), 1
+
+        def as_dict(self):
+            return {}
+
+    run = s.start_run("x", Dev())
+    rows = ((1.0, {"BM": 64, "XSLICE": 1}, "old"), (1.2, {"BM": 128}, "old"), (1.4, {"BM": 256}, "now"),
+            (1.1, {"BM": 32}, None))
+    for ms, params, source in rows:
+        s.add_result(run, family="gemm", rung="gemm/10_tuned", problem="64", median_ms=ms, status="ok", params=params,
+                     extra={"source": source} if source else None)
+    best = lambda **kw: s.best("gemm", "gemm/10_tuned", "64", "GPU", **kw)["median_ms"]  # noqa: E731
+    assert best() == 1.0
+    assert best(names=("BM",)) == 1.1
+    assert best(names=("BM",), source="now") == 1.4
+    assert best(names=("BM",), source="never") == 1.1
+    assert s.best("gemm", "gemm/10_tuned", "64", "GPU", names=("BN",)) is None
+    # explain's figures: one version's rows, or every version's
+    assert s.best_per_problem("gemm", "gemm/10_tuned", "GPU", source="old")["64"]["median_ms"] == 1.0
+    assert s.best_per_problem("gemm", "gemm/10_tuned", "GPU", source="never") == {}
+
+
 def test_newer_schema_is_refused(tmp_path):
     s = Store(tmp_path / "r.db")
     s.db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")

@@ -199,6 +199,22 @@ def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str
         _includes(body, path.parent, dirs, seen)
 
 
+def source_digest(path: str | Path) -> str:
+    """A short digest of a kernel file as written - its text and every header of ours it includes,
+    transitively (not the toolkit's): which version of a rung's source a stored result measured.
+    A path relative to the package's kernels folder is taken there, as `compile_file` does."""
+    path = Path(path)
+    if not path.is_absolute() and not path.is_file():
+        path = KERNELS_DIR / path
+    body, digest = _header(path)
+    seen: dict[str, str] = {}
+    _includes(body, path.parent, INCLUDE_DIRS, seen)
+    h = hashlib.sha256(digest.encode())
+    for name in sorted(seen):  # (file names, not paths: the same source digests the same anywhere)
+        h.update(f"{Path(name).name}:{seen[name]}".encode())
+    return h.hexdigest()[:12]
+
+
 _HEADERS: dict[tuple, tuple[str, str]] = {}  # (path, size, mtime) -> (text, sha256): the toolkit's are large
 
 

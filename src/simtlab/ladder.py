@@ -16,7 +16,7 @@ from .api_calls import api_references
 from .bench import Timing, time_gpu
 from .catalog import Family, Rung
 from .compile import CompileError
-from .launch import LaunchError, build, choose_params, runner, unsupported_reason
+from .launch import LaunchError, build, choose_params, rung_source, runner, unsupported_reason
 from .store import Store
 from .tools.clock_log import ClockLog
 from .verify import Verdict, compare
@@ -48,6 +48,7 @@ class Row:
     limiter: str | None = None
     error: str | None = None
     sm_mhz: float | None = None  # median SM clock while it was timed (NVML)
+    source: str | None = None  # the digest of the rung's kernel source it measured (launch.rung_source)
     watts: float | None = None  # mean board power then, where NVML reads it instantaneously (its 1 s
     # average lags a timing shorter than that); tables show it only for timings that kept the GPU
     # busy (clock_log.sustained)
@@ -152,7 +153,8 @@ def store_row(store: Store, run_id: int, row: Row, dtype: str | None, ref_name: 
                      pct_of_reference=row.pct_of_reference, reference=ref_name, rel_error=row.rel_error,
                      tolerance=row.tolerance, status=row.status, error=row.error, registers=row.registers,
                      shared_bytes=row.shared_bytes, spill_bytes=row.spill_bytes, occupancy=row.occupancy,
-                     extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts_instant": row.watts})
+                     extra={"limiter": row.limiter, "sm_mhz": row.sm_mhz, "watts_instant": row.watts,
+                            **({"source": row.source} if row.source else {})})
 
 
 def run_ladder(
@@ -222,7 +224,7 @@ def run_ladder(
             for rung in rungs:
                 if on_step:
                     on_step(f"{problem.label} {rung.id}")
-                row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson)
+                row = Row(fam.name, problem.label, rung.id, rung.stage, "ok", lesson=rung.lesson, source=rung_source(rung))
                 oom = None
                 try:
                     if not rung.supports(device.compute_capability):

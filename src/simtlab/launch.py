@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .compile import Cubin, compile_file
+from .compile import Cubin, compile_file, source_digest
 from .family import Rung
 from .hw.arch import Arch
 from .hw.occupancy import SMEM_WITHOUT_OPT_IN, Occupancy, arch_limits, occupancy
@@ -119,18 +119,27 @@ def build(rung: Rung, params: Mapping[str, int] | None = None, arch: str | None 
     return RungInstance(rung, p, cubin)
 
 
+def rung_source(rung: Rung) -> str:
+    """The digest of a rung's kernel source as it stands: stored with every row it measures, so
+    a row from another version of the source is known as such."""
+    return source_digest(rung.source)
+
+
 def choose_params(rung: Rung, problem, device, vec: bool | None, store=None,
                   explicit: Mapping[str, int] | None = None) -> dict[str, int] | None:
     """Parameter overrides for one launch: explicit ones, else the store's best verified result
-    for this device and problem (rungs with `from_store`), else the rung's size-dependent
-    defaults; None keeps the rung's (per-arch) defaults."""
+    for this device and problem (rungs with `from_store`) among rows that set exactly this rung's
+    parameters - measured on the current source where there is one - else the rung's
+    size-dependent defaults; None keeps the rung's (per-arch) defaults."""
     import json
 
     if explicit:  # over the size defaults, which may carry what the problem fixes (operator, dtype)
         base = rung.size_defaults(problem, device, vec) if rung.size_defaults else {}
         return {**base, **explicit}
     if rung.from_store and store is not None and device is not None:
-        best = store.best(rung.family, rung.id, problem.label, device.name)
+        # (a row with a knob since removed, or without one since added, measured another kernel)
+        best = store.best(rung.family, rung.id, problem.label, device.name, names=rung.template_params,
+                          source=rung_source(rung))
         if best and best.get("params"):
             return json.loads(best["params"])
     if rung.size_defaults:

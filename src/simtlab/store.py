@@ -261,13 +261,19 @@ class Store:
             sql += f" LIMIT {int(limit)}"
         return [dict(r) for r in self.db.execute(sql, args).fetchall()]
 
-    def best(self, family: str, rung: str, problem: str, device: str) -> dict | None:
-        """The fastest verified result of a rung for a problem on a device (the tuner's memory)."""
-        row = self.db.execute(
+    def best(self, family: str, rung: str, problem: str, device: str, names=None, source: str | None = None) -> dict | None:
+        """The fastest verified result of a rung for a problem on a device (the tuner's memory).
+        `names`: only rows whose parameters are exactly these (the rung's knobs as they are now);
+        `source`: rows measured on that source digest first, any other version after them."""
+        rows = self.db.execute(
             "SELECT r.* FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? "
-            "AND r.problem = ? AND u.device = ? AND r.status = 'ok' ORDER BY r.median_ms LIMIT 1",
-            (family, rung, problem, device)).fetchone()
-        return dict(row) if row else None
+            "AND r.problem = ? AND u.device = ? AND r.status = 'ok' ORDER BY r.median_ms",
+            (family, rung, problem, device)).fetchall()
+        if names is not None:
+            rows = [r for r in rows if r["params"] and set(json.loads(r["params"])) == set(names)]
+        if source is not None:
+            rows = sorted(rows, key=lambda r: json.loads(r["extra"] or "{}").get("source") != source)  # (stable)
+        return dict(rows[0]) if rows else None
 
     # --- the questions the analyses, the report and the tuner ask (all SQL lives in this module) ---
 
@@ -286,14 +292,19 @@ class Store:
             "ON u.id = r.run_id WHERE u.device = ? AND r.rung = ? AND r.status = 'reference'",
             (device, reference)).fetchone())
 
-    def best_per_problem(self, family: str, rung: str, device: str | None = None) -> dict[str, dict]:
-        """Per problem, a rung's best verified time, rates and share of its reference (on a device)."""
+    def best_per_problem(self, family: str, rung: str, device: str | None = None,
+                         source: str | None = None) -> dict[str, dict]:
+        """Per problem, a rung's best verified time, rates and share of its reference (on a device;
+        measured on one version of its source)."""
         sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
                "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
         args = [family, rung]
         if device:
             sql += " AND u.device = ?"
             args.append(device)
+        if source:
+            sql += " AND json_extract(r.extra, '$.source') = ?"
+            args.append(source)
         return {problem: {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
                 for problem, ms, gflops, gbs, pct in self.db.execute(sql + " GROUP BY r.problem", args).fetchall()}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..catalog import Family, Rung
 from ..compile import KERNELS_DIR
-from ..launch import build
+from ..launch import build, rung_source
 from ..ops.base import DEFAULT_SMS
 from .waves import waves
 
@@ -52,11 +52,16 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     return facts
 
 
-def measured(store, fam: Family, rung: Rung, device: str | None) -> dict[str, dict]:
-    """Best verified result per problem for a rung (and the reference's on the same problems)."""
+def measured(store, fam: Family, rung: Rung, device: str | None) -> tuple[dict[str, dict], bool]:
+    """Best verified result per problem for a rung, among the rows measured on its source as it
+    stands; where there are none, among all the rows of earlier versions (second value: True)."""
     if store is None:
-        return {}
-    return store.best_per_problem(fam.name, rung.id, device)
+        return {}, False
+    current = store.best_per_problem(fam.name, rung.id, device, source=rung_source(rung))
+    if current:
+        return current, False
+    earlier = store.best_per_problem(fam.name, rung.id, device)
+    return earlier, bool(earlier)
 
 
 def limiter(fam: Family, facts: dict, pct_of_reference: float | None) -> str:
@@ -92,12 +97,13 @@ def explain(fam: Family, rung: Rung, arch: str, store=None, device: str | None =
     prev = next((r for r in fam.rungs if r.stage == rung.stage - 1), None)
     here = static_facts(rung, arch, problem)
     before = static_facts(prev, arch, problem) if prev else None
-    got = measured(store, fam, rung, device)
-    got_prev = measured(store, fam, prev, device) if prev else {}
+    got, earlier = measured(store, fam, rung, device)
+    got_prev = measured(store, fam, prev, device)[0] if prev else {}
     speedups = {p: got_prev[p]["median_ms"] / m["median_ms"] for p, m in got.items() if p in got_prev}
     best_pct = max((m["pct_of_reference"] or 0 for m in got.values()), default=None) if got else None
     return {
         "rung": rung.id, "lesson": rung.lesson, "header": header_comment(rung), "arch": arch,
         "problem": problem.label, "previous": prev.id if prev else None, "static": here, "static_previous": before,
-        "measured": got, "speedup_over_previous": speedups, "limiter": limiter(fam, here, best_pct),
+        "measured": got, "measured_on_earlier_source": earlier, "speedup_over_previous": speedups,
+        "limiter": limiter(fam, here, best_pct),
     }

@@ -186,8 +186,10 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
         t.add_row(key.replace("_", " "), *cells)
     console.print(t)
     if page["measured"]:
-        m = Table(title="measured (best verified result per problem in the store)", title_justify="left",
-                  header_style="bold")
+        title = ("measured (best verified result per problem in the store"
+                 + (": none on this kernel's source as it stands - these are earlier versions'" if
+                    page.get("measured_on_earlier_source") else "") + ")")
+        m = Table(title=title, title_justify="left", header_style="bold")
         for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference",
                     "speedup over previous"):
             m.add_column(col, justify="left" if col == "problem" else "right")
