@@ -289,13 +289,6 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("2^24 and 2^28 pairs", "for s in 24 28; do python3 benchmarks/param_sweep.py sort radix_onesweep "
             "--size 2^$s:pairs --param STAGED=1,2 --param ITEMS=8,12,16 --param REGS=0,64,80 --timeout 120 "
             "--json {out}/pairs_words_2p$s.json; done", 400)]),
-    "pairs-copied": ("sort rung 4 pairs with the values copied into shared memory by cp.async while the keys are "
-                     "ranked (VALS 2) beside the values held in registers (VALS 1), both staged as words; the sort "
-                     "GPU tests first", [
-        Run("sort GPU tests", "python3 -m pytest -q -p no:cacheprovider -rfE tests/test_sort_gpu.py", 300),
-        Run("2^24 and 2^28 pairs", "for s in 24 28; do python3 benchmarks/param_sweep.py sort radix_onesweep "
-            "--size 2^$s:pairs --param STAGED=2 --param VALS=1,2 --param ITEMS=8,12,16 --param REGS=64,80 "
-            "--param MATCH=1,2 --timeout 120 --json {out}/pairs_copied_2p$s.json; done", 400)]),
     "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
                   "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
         Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "

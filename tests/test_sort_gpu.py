@@ -91,16 +91,11 @@ def test_sort_rung(rung, size):
      ("1:pairs", "3:pairs", "2049:pairs", "100003:pairs", "1000003:float32:pairs", "2000000")),
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 16, "STAGED": 2, "VALS": 0, "REGS": 80}, ("5121:pairs",
                                                                                       "1000003:float32:pairs")),
-    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 12, "STAGED": 2, "VALS": 2, "REGS": 64, "MATCH": 1},
-     ("1:pairs", "3:pairs", "2049:pairs", "100003:pairs", "1000003:float32:pairs", "2000000")),
-    ("radix_onesweep", {"BLOCK": 256, "ITEMS": 8, "STAGED": 2, "VALS": 2, "REGS": 64, "MATCH": 2}, ("5121:pairs",
-                                                                                                "1000003:pairs")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
         "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
         "onesweep-match-and-ballots", "onesweep-match-every-third", "onesweep-values-with-keys",
-        "onesweep-values-with-keys-scattered", "onesweep-pairs-as-words", "onesweep-pairs-as-words-values-late",
-        "onesweep-values-copied-in", "onesweep-values-copied-in-match"])
+        "onesweep-values-with-keys-scattered", "onesweep-pairs-as-words", "onesweep-pairs-as-words-values-late"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort
@@ -148,21 +143,3 @@ def test_onesweep_counts_keys_that_start_off_a_16_byte_boundary(size):
     _, ws = _run(family("sort").rung("radix_onesweep"), size, seed=5, edit=off_boundary)
     assert ws.keys.data.ptr % 16 == 4
     assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all())
-
-
-def test_values_copied_in_from_off_a_16_byte_boundary():
-    """VALS 2 copies a tile's values into shared memory 16 bytes at a time only from an aligned
-    array: values 4 bytes past a boundary go a word at a time, and the pairs still come out exact."""
-    import cupy
-
-    def off_boundary(ws):
-        buffer = cupy.empty(ws.vals.size + 1, dtype=ws.vals.dtype)
-        buffer[1:] = ws.vals
-        ws.vals = buffer[1:]
-
-    rung = family("sort").rung("radix_onesweep")
-    params = {**rung.params(), "PAIRS": 1, "STAGED": 2, "VALS": 2, "ITEMS": 12, "REGS": 64, "MATCH": 1}
-    _, ws = _run(rung, "100003:pairs", params=params, seed=6, edit=off_boundary)
-    assert ws.vals.data.ptr % 16 == 4
-    order = ws.stable_order()
-    assert bool((ws.out_keys == ws.keys[order]).all()) and bool((ws.out_vals == ws.vals[order]).all())

@@ -413,12 +413,10 @@ def bitonic_space(max_smem: int) -> Space:
 def onesweep_static_smem(c) -> int:
     """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, (STAGED) the
     tile itself in digit order with each digit's start in it (STAGED 2 with pairs: 8 bytes a key,
-    its value beside it; VALS 2: the tile's values as well), and (EARLY) the tile's counts."""
+    its value beside it), and (EARLY) the tile's counts."""
     tile = c["BLOCK"] * c["ITEMS"]
-    pairs = c.get("PAIRS", 1)
-    staged = 4 * (256 + tile * (2 if c["STAGED"] == 2 and pairs else 1)) if c["STAGED"] else 0
-    values = 4 * tile if pairs and c.get("VALS", 0) == 2 else 0  # (VALS 2: the tile's values copied in)
-    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + staged + values + c["EARLY"] * 4 * 256
+    staged = 4 * (256 + tile * (2 if c["STAGED"] == 2 and c.get("PAIRS", 1) else 1)) if c["STAGED"] else 0
+    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + staged + c["EARLY"] * 4 * 256
 
 
 def onesweep_space(max_smem: int) -> Space:

@@ -5,14 +5,13 @@
 // each digit go by decoupled look-back: thread d publishes the tile's count of digit d and adds up
 // its predecessors' (4 words a read) until it meets an inclusive prefix. What it should buy: 4
 // passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
-// STAGED 1: the tile's keys (then values) are first placed in shared memory in digit order and
-// written from there - consecutive threads write consecutive places of a digit's run, so a warp's
-// stores fill whole sectors. STAGED 2: a key and its value (VALS 2: its place in the tile, the values
-// copied to shared memory by cp.async during the ranking, held in no register) as one 8-byte word.
+// STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word, one
+// trip for both) are first placed in shared memory in digit order, and
+// written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
+// stores fill whole sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
 // ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket
 // instead of the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
-#include "simtlab_async.cuh"
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -98,8 +97,6 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   // STAGED: the tile in digit order (keys, then values; STAGED 2 with pairs: a key and its value as one word)
   __shared__ __align__(8) unsigned staged[STAGED ? (STAGED == 2 && PAIRS ? 2 * TILE : TILE) : 1];
   __shared__ unsigned early[EARLY ? RADIX : 1];          // EARLY: the tile's digit counts, before ranking
-  // VALS 2 (pairs, STAGED 2): the tile's values, copied in by cp.async while its keys are ranked
-  __shared__ __align__(16) unsigned vbuf[PAIRS && VALS == 2 ? TILE : 1];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   if (phase == 0) {
     for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
@@ -139,11 +136,9 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   }
   static_assert(STAGED >= 0 && STAGED <= 2, "STAGED: 0 scattered writes, 1 the tile staged in digit order, 2 ... "
                                             "with a key and its value as one word");
-  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1) && VALS >= 0 && VALS <= 2,
+  static_assert(LOOK >= 1 && LOOK <= 16 && MATCH >= 0 && MATCH <= 4 && (ORDER == 0 || ORDER == 1) && (VALS == 0 || VALS == 1),
                 "LOOK: predecessors read at once; MATCH: 0 match_any, 1 ballots, k >= 2 match_any every k-th round; "
-                "ORDER: 0 a ticket, 1 the block index; VALS: 0 values read when placed, 1 with their keys, 2 into "
-                "shared memory while the keys are ranked");
-  static_assert(VALS < 2 || STAGED == 2, "VALS 2 stages each key with its place in the tile: STAGED 2");
+                "ORDER: 0 a ticket, 1 the block index; VALS: 0 values read when placed, 1 with their keys");
   if (ORDER == 0 && t == 0) ticket = atomicAdd(&tickets[pass], 1u);
   for (int i = t; i < WARPS * RADIX; i += BLOCK) counts[i] = 0;
   if (EARLY && t < RADIX) early[t] = 0;
@@ -158,8 +153,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   unsigned key[ITEMS], slot[ITEMS];
   // VALS 1 (pairs): each key's value read with it, held in registers until it is placed; VALS 0
   // reads the values only when they are placed, after the keys have gone out
-  unsigned val[PAIRS && VALS == 1 ? ITEMS : 1];
-  auto value = [&](int i) { return PAIRS && VALS == 1 ? val[i] : vals_in[base + i * 32]; };
+  unsigned val[PAIRS && VALS ? ITEMS : 1];
+  auto value = [&](int i) { return PAIRS && VALS ? val[i] : vals_in[base + i * 32]; };
   auto digit = [&](int i) { return slot[i] & 511u; };
   auto rank = [&](int i) { return slot[i] >> 9; };
   const int shift = 8 * pass;
@@ -168,28 +163,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   for (int i = 0; i < ITEMS; ++i) {
     const long long at = base + i * 32;
     key[i] = at < n ? keys_in[at] : 0u;
-    if constexpr (PAIRS && VALS == 1) val[i] = at < n ? vals_in[at] : 0u;
+    if constexpr (PAIRS && VALS) val[i] = at < n ? vals_in[at] : 0u;
     slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;
-  }
-  if constexpr (PAIRS && VALS == 2) {  // the tile's values into shared memory, in flight while the keys are ranked
-    const long long first = (long long)tile * TILE;
-    const int size = n - first < TILE ? (int)(n - first) : TILE;
-#if __CUDA_ARCH__ >= 800
-    if ((reinterpret_cast<size_t>(vals_in + first) & 15) == 0) {
-      for (int c = t; 4 * c < size; c += BLOCK) {
-        if (4 * c + 4 <= size) {
-          simtlab::cp_async16(&vbuf[4 * c], vals_in + first + 4 * c);
-        } else {
-          for (int e = 4 * c; e < size; ++e) simtlab::cp_async4(&vbuf[e], vals_in + first + e);
-        }
-      }
-    } else {  // (values not 16-byte aligned: a word at a time)
-      for (int j = t; j < size; j += BLOCK) simtlab::cp_async4(&vbuf[j], vals_in + first + j);
-    }
-    simtlab::cp_async_commit();
-#else
-    for (int j = t; j < size; j += BLOCK) vbuf[j] = vals_in[first + j];
-#endif
   }
   if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
 #pragma unroll
@@ -236,9 +211,6 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK>(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
     }
   }
-#if __CUDA_ARCH__ >= 800
-  if constexpr (PAIRS && VALS == 2) simtlab::cp_async_wait<0>();  // (this thread's copies; the barrier: all)
-#endif
   __syncthreads();
   if constexpr (!STAGED) {
 #pragma unroll
@@ -257,9 +229,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     uint2* words = reinterpret_cast<uint2*>(staged);
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      if (digit(i) < RADIX)  // (VALS 2: the key's place in the tile instead of its value)
-        words[local_start[digit(i)] + mine[digit(i)] + rank(i)] =
-            make_uint2(key[i], VALS == 2 ? (unsigned)(warp * 32 * ITEMS + i * 32 + lane) : value(i));
+      if (digit(i) < RADIX) words[local_start[digit(i)] + mine[digit(i)] + rank(i)] = make_uint2(key[i], value(i));
     __syncthreads();
 #pragma unroll
     for (int m = 0; m < ITEMS; ++m) {
@@ -268,7 +238,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
         const uint2 w = words[j];
         const unsigned d = (sort_key<FLOAT>(w.x) >> shift) & 255, at = tile_start[d] + (j - local_start[d]);
         keys_out[at] = w.x;
-        vals_out[at] = VALS == 2 ? vbuf[w.y] : w.y;
+        vals_out[at] = w.y;
       }
     }
   } else {
