@@ -25,16 +25,18 @@ def test_round_trip(tmp_path):
         s.add_result(run, family="gemm", rung="x", problem="1", status="ok", speed=3)
 
 
+class GPU:
+    """A device as the store records it."""
+    name, compute_capability, driver_version = "GPU", (9, 0), 1
+
+    def as_dict(self):
+        return {}
+
+
 def test_best_returns_fastest_verified(tmp_path):
     s = Store(tmp_path / "r.db")
 
-    class Dev:
-        name, compute_capability, driver_version = "GPU", (9, 0), 1
-
-        def as_dict(self):
-            return {}
-
-    run = s.start_run("x", Dev())
+    run = s.start_run("x", GPU())
     for ms, status in ((2.0, "ok"), (1.0, "wrong"), (1.5, "ok")):
         s.add_result(run, family="gemm", rung="gemm/10_tuned", problem="64x64x64", median_ms=ms, status=status)
     assert s.best("gemm", "gemm/10_tuned", "64x64x64", "GPU")["median_ms"] == 1.5
@@ -46,13 +48,7 @@ def test_best_takes_rows_of_this_rungs_knobs_and_source_first(tmp_path):
     added since: another kernel), and prefers rows measured on the source as it stands."""
     s = Store(tmp_path / "r.db")
 
-    class Dev:
-        name, compute_capability, driver_version = "GPU", (9, 0), 1
-
-        def as_dict(self):
-            return {}
-
-    run = s.start_run("x", Dev())
+    run = s.start_run("x", GPU())
     rows = ((1.0, {"BM": 64, "XSLICE": 1}, "old"), (1.2, {"BM": 128}, "old"), (1.4, {"BM": 256}, "now"),
             (1.1, {"BM": 32}, None))
     for ms, params, source in rows:
