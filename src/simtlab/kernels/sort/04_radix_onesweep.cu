@@ -6,9 +6,9 @@
 // its predecessors' (4 words a read) until it meets an inclusive prefix. What it should buy: 4
 // passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
 // STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word, one
-// trip for both) are first placed in shared memory in digit order, and
-// written out from there - consecutive threads write consecutive places of a digit's run, so a warp's
-// stores fill whole sectors instead of landing one key per scattered 32-byte sector.
+// trip for both) are first placed in shared memory in digit order and written out from there -
+// consecutive threads write consecutive places of a digit's run, so a warp's stores fill whole
+// sectors instead of landing one key per scattered 32-byte sector.
 // The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
 // ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket
 // instead of the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
