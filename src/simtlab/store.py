@@ -308,6 +308,17 @@ class Store:
         return {problem: {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
                 for problem, ms, gflops, gbs, pct in self.db.execute(sql + " GROUP BY r.problem", args).fetchall()}
 
+    def reference_per_problem(self, family: str, reference: str, device: str | None = None) -> dict[str, float]:
+        """Per problem, a reference's best GB/s among a family's stored rows (on a device) - the
+        device copy's, say, which the memory-bound ladders time beside their library."""
+        sql = ("SELECT r.problem, MAX(r.gbs) FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? "
+               "AND r.rung = ? AND r.status = 'reference' AND r.gbs IS NOT NULL")
+        args = [family, reference]
+        if device:
+            sql += " AND u.device = ?"
+            args.append(device)
+        return dict(self.db.execute(sql + " GROUP BY r.problem", args).fetchall())
+
     def fastest_params_elsewhere(self, family: str, rung: str, problem: str) -> list[tuple[str, float]]:
         """(parameters as JSON, best GFLOP/s) of a rung's verified rows on other problems, fastest first."""
         return [tuple(r) for r in self.db.execute(

@@ -2,7 +2,7 @@ import json
 
 from typer.testing import CliRunner
 
-from simtlab.analyze.explain import explain, header_comment, limiter
+from simtlab.analyze.explain import copy_share, explain, header_comment, limiter
 from simtlab.catalog import family
 from simtlab.cli import app
 from simtlab.store import Store
@@ -50,6 +50,33 @@ def test_limiter_rules():
     assert "tensor cores" in limiter(tc, {**facts, "loop_fma_share": 0.01, "tensor_cores": "HGMMA"}, 97.0)
     assert limiter(tc, {**facts, "loop_fma_share": 0.05, "tensor_cores": "HMMA"}, 23.0).startswith("feeding")
     assert limiter(tc, {**facts, "loop_fma_share": 0.01, "tensor_cores": "HGMMA"}, 85.0).startswith("the wgmma")
+    # a memory-bound family whose reference is a library (CUB's sort): at its rate is not at the memory's
+    sort = family("sort")
+    assert limiter(sort, {"occupancy": 0.5}, 101.0, copy=0.09).startswith("not memory bandwidth: 9%")
+    assert limiter(sort, {"occupancy": 0.5}, 101.0, copy=0.92).startswith("memory bandwidth: 92%")
+    assert limiter(sort, {"occupancy": 0.25}, 60.0, copy=0.3).startswith("latency: low occupancy")
+
+
+def test_the_copy_share_is_read_where_the_rung_came_closest_to_its_reference():
+    got = {"2^24": {"gbs": 300.0, "pct_of_reference": 101.0}, "2^28": {"gbs": 280.0, "pct_of_reference": 93.0}}
+    assert copy_share(got, {"2^24": 3000.0, "2^28": 4000.0}) == 0.1
+    assert copy_share(got, {"2^28": 4000.0}) is None  # (no copy timed on the closest problem)
+    assert copy_share({}, {"2^24": 3000.0}) is None
+
+
+def test_explain_reads_the_device_copy_beside_a_library_reference(tmp_path):
+    """Sort rung 4 at CUB's rate but a tenth of the device copy's bandwidth: explain says the work
+    per byte, not memory, sets the pace."""
+    s = Store(tmp_path / "r.db")
+    run = s.start_run("t", Dev())
+    s.add_result(run, family="sort", rung="sort/04_radix_onesweep", problem="268435456", status="ok", median_ms=7.7,
+                 gbs=278.0, pct_of_reference=93.0)
+    s.add_result(run, family="sort", rung="device copy", problem="268435456", status="reference", median_ms=0.51,
+                 gbs=4218.0)
+    assert s.reference_per_problem("sort", "device copy", "NVIDIA H200") == {"268435456": 4218.0}
+    fam = family("sort")
+    page = explain(fam, fam.rung("radix_onesweep"), "sm_90", s, "NVIDIA H200", "268435456")
+    assert page["limiter"].startswith("not memory bandwidth: 7%")
 
 
 def test_static_facts_name_the_tensor_core_instruction():

@@ -64,9 +64,33 @@ def measured(store, fam: Family, rung: Rung, device: str | None) -> tuple[dict[s
     return earlier, bool(earlier)
 
 
-def limiter(fam: Family, facts: dict, pct_of_reference: float | None) -> str:
-    """The most likely limit, read off the numbers (a lead to check with a profiler, not a proof)."""
+COPY = "device copy"  # the memory-bound ladders' bandwidth yardstick, timed beside their library
+
+
+def copy_share(got: dict[str, dict], copy: dict[str, float]) -> float | None:
+    """The share of the device copy's bandwidth a rung reached on the problem where it came
+    closest to its reference - the figure the limiter reads (None where the copy was not timed
+    on that problem)."""
+    if not got:
+        return None
+    problem = max(got, key=lambda p: got[p].get("pct_of_reference") or 0)
+    gbs = got[problem].get("gbs")
+    return gbs / copy[problem] if gbs and copy.get(problem) else None
+
+
+def limiter(fam: Family, facts: dict, pct_of_reference: float | None, copy: float | None = None) -> str:
+    """The most likely limit, read off the numbers (a lead to check with a profiler, not a proof).
+    `copy`: the share of the device copy's bandwidth reached, where the family's reference is a
+    library (CUB, cuSPARSE) rather than the copy - being at the library's rate is not being at
+    the memory's then."""
     tensor = facts.get("tensor_cores")
+    if fam.metric == "gbs" and copy is not None:
+        if copy >= 0.85:
+            return f"memory bandwidth: {copy * 100:.0f}% of the device copy's rate"
+        if pct_of_reference is not None and pct_of_reference >= 90:
+            return (f"not memory bandwidth: {copy * 100:.0f}% of the device copy's rate, yet at the library's - what "
+                    "each byte costs besides moving it (ranking, gathers, scans, launches) sets the pace (check the "
+                    "stall reasons with `ncu`)")
     if pct_of_reference is not None and pct_of_reference >= 90:
         if fam.metric == "gbs":
             return "memory bandwidth: at the device copy's rate"
@@ -101,9 +125,10 @@ def explain(fam: Family, rung: Rung, arch: str, store=None, device: str | None =
     got_prev = measured(store, fam, prev, device)[0] if prev else {}
     speedups = {p: got_prev[p]["median_ms"] / m["median_ms"] for p, m in got.items() if p in got_prev}
     best_pct = max((m["pct_of_reference"] or 0 for m in got.values()), default=None) if got else None
+    share = copy_share(got, store.reference_per_problem(fam.name, COPY, device)) if store is not None and got else None
     return {
         "rung": rung.id, "lesson": rung.lesson, "header": header_comment(rung), "arch": arch,
         "problem": problem.label, "previous": prev.id if prev else None, "static": here, "static_previous": before,
         "measured": got, "measured_on_earlier_source": earlier, "speedup_over_previous": speedups,
-        "limiter": limiter(fam, here, best_pct),
+        "limiter": limiter(fam, here, best_pct, share),
     }

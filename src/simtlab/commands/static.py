@@ -187,7 +187,7 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
     console.print(t)
     if page["measured"]:
         title = ("measured (best verified result per problem in the store"
-                 + (": none on this kernel's source as it stands - these are earlier versions'" if
+                 + (": none measured on this kernel's source as it stands - these are earlier versions'" if
                     page.get("measured_on_earlier_source") else "") + ")")
         m = Table(title=title, title_justify="left", header_style="bold")
         for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference",

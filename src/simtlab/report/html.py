@@ -121,7 +121,7 @@ def _table(rows: list[Row], metric: str) -> str:
 
 
 def _explanations(fam_name: str, rows: list[Row]) -> str:
-    from ..analyze.explain import header_comment, limiter
+    from ..analyze.explain import COPY, copy_share, header_comment, limiter
 
     fam = family(fam_name)
     op = fam.op()
@@ -135,7 +135,9 @@ def _explanations(fam_name: str, rows: list[Row]) -> str:
             facts = {"occupancy": best.occupancy or 0.0, "limiter": best.limiter or "",
                      "flop_per_requested_byte": (problem.flops / rung.requested_bytes(best.params, problem)
                                                  if problem.flops else 0.0)}
-            text += f"<br><b>likely limiter:</b> {_esc(limiter(fam, facts, best.pct_of_reference))}"
+            copy = {r.problem: r.gbs for r in rows if r.name == COPY and r.gbs}
+            share = copy_share({best.problem: {"gbs": best.gbs}}, copy)
+            text += f"<br><b>likely limiter:</b> {_esc(limiter(fam, facts, best.pct_of_reference, share))}"
         items.append(text + "</dd>")
     return '<dl class="rungs">' + "\n".join(items) + "</dl>"
 
