@@ -317,6 +317,10 @@ def test_the_source_digest_follows_the_kernel_and_our_headers(tmp_path):
     second = source_digest(kernel)
     assert second != first
     kernel.write_text('#include "helper.cuh"\n__global__ void k(int* o) { *o = 2 * two(); }\n')
-    assert source_digest(kernel) not in (first, second)
+    third = source_digest(kernel)
+    assert third not in (first, second)
+    # a comment, or the layout of the lines, is not a new version
+    kernel.write_text('#include "helper.cuh"  // two\n/* doubled */ __global__ void k(int* o) {\n  *o = 2 * two();\n}\n')
+    assert source_digest(kernel) == third
     # a rung's source by its path under the package's kernels folder
     assert len(source_digest("gemm/10_tuned.cu")) == 12

@@ -199,19 +199,29 @@ def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str
         _includes(body, path.parent, dirs, seen)
 
 
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _code(text: str) -> bytes:
+    """A source's code: comments dropped, whitespace runs made one space (a comment edit is not a
+    new version of a kernel)."""
+    return " ".join(_COMMENTS.sub(" ", text).split()).encode()
+
+
 def source_digest(path: str | Path) -> str:
-    """A short digest of a kernel file as written - its text and every header of ours it includes,
-    transitively (not the toolkit's): which version of a rung's source a stored result measured.
-    A path relative to the package's kernels folder is taken there, as `compile_file` does."""
+    """A short digest of a kernel file's code - its own and that of every header of ours it
+    includes, transitively (not the toolkit's), comments aside: which version of a rung's source a
+    stored result measured. A path relative to the package's kernels folder is taken there, as
+    `compile_file` does."""
     path = Path(path)
     if not path.is_absolute() and not path.is_file():
         path = KERNELS_DIR / path
-    body, digest = _header(path)
+    body, _ = _header(path)
     seen: dict[str, str] = {}
     _includes(body, path.parent, INCLUDE_DIRS, seen)
-    h = hashlib.sha256(digest.encode())
-    for name in sorted(seen):  # (file names, not paths: the same source digests the same anywhere)
-        h.update(f"{Path(name).name}:{seen[name]}".encode())
+    h = hashlib.sha256(_code(body))
+    for name in sorted(n for n in seen if Path(n).is_file()):  # (file names, not paths: the same anywhere)
+        h.update(Path(name).name.encode() + b":" + _code(_header(Path(name))[0]))
     return h.hexdigest()[:12]
 
 
