@@ -77,3 +77,19 @@ def test_parameter_sizes_from_the_cubin(tmp_cache):
     src = "__global__ void k(float* x, int n, double d, char c, float4 v) { x[n] = d + c + v.x; }"
     cubin = compile_source(src, "params.cu", arch="sm_90")
     assert param_sizes_from_cubin(cubin.data()) == {"_Z1kPfidc6float4": [8, 4, 8, 1, 16]}
+
+
+def test_the_code_identity_sees_through_template_names_not_through_code():
+    """Sort rung 4's VALS does nothing for keys alone: the two builds differ in their template
+    arguments (the functions' names) but not in their code, and have one identity; a knob that
+    changes the code (the tile) changes it."""
+    from simtlab.catalog import family
+    from simtlab.hw.resources import code_identity
+    from simtlab.launch import build
+
+    rung = family("sort").rung("radix_onesweep")
+    base = {**rung.defaults, "PAIRS": 0, "ITEMS": 8}
+    same = {code_identity(build(rung, {**base, "VALS": v}, "sm_90").cubin.data()) for v in (0, 1)}
+    assert len(same) == 1
+    assert code_identity(build(rung, {**base, "ITEMS": 12}, "sm_90").cubin.data()) not in same
+    assert code_identity(build(rung, {**base, "PAIRS": 1, "VALS": 1}, "sm_90").cubin.data()) not in same

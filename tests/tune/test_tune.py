@@ -190,3 +190,26 @@ def test_cost_model_options_split_a_batch_between_the_model_and_random_draws():
         assert not any(s.measured.get(tuple(sorted(c.items()))) for c in picks), kw  # nothing measured again
         fastest = sorted(picks[:model_picks], key=lambda c: cost[(c["a"], c["b"])])[0]
         assert cost[(fastest["a"], fastest["b"])] <= 5, kw  # the model's share lands near the optimum
+
+
+def test_a_configuration_that_compiles_to_measured_code_takes_its_time_without_an_evaluation():
+    """With the compiled code's identity, a knob that changes nothing (here: Z, in half the space)
+    costs no evaluation: such a configuration takes the time of the one with its code, measured
+    before or earlier in its batch, and the budget goes to configurations with new code."""
+    configs = [{"X": x, "Z": z} for x in range(8) for z in (0, 1)]
+    measured = []
+
+    def objective(c):
+        measured.append(c)
+        return 1.0 + c["X"]
+
+    result = tune(configs, objective, "brute", budget=8, batch=4, identity=lambda c: f"code-{c['X']}")
+    assert len(measured) == 8 and sorted(c["X"] for c in measured) == list(range(8))
+    same = [e for e in result.evaluations if e.status == "same code"]
+    # (the last batches are cut to the budget left, so a twin or two may not be proposed)
+    assert len(same) >= 6 and all(e.value == 1.0 + e.config["X"] for e in same)
+    assert "compiles to the same code as" in same[0].error
+    # no identity known (a build that failed): measured as before
+    measured.clear()
+    tune(configs, objective, "brute", budget=4, batch=4, identity=lambda c: None)
+    assert len(measured) == 4

@@ -53,6 +53,8 @@ def test_precompiler_fills_the_cache_from_worker_processes(tmp_path, monkeypatch
         pc.submit(configs)
         for c in configs:
             pc.wait(c, timeout=600)
+        codes = [pc.identity(c) for c in configs]  # (each build's compiled code, names aside)
+        assert all(codes) and codes[0] != codes[1] and pc.identity({"unsubmitted": 1}) is None
     assert len(list(tmp_path.rglob("*.cubin"))) == 2
     t0 = time.monotonic()
     build(family("gemm").rung("tuned"), space.complete(configs[0]), "sm_90")  # a cache hit now

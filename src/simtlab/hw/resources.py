@@ -13,7 +13,7 @@ import re
 import struct
 from dataclasses import asdict, dataclass
 
-__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "param_sizes_from_cubin", "elf_resources",
+__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "code_identity", "param_sizes_from_cubin", "elf_resources",
            "kernel_resources"]
 
 
@@ -170,6 +170,27 @@ def param_sizes_from_cubin(cubin: bytes) -> dict[str, list[int]]:
                 params[ordinal] = (flags >> 18) & 0x3FFF
         out[name[len(".nv.info."):]] = [params[i] for i in sorted(params)]
     return out
+
+
+_NAMES_AND_DEBUG = ("strtab", "symtab", "debug", ".note")  # (the name tables, line and debug information)
+
+
+def code_identity(cubin: bytes) -> str:
+    """A digest of a module's machine code and resources with the functions' names left out: two
+    builds whose template arguments differ but compile to the same code (a knob that changes
+    nothing for this problem) have the same identity. Every section but the name tables and the
+    debug and line information counts - code, relocations, attributes, constant banks, shared
+    memory sizes - each under its name less the mangled function name it ends in."""
+    import hashlib
+
+    sections, sizes, _ = _elf_sections(cubin, with_headers=True)
+    parts = []
+    for name, data in sections.items():
+        kind = name.split("._Z")[0]  # (".text._Z21gemm_tc...": ".text")
+        if not kind or any(word in kind for word in _NAMES_AND_DEBUG):
+            continue
+        parts.append(kind.encode() + b":" + (hashlib.sha256(data).digest() if data else str(sizes[name]).encode()))
+    return hashlib.sha256(b"".join(sorted(parts))).hexdigest()[:16]
 
 
 def launch_bounds_from_cubin(cubin: bytes) -> dict[str, int]:

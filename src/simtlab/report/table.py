@@ -118,8 +118,10 @@ def tune_table(outcome, metric: str = "tflops") -> Table:
     """The ten fastest configurations of a search (simtlab.tune.session.TuneOutcome), with the
     family's headline figure (TFLOP/s or GB/s)."""
     p, flops = outcome.problem, metric == "tflops"
+    same = sum(e.status == "same code" for e in outcome.result.evaluations)
     t = Table(header_style="bold", title=f"{outcome.rung.id} {p.label}: {outcome.valid} valid configurations, "
-                                         f"{len(outcome.result.measured)} measured now, {outcome.history} from history",
+                                         f"{len(outcome.result.measured)} measured now, {outcome.history} from history"
+                                         + (f", {same} compiled to code already measured" if same else ""),
               title_justify="left")
     for col in ("ms", "TFLOP/s" if flops else "GB/s", "configuration", "source"):
         t.add_column(col)

@@ -153,7 +153,8 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
         try:
             result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
                           time_budget_s=settings.time_budget, prefetch=compiler.submit,
-                          batch=command_batch(compiler.workers), warm_start=seeds, **extra)
+                          batch=command_batch(compiler.workers), warm_start=seeds, identity=compiler.identity,
+                          **extra)
         finally:
             for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
                 ev.close()

@@ -40,13 +40,17 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
          budget: int = 40, seed: int = 0, history: Iterable[tuple[Config, float | None]] = (),
          on_eval: Callable[[Evaluation], None] | None = None, time_budget_s: float | None = None,
          batch: int = 4, prefetch: Callable[[list[Config]], None] | None = None,
-         warm_start: Sequence[Config] = (), **strategy_kw) -> TuneResult:
+         warm_start: Sequence[Config] = (), identity: Callable[[Config], str | None] | None = None,
+         **strategy_kw) -> TuneResult:
     """Evaluate up to `budget` new configurations (history does not count against it). `objective`
     may be a list (one measuring worker per GPU): each batch is then spread over them.
     `warm_start` configurations (e.g. the best ones on another size or device) are measured first,
     then the strategy takes over, knowing their results. `prefetch` sees each batch before it is
     measured, and the batch after it where the strategy already knows it (brute force, random),
-    so compilation can run ahead of measurement."""
+    so compilation can run ahead of measurement. `identity` names a configuration's compiled code
+    (None where unknown): one that compiles to the code of a configuration already measured - a
+    knob that changes nothing for this problem - takes that time without spending an evaluation
+    (status "same code")."""
     workers = list(objective) if isinstance(objective, (list, tuple)) else [objective]
     if not workers:
         raise ValueError("tune needs at least one objective")
@@ -65,6 +69,7 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
     seeds = [dict(k) for k in dict.fromkeys(Space.key(c) for c in warm_start) if k in valid and k not in strat.measured]
     start = time.monotonic()
     spent = 0
+    codes: dict[str, tuple] = {}  # compiled code -> the configuration measured (or about to be) for it
     while spent < budget:
         if time_budget_s is not None and time.monotonic() - start > time_budget_s:
             break
@@ -77,6 +82,9 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
             break
         if prefetch:
             prefetch(proposals + strat.lookahead(proposals, batch))
+        twins = []
+        if identity is not None:
+            proposals, twins = _same_code(proposals, identity, codes)
         for ev in _evaluate(proposals, workers, pool):
             strat.tell(ev.config, ev.value)
             result.evaluations.append(ev)
@@ -85,9 +93,34 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
                 on_eval(ev)
             if spent >= budget:
                 break
+        for config, twin in twins:  # (their twins' times are known now; one cut by the budget: left pending)
+            if twin not in strat.measured:
+                continue
+            ev = Evaluation(dict(config), strat.measured.get(twin), "same code",
+                            f"compiles to the same code as {dict(twin)}")
+            strat.tell(ev.config, ev.value)
+            result.evaluations.append(ev)
+            if on_eval:
+                on_eval(ev)
     if pool is not None:
         pool.shutdown()
     return result
+
+
+def _same_code(proposals: list[Config], identity: Callable[[Config], str | None],
+               codes: dict[str, tuple]) -> tuple[list[Config], list[tuple[Config, tuple]]]:
+    """Split a batch into configurations to measure and those whose compiled code is that of one
+    measured before or earlier in the batch (each with that one's key)."""
+    fresh, twins = [], []
+    for config in proposals:
+        code = identity(config)
+        if code is not None and code in codes:
+            twins.append((config, codes[code]))
+            continue
+        if code is not None:
+            codes[code] = Space.key(config)
+        fresh.append(config)
+    return fresh, twins
 
 
 def _measure(objective: Callable[[Config], float], config: Config) -> Evaluation:

@@ -28,11 +28,12 @@ def compile_workers(jobs: int = 0, cpus: int | None = None) -> int:
 
 
 def _compile(family: str, rung: str, params: Mapping[str, int], arch: str) -> str:
+    """Build one configuration into the shared on-disk cache; its compiled code's identity back."""
     from ..catalog import family as get_family
+    from ..hw.resources import code_identity
     from ..launch import build
 
-    build(get_family(family).rung(rung), params, arch)  # lands in the shared on-disk cache
-    return "ok"
+    return code_identity(build(get_family(family).rung(rung), params, arch).cubin.data())
 
 
 class Precompiler:
@@ -72,6 +73,17 @@ class Precompiler:
             fut.result(timeout)
         except Exception:  # reported by the evaluation itself
             pass
+
+    def identity(self, config: Config, timeout: float | None = None) -> str | None:
+        """The compiled code's identity of a submitted configuration, once built (None where it was
+        not submitted or did not compile)."""
+        fut = self._futures.get(Space.key(config))
+        if fut is None:
+            return None
+        try:
+            return fut.result(timeout)
+        except Exception:  # (the evaluation reports it)
+            return None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
