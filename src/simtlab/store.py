@@ -99,6 +99,14 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+def _on_device(device: str | None, args: list) -> str:
+    """The clause (and its argument, appended) that keeps a query to one device's runs, if named."""
+    if not device:
+        return ""
+    args.append(device)
+    return " AND u.device = ?"
+
+
 class StoreError(RuntimeError):
     """A file that is not a simtlab results store, or one this reader cannot use as it is."""
 
@@ -299,9 +307,7 @@ class Store:
         sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
                "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
         args = [family, rung]
-        if device:
-            sql += " AND u.device = ?"
-            args.append(device)
+        sql += _on_device(device, args)
         if source:
             sql += " AND json_extract(r.extra, '$.source') = ?"
             args.append(source)
@@ -314,9 +320,7 @@ class Store:
         sql = ("SELECT r.problem, MAX(r.gbs) FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? "
                "AND r.rung = ? AND r.status = 'reference' AND r.gbs IS NOT NULL")
         args = [family, reference]
-        if device:
-            sql += " AND u.device = ?"
-            args.append(device)
+        sql += _on_device(device, args)
         return dict(self.db.execute(sql + " GROUP BY r.problem", args).fetchall())
 
     def fastest_params_elsewhere(self, family: str, rung: str, problem: str) -> list[tuple[str, float]]:
@@ -332,9 +336,7 @@ class Store:
         sql = ("SELECT r.params, r.median_ms, r.status, r.error FROM results r JOIN runs u ON u.id = r.run_id "
                "WHERE r.family = ? AND r.rung = ? AND r.problem = ? AND r.params IS NOT NULL")
         args = [family, rung, problem]
-        if device:
-            sql += " AND u.device = ?"
-            args.append(device)
+        sql += _on_device(device, args)
         return [tuple(r) for r in self.db.execute(sql + " ORDER BY r.id", args).fetchall()]
 
     def merge_from(self, other: str | Path) -> int:
