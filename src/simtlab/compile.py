@@ -199,13 +199,13 @@ def _includes(text: str, here: Path | None, dirs: Iterable[Path], seen: dict[str
         _includes(body, path.parent, dirs, seen)
 
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)  # C++ comments, line and block
 
 
 def _code(text: str) -> bytes:
     """A source's code: comments dropped, whitespace runs made one space (a comment edit is not a
     new version of a kernel)."""
-    return " ".join(_COMMENTS.sub(" ", text).split()).encode()
+    return " ".join(COMMENTS.sub(" ", text).split()).encode()
 
 
 def source_digest(path: str | Path) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .hw.occupancy import SMEM_WITHOUT_OPT_IN
 from .hw.resources import KernelResources, param_sizes_from_cubin
-from .compile import Cubin, compile_source, normalise_arch
+from .compile import COMMENTS, Cubin, compile_source, normalise_arch
 from .launch import Launch, check_launch
 
 __all__ = ["Kernel"]
@@ -50,7 +50,6 @@ def _block(v) -> tuple[int, int, int]:
     return b
 
 
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 class Kernel:
@@ -65,7 +64,7 @@ class Kernel:
             if not path.is_file():
                 raise FileNotFoundError(f"no CUDA source at {path} (pass a .cu path or source text)")
             self.source, self.filename, here = path.read_text(), path.name, (path.parent,)
-        if not re.search(rf"\b{re.escape(name)}\b", _COMMENTS.sub(" ", self.source)):
+        if not re.search(rf"\b{re.escape(name)}\b", COMMENTS.sub(" ", self.source)):
             raise ValueError(f"{name!r} does not appear in the source (outside its comments)")
         if grid is not None and not callable(grid):  # (fixed geometry: checked now, not at the first launch)
             _dim3(grid, "grid")

@@ -126,6 +126,7 @@ def _explanations(fam_name: str, rows: list[Row]) -> str:
     fam = family(fam_name)
     op = fam.op()
     items = []
+    copy = {r.problem: r.gbs for r in rows if r.name == COPY and r.gbs}  # (the device copy's, where timed)
     for rung in fam.rungs:
         mine = [r for r in rows if r.name == rung.id and r.status == "ok"]
         best = max(mine, key=lambda r: r.gflops or r.gbs or 0, default=None)
@@ -135,7 +136,6 @@ def _explanations(fam_name: str, rows: list[Row]) -> str:
             facts = {"occupancy": best.occupancy or 0.0, "limiter": best.limiter or "",
                      "flop_per_requested_byte": (problem.flops / rung.requested_bytes(best.params, problem)
                                                  if problem.flops else 0.0)}
-            copy = {r.problem: r.gbs for r in rows if r.name == COPY and r.gbs}
             share = copy_share({best.problem: {"gbs": best.gbs}}, copy)
             text += f"<br><b>likely limiter:</b> {_esc(limiter(fam, facts, best.pct_of_reference, share))}"
         items.append(text + "</dd>")

@@ -96,7 +96,7 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
         for config, twin in twins:  # (their twins' times are known now; one cut by the budget: left pending)
             if twin not in strat.measured:
                 continue
-            ev = Evaluation(dict(config), strat.measured.get(twin), "same code",
+            ev = Evaluation(dict(config), strat.measured[twin], "same code",
                             f"compiles to the same code as {dict(twin)}")
             strat.tell(ev.config, ev.value)
             result.evaluations.append(ev)

@@ -65,15 +65,6 @@ class Precompiler:
                 self._pool = self._new_pool()
                 self._futures[key] = self._pool.submit(*args)
 
-    def wait(self, config: Config, timeout: float | None = None) -> None:
-        fut = self._futures.get(Space.key(config))
-        if fut is None:
-            return
-        try:
-            fut.result(timeout)
-        except Exception:  # reported by the evaluation itself
-            pass
-
     def identity(self, config: Config, timeout: float | None = None) -> str | None:
         """The compiled code's identity of a submitted configuration, once built (None where it was
         not submitted or did not compile)."""
@@ -84,6 +75,10 @@ class Precompiler:
             return fut.result(timeout)
         except Exception:  # (the evaluation reports it)
             return None
+
+    def wait(self, config: Config, timeout: float | None = None) -> None:
+        """Until a submitted configuration is built (or has failed to)."""
+        self.identity(config, timeout)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
