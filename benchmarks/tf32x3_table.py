@@ -63,10 +63,10 @@ def _ours_rung_12(A, B):
 METHODS = [("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton)]
 
 
-def _rung_11(split: int):
-    """Rung 11 built with another promotion period (SPLIT slices) than simtlab.gemm's default,
-    called through its kernel object (split kernels and main loop, scratch from torch): labelled as
-    such in the tables."""
+def _rung_11(overrides: dict):
+    """Rung 11 built with other parameters than simtlab.gemm's defaults (a promotion period SPLIT,
+    stream-K SK, kept pieces KEEP), called through its kernel object (split kernels and main loop,
+    scratch from torch): labelled as such in the tables."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, prepare
@@ -80,7 +80,7 @@ def _rung_11(split: int):
         k = kernels.get((M, N, K))
         if k is None:
             rung, info = family("gemm").rung("tf32x3"), device_info()
-            params = {**tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info), "SPLIT": split}
+            params = {**tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info), **overrides}
             k = kernels[(M, N, K)] = tf32x3.Tf32x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
         C = torch.empty(M, N, device=A.device)
         scratch = torch.empty(k.parts_bytes // 4, device=A.device)
@@ -197,12 +197,18 @@ def main() -> None:
     ap.add_argument("--rung12", action="store_true",
                     help="also simtlab.gemm(rung='tf32x3_mma'): rung 12, the sm_80 path (mma.sync, split in registers)")
     ap.add_argument("--splits", default="", help="rung 11 also at these promotion periods (kernel calls), e.g. 2,4")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="rung 11 also built with these parameters (a kernel call), e.g. SK=1,KEEP=3 (repeatable)")
     args = ap.parse_args()
     parts = set(args.only.split(","))
     if args.rung12:
         METHODS.append(("simtlab rung 12 (sm_80 path)", _ours_rung_12))
     for split in filter(None, args.splits.split(",")):
-        METHODS.append((f"rung 11 SPLIT {split} (kernel call)", _rung_11(int(split))))
+        METHODS.append((f"rung 11 SPLIT {split} (kernel call)", _rung_11({"SPLIT": int(split)})))
+    for variant in args.variant:
+        overrides = {k: int(v) for k, v in (item.split("=") for item in variant.split(","))}
+        label = " ".join(f"{k} {v}" for k, v in overrides.items())
+        METHODS.append((f"rung 11 {label} (kernel call)", _rung_11(overrides)))
     out = {"device": torch.cuda.get_device_properties(0).name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "commit": os.environ.get("SIMTLAB_COMMIT", "unknown"), "torch": torch.__version__,
            "command": "python benchmarks/tf32x3_table.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v)}

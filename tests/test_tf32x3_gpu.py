@@ -65,6 +65,32 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
+# Sizes whose tiles leave a partial last round over the H200's 66 clusters (132 SMs, CM 2 / 132 CM 1):
+# 120 cluster tiles, N not a whole 16-byte row (EPI 0), K = 1 (three slices a tile), 144 unpaired tiles
+@pytest.mark.parametrize("size,extra", [("2000x1900x300", {}), ("2001x1901x77", {}), ("4000x4000x1", {}),
+                                        ("1500x1500x1000", {"CM": 1}), ("4096x4096x4096", {})])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
+def test_rung_11_stream_k_matches_float64_on_a_poisoned_c(size, extra, alpha, beta):
+    """SK 1: the last two rounds' tiles shared out by slices, a tile's tail written to scratch and
+    added by its head - three calls on one scratch (the flags cleared by each call) against float64."""
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import gemm, gemm_tc, tf32x3
+
+    _hopper()
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3")
+    p = gemm.parse_size(size, alpha=alpha, beta=beta)
+    ws = fam.op().workspace(p, seed=11)
+    params = {**choose_params(rung, p, dev, None), "SK": 1, "KEEP": 3, **extra}
+    inst = build(rung, params, dev.arch)
+    cs = params["CM"] * params["CN"]
+    assert gemm_tc.stream_k_tiles(params, tf32x3.tc_problem(p), dev.sms // cs) > 0  # (it shares tiles)
+    err = _poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
+    assert err <= gemm.tolerance(p), (size, err)
+
+
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "1000x1013x37", "33x1x300", "512x512x4099"])
 @pytest.mark.parametrize("once", [0, 1])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])

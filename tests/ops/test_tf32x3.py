@@ -13,17 +13,19 @@ from simtlab.ops import gemm, gemm_tc, tf32x3
 def test_rung_11_is_rung_6_walking_k_three_times():
     r = family("gemm").rung("tf32x3")
     six = family("gemm_tc").rung("wgmma_cluster")
-    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT",)
+    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT", "SK")
     assert r.params()["SPLIT"] == 2 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
     assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
 
 
-@pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6}])
+@pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6},
+                                    {"BN": 128, "SK": 1, "KEEP": 3}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
+                                    {"BN": 128, "SK": 1, "EPI": 0}])
 def test_rung_11_compiles_spill_free(params):
     inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0, res
-    same = {k: v for k, v in params.items() if k != "SPLIT"}
+    same = {k: v for k, v in params.items() if k not in ("SPLIT", "SK")}
     six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **same}, "sm_90").resources(None)
     assert res.registers == six.registers  # (the launch bound: 168 a thread before setmaxnreg)
 
@@ -43,13 +45,28 @@ def test_size_defaults_pick_the_epilogue_by_c_rows():
 def test_parts_are_laid_out_on_16_byte_boundaries():
     class Stub:  # (the layout only: no kernels)
         M, N, kp = 3, 5, tf32x3.padded_k(9)
+        sk_bytes, flag_bytes = 0, 0
 
     s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
     assert Stub.kp == 12 and s.a_big == 1 << 20
     assert (s.a_small - s.a_big, s.b_big - s.a_small, s.b_small - s.b_big) == (4 * 3 * 12, 4 * 3 * 12, 4 * 5 * 12)
-    assert s.scale - s.b_small == 4 * 5 * 12  # the flag and 3 + 5 exponents after the parts
+    assert s.scale - s.b_small == 4 * 5 * 12 and s.partials == s.flags == s.scale  # no stream-K scratch
     assert all(x % 16 == 0 for x in (s.a_small, s.b_big, s.b_small, s.scale))
     assert tf32x3.Tf32x3Gemm.parts_bytes.fget(Stub) == 4 * 2 * (3 + 5) * 12 + 48  # (1 + 3 + 5 words: 48 bytes)
+    Stub.sk_bytes, Stub.flag_bytes = 2 * 64 * 128 * 4, 16  # stream-K: partials, then flags just before the scale
+    s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
+    assert (s.partials - s.b_small, s.flags - s.partials, s.scale - s.flags) == (4 * 5 * 12, 2 * 64 * 128 * 4, 16)
+
+
+def test_stream_k_shares_the_last_two_rounds():
+    p = tf32x3.tc_problem(gemm.GemmProblem(4096, 4096, 4096))
+    params = {**family("gemm").rung("tf32x3").params("sm_90"), "SK": 1}
+    # 512 cluster tiles over 66 clusters: 7 rounds and 50 tiles; the last round and those 50 shared
+    assert gemm_tc.cluster_work(params, p) == 512 and gemm_tc.stream_k_tiles(params, p, 66) == 116
+    assert gemm_tc.stream_k_scratch(params, p, 66) == (116 * 2 * 2 * 64 * 128 * 4, 116 * 2 * 2)
+    assert gemm_tc.stream_k_tiles({**params, "SK": 0}, p, 66) == 0
+    assert gemm_tc.stream_k_tiles(params, p, 512) == 0  # one whole round: nothing to share
+    assert gemm_tc.stream_k_tiles(params, p, 600) == 0  # fewer tiles than clusters
 
 
 def test_requested_bytes_count_the_split_and_three_passes():

@@ -307,6 +307,22 @@ def cluster_work(params, p: TcProblem) -> int:
     return -(-tiles_m // params["CM"]) * -(-tiles_n // params["CN"]) * p.batch
 
 
+def stream_k_tiles(params, p: TcProblem, clusters: int) -> int:
+    """SK 1: the cluster tiles whose slices are shared out (the last full round and the partial one
+    after it, where there is one; the kernel's simtlab_whole_tiles), the rest walked whole."""
+    if not params.get("SK", 0):
+        return 0
+    rounds, rest = divmod(cluster_work(params, p), clusters)
+    return clusters + rest if rounds >= 1 and rest else 0
+
+
+def stream_k_scratch(params, p: TcProblem, clusters: int) -> tuple[int, int]:
+    """SK 1's scratch: bytes of partial sums (a 64-row warpgroup's fp32 sums for each block of each
+    shared tile) and flag words (one each), the flags to be zero at each launch."""
+    pieces = stream_k_tiles(params, p, clusters) * params["CM"] * params["CN"] * cluster_consumers(params)
+    return pieces * 64 * params["BN"] * 4, pieces
+
+
 def geometry_wgmma_cluster(params, p: TcProblem, device=None) -> Launch:
     """Persistent, in clusters of CM x CN blocks: as many whole clusters as SMs hold (fewer when
     there is less work), each block a producer warpgroup plus one or two consumers."""
@@ -454,7 +470,8 @@ class ClusterKernel:
     What simtlab.gemm_tc and the ladder both run. The kernel's last five parameters (the second
     pair of operand maps, alpha, beta and the split's exponents) are read only by its 3xTF32 build
     (SPLIT 1: the fp32 ladder's rung 11, launched through `launch_split`); the others get a zero
-    map, 1, 0 and a null pointer once."""
+    map, 1, 0 and a null pointer once. A stream-K build (SK 1, rung 11's) also takes the scratch of
+    `sk_scratch` (partial sums, flags zeroed before each launch), which `launch_split` is given."""
 
     def __init__(self, inst, p: TcProblem, device, prepare):
         from ..driver import F32, I32, MAP, PTR, PackedLaunch
@@ -469,6 +486,9 @@ class ClusterKernel:
         launch = inst.geometry(p, device)
         func = prepare(inst, launch, None, device)
         self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
+        if params.get("SK", 0) and not params.get("SPLIT", 0):
+            raise LaunchError("rung 6's stream-K (SK 1) is built for rung 11 (SPLIT), whose call provides its scratch")
+        self.sk_scratch = stream_k_scratch(params, p, launch.grid[0] // (params["CM"] * params["CN"]))
         box_a, box_b = tma_boxes(params, p)
         wide = params.get("WIDE", 1) or p.out == "float32"
         self._unused_map = (ctypes.c_uint8 * 128)()
@@ -478,7 +498,8 @@ class ClusterKernel:
                      if params["EPI"] else unused)  # (EPI 0 stores from registers: C may have any row length)
         index = device.index if device is not None else 0
         self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32, PTR), index)
+                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32, PTR, PTR, PTR),
+                                            index)
         for i, v in enumerate((p.M, p.N, p.K, p.batch)):
             packed.values[i].value = v
         packed.params[8] = packed.params[9] = unused.address(0)
@@ -545,15 +566,17 @@ class ClusterKernel:
         return launch
 
     def launch_split(self, pa: int, pb: int, pc: int, pa2: int, pb2: int, alpha: float, beta: float,
-                     stream: int, scale: int = 0) -> None:
+                     stream: int, scale: int = 0, partials: int = 0, flags: int = 0) -> None:
         """3xTF32 (SPLIT 1): A's big and small parts at pa, pa2 (row-major, K padded to the map's),
-        B^T's at pb, pb2; alpha and beta; `scale` the split's exponent words (0: none)."""
+        B^T's at pb, pb2; alpha and beta; `scale` the split's exponent words (0: none); SK 1: the
+        partial sums and their flags (sk_scratch; the flags zero)."""
         ma, mb, mc = self.maps
         packed = self.packed
         packed.params[4], packed.params[5], packed.params[6] = ma.address(pa), mb.address(pb), mc.address(pc)
         packed.params[8], packed.params[9] = ma.address(pa2), mb.address(pb2)
         v = packed.values
         v[7].value, v[10].value, v[11].value, v[12].value = pc, alpha, beta, scale
+        v[13].value, v[14].value = partials, flags
         try:
             packed.launch(stream)
         finally:

@@ -67,12 +67,15 @@ def scale_bytes(M: int, N: int) -> int:
 
 @dataclass
 class SplitBuffers:
-    """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp); and
-    the split's exponent words (a flag, then one exponent a row of A and a column of B)."""
+    """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp); the
+    main loop's stream-K scratch (SK 1); and the split's exponent words (a flag, then one exponent
+    a row of A and a column of B)."""
     a_big: int
     a_small: int
     b_big: int
     b_small: int
+    partials: int  # SK 1: the shared tiles' partial sums, then their flags (zeroed with the split's)
+    flags: int
     scale: int
 
 
@@ -91,6 +94,9 @@ class Tf32x3Gemm:
             raise LaunchError(f"rung 11 needs SPLIT >= 1 and DT 2, got {inst.params}")
         self.M, self.N, self.K, self.kp = M, N, K, padded_k(K)
         self.main = gemm_tc.ClusterKernel(inst, gemm_tc.TcProblem(M, N, self.kp, "float32"), device, prepare)
+        # stream-K's partial sums and flags (SK 1; else none), the flags in whole 16-byte units
+        self.sk_bytes, flags = self.main.sk_scratch
+        self.flag_bytes = -(-4 * flags // 16) * 16
         module = inst.module()
         index = device.index if device is not None else 0
         sms = sm_count(device)
@@ -114,20 +120,24 @@ class Tf32x3Gemm:
 
     @property
     def parts_bytes(self) -> int:
-        return 4 * 2 * (self.M + self.N) * self.kp + scale_bytes(self.M, self.N)
+        return 4 * 2 * (self.M + self.N) * self.kp + self.sk_bytes + self.flag_bytes + scale_bytes(self.M, self.N)
 
     def parts(self, base: int) -> SplitBuffers:
-        """The four parts laid out in one scratch buffer at `base` (each part 16-byte aligned), the
-        exponent words after them."""
+        """The four parts laid out in one scratch buffer at `base` (each 16-byte aligned), then the
+        stream-K partial sums and flags, then the exponent words: the flags just before the
+        exponents' flag, so one memset clears them all."""
         a, b = 4 * self.M * self.kp, 4 * self.N * self.kp
-        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b, base + 2 * a + 2 * b)
+        partials = base + 2 * a + 2 * b
+        flags = partials + self.sk_bytes
+        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b, partials, flags, flags + self.flag_bytes)
 
     def run(self, pa: int, lda: int, pb: int, ldb: int, pc: int, alpha: float, beta: float, scratch: int,
             stream: int) -> None:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
         (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
         s = self.split(pa, lda, pb, ldb, scratch, stream)
-        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale)
+        self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale, s.partials,
+                               s.flags)
 
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
         """The pre-pass alone: A's and B's parts into `scratch` (and, where values near the smallest
@@ -135,7 +145,8 @@ class Tf32x3Gemm:
         from ..driver import memset32
 
         s = self.parts(scratch)
-        memset32(s.scale, 0, 1, stream)  # (the flag the split sets: scratch holds whatever it held)
+        # (the flag the split sets, and stream-K's flags before it: scratch holds whatever it held)
+        memset32(s.flags, 0, self.flag_bytes // 4 + 1, stream)
         for packed in (self.split_launch, self.rescale):
             v = packed.values
             v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb

@@ -49,14 +49,44 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
+// Stream-K (SK 1): where a grid's tiles leave a partial last round, the last full round and the
+// partial one are shared out by slices; the tiles before them are walked whole. Their count:
+__device__ __forceinline__ int simtlab_whole_tiles(int work, int clusters) {
+  const int rounds = work / clusters, rest = work - rounds * clusters;
+  return rounds >= 1 && rest > 0 ? work - clusters - rest : work;
+}
+// f(u, kb, ke) for each unit of a cluster's work, in order: cluster tile u, its slices [kb, ke) of
+// KT. The whole tiles round robin; then (SK) the cluster's equal share of the others' slices.
+template <int SK, class F>
+__device__ __forceinline__ void simtlab_units(int cluster, int clusters, int work, int KT, const F& f) {
+  if constexpr (!SK) {
+    for (int u = cluster; u < work; u += clusters) f(u, 0, KT);
+  } else {  // (one loop, so the body is compiled once: two copies of it held the sums in other registers)
+    const int whole = simtlab_whole_tiles(work, clusters), total = (work - whole) * KT;
+    const int share = (total + clusters - 1) / clusters, end = min(total, (cluster + 1) * share);
+    for (int u = cluster, s = cluster * share;;) {
+      int w = u, kb = 0, ke = KT;
+      if (u < whole) {
+        u += clusters;
+      } else {
+        if (s >= end) break;
+        const int t = s / KT;
+        w = whole + t, kb = s - t * KT, ke = min(KT, kb + end - s);
+        s += ke - kb;
+      }
+      f(w, kb, ke);
+    }
+  }
+}
+
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
-          int TA, int TB, int SPLIT = 0>
+          int TA, int TB, int SPLIT = 0, int SK = 0>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
                       const __grid_constant__ simtlab::TensorMap map_b2, float alpha, float beta,
-                      const int* __restrict__ scale) {
+                      const int* __restrict__ scale, float* __restrict__ partials, int* __restrict__ flags) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64, WG_ROWS = 64;  // consumer warpgroups, 64 rows each
@@ -153,6 +183,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   constexpr int SMALL_WINDOW = 16;
   const int KP = (K + BK - 1) / BK;  // slices of one pass over K
   const int KT = SPLIT ? 3 * KP : KP;
+  // SK 1 (stream-K over the last tiles): where the tiles leave a partial last round, the last
+  // full round and that partial one are cut into equal shares of slices, one a cluster, so every
+  // SM ends together. A share starts with the end of a tile (a "tail": its sums go to `partials`,
+  // then a flag), may hold whole tiles, and ends with a tile's start (a "head": it waits for that
+  // tile's tail, adds its sums, and stores the tile); a share is longer than a tile, so a tile has
+  // at most one tail, written early in the next cluster's share while the head comes late in its
+  // own.
+  static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 stream-K over the last two rounds");
   // (SPLIT: slice kt closes a window - its sums go into the second set after it)
   auto window_end = [&](int kt) {
     if (kt >= 2 * KP) return (kt - 2 * KP) % (SPLIT ? SPLIT : 1) == (SPLIT ? SPLIT : 1) - 1;
@@ -184,7 +222,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       const int lane = tid % 32;
       if (lane == 0) simtlab::tensormap_prefetch(map_c);
       int g = 0, prev_c = -1, prev_g = 0;  // g: pieces per consumer so far
-      for (int u = cluster, n = work(); u < n; u += clusters) {
+      simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int) {
+        if (kb > 0) return;  // (a tail stores nothing)
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         for (int p = 0; p < PIECES; ++p, ++g)
@@ -201,7 +240,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
             __syncwarp();  // (the next bar.sync is warp-aligned)
             prev_c = c, prev_g = g;
           }
-      }
+      });
       if (lane == 0) simtlab::bulk_wait<0>();
     }
     if (tid == 0) {
@@ -219,13 +258,18 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       int it = 0;  // slices issued so far, over all tiles: slot and phase (LEAN 0)
       simtlab::Ring<STAGES> ring;  // (LEAN 1)
       SIMTLAB_TL(int tile = 0;)
-      for (int u = cluster, n = work(); u < n; u += clusters) {
+      simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int ke) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         const void* pa = &map_a;
         const void* pb = SPLIT ? (const void*)&map_b2 : (const void*)&map_b;
-        for (int kt = 0, ks = 0; kt < KT; ++kt, ++it, ring.advance()) {
+        int ks = kb;
+        if constexpr (SPLIT && SK) {  // (a tail may start in the second or third pass)
+          if (ks >= KP) ks -= KP, pa = &map_a2, pb = &map_b;
+          if (ks >= KP) ks -= KP, pa = &map_a;
+        }
+        for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
           if (SPLIT && ks == KP) {  // (the next pass: A's small parts with B's big, then big with big)
             ks = 0;
             pa = pb == &map_b2 ? (const void*)&map_a2 : (const void*)&map_a;
@@ -276,7 +320,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           }
         }
         SIMTLAB_TL(tl_record(0, tile++, t0, waited, clock64(), 0, {0, 0, 0, 0}, 0, 0);)
-      }
+      });
     }
   } else {  // consumers: warpgroup c multiplies rows WG_ROWS*c .. WG_ROWS*(c+1)-1 of each tile
     simtlab::setmaxnreg_inc<CONSUMER_REGS>();
@@ -365,11 +409,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     float total[SPLIT ? BN / 2 : 1];  // SPLIT: the sums promoted out of the tensor cores' accumulators
 #pragma unroll
     for (int i = 0; i < (SPLIT ? BN / 2 : 1); ++i) total[i] = 0.0f;
-    for (int u = cluster, n = work(); u < n; u += clusters) {
-      int z, tm, tn;
-      tile_coords(u, z, tm, tn);
+    simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int ke) {
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
-      for (int kt = 0; kt < KT; ++kt, ++it, ring.advance()) {
+      for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
         SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
         // descriptors built once a slice, then stepped by a k step: +32 bytes along a K-major
@@ -377,7 +419,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
         constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
-        const bool fresh = SPLIT && (kt == 0 || window_end(kt - 1));  // (SPLIT: the first slice of a window)
+        const bool fresh = SPLIT && (kt == kb || window_end(kt - 1));  // (SPLIT: the first slice of a window)
         if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
@@ -385,7 +427,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
             simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, simtlab::desc_join(a_lo + A_STEP * kk, HI),
-                                                simtlab::desc_join(b_lo + B_STEP * kk, HI), fresh ? kk > 0 : kt > 0 || kk > 0);
+                                                simtlab::desc_join(b_lo + B_STEP * kk, HI), fresh ? kk > 0 : kt > kb || kk > 0);
         } else {
           const unsigned a = simtlab::smem_u32addr(smem + slot * STAGE_BYTES) + c * WG_ROWS * 128;
           const unsigned b = simtlab::smem_u32addr(smem + slot * STAGE_BYTES + A_BYTES);
@@ -394,14 +436,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
-            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, da + A_STEP * kk, db + B_STEP * kk, fresh ? kk > 0 : kt > 0 || kk > 0);
+            simtlab::wgmma<BN, DT, TA, TRANS_B>(acc, da + A_STEP * kk, db + B_STEP * kk, fresh ? kk > 0 : kt > kb || kk > 0);
         }
         simtlab::wgmma_commit();
         simtlab::wgmma_wait<1>();  // the previous slice's multiplies are done: hand its slot back
-        if (kt > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
+        if (kt > kb && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
         last = slot;
         if constexpr (SPLIT) {
-          if (window_end(kt) && kt < KT - 1) {  // the window's sums into `total` (the last: below)
+          if (window_end(kt) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
             simtlab::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
@@ -409,18 +451,54 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         }
         if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight
           // (LEAN 1: one test a slice for "a kept piece is due", not one per piece)
-          if (!LEAN || (kept && (unsigned)(kt - 1) < (unsigned)KEEP)) {
+          if (!LEAN || (kept && (unsigned)(kt - kb - 1) < (unsigned)KEEP)) {
 #pragma unroll
             for (int i = 0; i < KEEP; ++i)
-              if (kept && kt == i + 1) hand_over(&keep[VP * i]);
+              if (kept && kt - kb == i + 1) hand_over(&keep[VP * i]);
           }
         }
       }
       simtlab::wgmma_wait<0>();
-      if (KT > 0 && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
-      if constexpr (SPLIT) {  // C = alpha * A@B + beta * C (C read only where beta != 0, as BLAS does)
+      if (ke > kb && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
+      int z, tm, tn;  // (worked out here, not held through the main loop)
+      tile_coords(u, z, tm, tn);
+      if constexpr (SPLIT) {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] += total[i], total[i] = 0.0f;
+      }
+      if constexpr (SK) {
+        // this warpgroup's sums of a shared tile: [tail][block of the cluster][consumer], each
+        // 16-byte group j of thread i at j * 128 + i (whole lines a store)
+        const int t = u - simtlab_whole_tiles(work(), clusters), at = (t * CS + (int)(blockIdx.x % CS)) * CONSUMERS + c;
+        float4* part = reinterpret_cast<float4*>(partials) + (size_t)at * (BN / 8) * 128 + tid % 128;
+        if (kb > 0) {  // a tail: its sums out, then the flag; the tile is its head's to store
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j)
+            __stcg(part + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+          __threadfence();
+          simtlab::named_sync(1 + c, 128);
+          if (leader) simtlab::flag_release(flags + at, 1);
+          if constexpr (EPI == 3) {  // kept pieces this short unit had no slice for; it keeps none
+#pragma unroll
+            for (int i = 0; i < KEEP; ++i)
+              if (kept && i + 1 >= ke - kb) hand_over(&keep[VP * i]);
+            kept = false;
+          }
+          return;
+        }
+        if (ke < KT) {  // a head: the tail's sums (written early in the next cluster's share)
+          if (leader)
+            while (simtlab::flag_acquire(flags + at) == 0) {
+            }
+          simtlab::named_sync(1 + c, 128);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            const float4 v = __ldcg(part + j * 128);
+            acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
+          }
+        }
+      }
+      if constexpr (SPLIT) {  // C = alpha * A@B + beta * C (C read only where beta != 0, as BLAS does)
         const float* Cz = C + (size_t)z * M * N;
         // (scale[0] != 0: the split scaled A's rows by 2^-scale[1 + r] and B's columns by
         // 2^-scale[1 + M + col] - operands near the smallest normal; undone here, exactly)
@@ -450,7 +528,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // in order; EPI 3 keeps the last KEEP in registers for the next tile's first slices
 #pragma unroll
         for (int i = 0; i < KEEP; ++i)
-          if (kept && i + 1 >= KT) hand_over(&keep[VP * i]);
+          if (kept && i + 1 >= ke - kb) hand_over(&keep[VP * i]);
 #pragma unroll
         for (int p = 0; p < PIECES; ++p) {
           const float* v = &acc[VP * p];
@@ -488,7 +566,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         }
       }
       SIMTLAB_TL(if (leader) tl_record(1 + c, tile++, t0, waited, t1, clock64(), epi, g1, tl_globaltimer());)
-    }
+    });
     if constexpr (EPI == 3) {  // the last tile's kept pieces
 #pragma unroll
       for (int i = 0; i < KEEP; ++i)

@@ -183,6 +183,17 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// A flag between blocks of one grid: set after (release) and read before (acquire) the global
+// data it guards, at GPU scope.
+__device__ __forceinline__ void flag_release(int* flag, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+__device__ __forceinline__ int flag_acquire(const int* flag) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(flag) : "memory");
+  return value;
+}
+
 // --- wgmma ----------------------------------------------------------------------------------
 // Matrix descriptor of a tile in the 128-byte-swizzle layout (bits 62-63 = 1): start address,
 // leading-dimension byte offset and stride-dimension byte offset, each in 16-byte units.
