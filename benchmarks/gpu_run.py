@@ -217,15 +217,15 @@ PHASES: dict[str, tuple[str, list]] = {
             f"{sizes('4096 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3 --size $s --jobs 8; done", 200)]),
-    "tf32x3-sk": ("rung 11 with stream-K over the last two rounds of tiles (SK 1): its GPU tests, the speed table "
-                  "beside SK 0 and KEEP 3 / 4 in one process, memcheck and initcheck on a shared tile's scratch", [
+    "tf32x3-sk": ("rung 11 with the last round's tiles cut into chunks of K (SK 1): its GPU tests, the speed table "
+                  "beside SK 0 and KEEP 3 / 4 in one process, memcheck and initcheck on a cut tile's scratch", [
         Run("rung 11's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_11' "
             "-p no:cacheprovider 2>&1 | tail -8", 240),
         Run("speed beside cuBLAS and Triton, SK and KEEP", "python3 benchmarks/tf32x3_table.py --only speed "
-            "--variant SK=1,KEEP=3 --variant SK=1,KEEP=4 --variant SK=0,KEEP=3 --json {out}/tf32x3_sk.json", 240),
+            "--variant SK=1,KEEP=3 --variant SK=0,KEEP=3 --json {out}/tf32x3_sk.json", 240),
         Run("memcheck and initcheck on stream-K", "for t in memcheck initcheck; do compute-sanitizer --tool $t "
             "--error-exitcode 1 python3 -m pytest -q -p no:cacheprovider 'tests/test_tf32x3_gpu.py::"
-            "test_rung_11_stream_k_matches_float64_on_a_poisoned_c[-0.75-1.5-2000x1900x300-extra0]' 2>&1 | tail -3; "
+            "test_rung_11_split_last_round_matches_float64_on_a_poisoned_c[-0.75-1.5-3000x2900x333-extra3]' 2>&1 | tail -3; "
             "done", 200)]),
     "tf32x3-mma": ("rung 12 (3xTF32 with mma.sync, the sm_80 path): its GPU tests, the accuracy table beside rung 11, "
                    "SGEMM, TF32 and Triton, rungs 10-12 in the ladder, the sanitizer", [

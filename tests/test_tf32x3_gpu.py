@@ -65,14 +65,15 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
-# Sizes whose tiles leave a partial last round over the H200's 66 clusters (132 SMs, CM 2 / 132 CM 1):
-# 120 cluster tiles, N not a whole 16-byte row (EPI 0), K = 1 (three slices a tile), 144 unpaired tiles
-@pytest.mark.parametrize("size,extra", [("2000x1900x300", {}), ("2001x1901x77", {}), ("4000x4000x1", {}),
-                                        ("1500x1500x1000", {"CM": 1}), ("4096x4096x4096", {})])
+# Sizes whose tiles leave a partial last round over the H200's 66 clusters (132 SMs, CM 2 / 132 CM 1),
+# cut into chunks of K: 12 of 144 unpaired tiles in 10 chunks; N not a whole 16-byte row (EPI 0);
+# 64 tiles, fewer than the SMs, in 2 chunks (split-K); 50 of 512 cluster tiles in 5
+@pytest.mark.parametrize("size,extra", [("1500x1500x1000", {"CM": 1}), ("3001x2901x333", {}), ("1000x1000x5000", {}),
+                                        ("3000x2900x333", {}), ("4096x4096x4096", {})])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_11_stream_k_matches_float64_on_a_poisoned_c(size, extra, alpha, beta):
-    """SK 1: the last two rounds' tiles shared out by slices, a tile's tail written to scratch and
-    added by its head - three calls on one scratch (the flags cleared by each call) against float64."""
+def test_rung_11_split_last_round_matches_float64_on_a_poisoned_c(size, extra, alpha, beta):
+    """SK 1: the last round's tiles cut into chunks of K, each chunk's sums through scratch to the
+    tile's last chunk - three calls on one scratch (the flags cleared by each call) against float64."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, choose_params, runner
@@ -83,10 +84,10 @@ def test_rung_11_stream_k_matches_float64_on_a_poisoned_c(size, extra, alpha, be
     rung = fam.rung("tf32x3")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=11)
-    params = {**choose_params(rung, p, dev, None), "SK": 1, "KEEP": 3, **extra}
-    inst = build(rung, params, dev.arch)
-    cs = params["CM"] * params["CN"]
-    assert gemm_tc.stream_k_tiles(params, tf32x3.tc_problem(p), dev.sms // cs) > 0  # (it shares tiles)
+    inst = build(rung, {**choose_params(rung, p, dev, None), "SK": 1, "KEEP": 3, **extra}, dev.arch)
+    params = inst.params
+    rest, parts = gemm_tc.tail_split(params, tf32x3.tc_problem(p), dev.sms // (params["CM"] * params["CN"]))
+    assert rest > 0 and parts > 1  # (it cuts tiles)
     err = _poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 

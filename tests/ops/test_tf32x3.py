@@ -20,6 +20,7 @@ def test_rung_11_is_rung_6_walking_k_three_times():
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6},
                                     {"BN": 128, "SK": 1, "KEEP": 3}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
+                                    {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1},
                                     {"BN": 128, "SK": 1, "EPI": 0}])
 def test_rung_11_compiles_spill_free(params):
     inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
@@ -58,15 +59,20 @@ def test_parts_are_laid_out_on_16_byte_boundaries():
     assert (s.partials - s.b_small, s.flags - s.partials, s.scale - s.flags) == (4 * 5 * 12, 2 * 64 * 128 * 4, 16)
 
 
-def test_stream_k_shares_the_last_two_rounds():
+def test_split_cuts_the_last_round_into_chunks_of_k():
     p = tf32x3.tc_problem(gemm.GemmProblem(4096, 4096, 4096))
     params = {**family("gemm").rung("tf32x3").params("sm_90"), "SK": 1}
-    # 512 cluster tiles over 66 clusters: 7 rounds and 50 tiles; the last round and those 50 shared
-    assert gemm_tc.cluster_work(params, p) == 512 and gemm_tc.stream_k_tiles(params, p, 66) == 116
-    assert gemm_tc.stream_k_scratch(params, p, 66) == (116 * 2 * 2 * 64 * 128 * 4, 116 * 2 * 2)
-    assert gemm_tc.stream_k_tiles({**params, "SK": 0}, p, 66) == 0
-    assert gemm_tc.stream_k_tiles(params, p, 512) == 0  # one whole round: nothing to share
-    assert gemm_tc.stream_k_tiles(params, p, 600) == 0  # fewer tiles than clusters
+    # 512 cluster tiles over 66 clusters: 7 rounds and 50 tiles, each cut into 5 chunks of its 384
+    # slices: 4 rounds of 77 slices (and hand-overs) instead of one of 384
+    assert gemm_tc.cluster_work(params, p) == 512 and gemm_tc.kernel_slices(params, p) == 384
+    assert gemm_tc.tail_split(params, p, 66) == (50, 5)
+    assert gemm_tc.stream_k_scratch(params, p, 66) == (50 * 4 * 2 * 2 * 64 * 128 * 4, 50 * 4 * 2 * 2)
+    assert gemm_tc.tail_split({**params, "SK": 0}, p, 66) == (0, 1)
+    assert gemm_tc.tail_split(params, p, 64) == (0, 1)  # whole rounds: nothing to cut
+    assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(2048, 2048, 2048)), 66) == (0, 1)  # 62 of 66
+    few = tf32x3.tc_problem(gemm.GemmProblem(1024, 1024, 16384))  # 64 unpaired tiles on 132 SMs: split-K by 2
+    assert gemm_tc.tail_split({**params, "CM": 1}, few, 132) == (64, 2)
+    assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(4000, 4000, 1)), 66) == (0, 1)  # 3 slices
 
 
 def test_requested_bytes_count_the_split_and_three_passes():

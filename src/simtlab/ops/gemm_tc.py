@@ -307,19 +307,43 @@ def cluster_work(params, p: TcProblem) -> int:
     return -(-tiles_m // params["CM"]) * -(-tiles_n // params["CN"]) * p.batch
 
 
-def stream_k_tiles(params, p: TcProblem, clusters: int) -> int:
-    """SK 1: the cluster tiles whose slices are shared out (the last full round and the partial one
-    after it, where there is one; the kernel's simtlab_whole_tiles), the rest walked whole."""
+TAIL_MAX_PARTS = 64  # SK 1: at most this many chunks a tile of the last round
+TAIL_MIN_SLICES = 4  # ... of at least this many slices each
+TAIL_HANDOVER_SLICES = 2  # what a chunk's sums cost to write, and the last chunk to read each, in slices' time
+TAIL_GAIN = 0.95  # chunks only where the last round then takes at most this share of a tile's time
+
+
+def kernel_slices(params, p: TcProblem) -> int:
+    """Rung 6's slices a tile (KT): BK-deep slices of K, three passes of them for 3xTF32 (SPLIT)."""
+    kp = -(-p.K // slice_k(p.dtype))
+    return 3 * kp if params.get("SPLIT", 0) else kp
+
+
+def tail_split(params, p: TcProblem, clusters: int) -> tuple[int, int]:
+    """SK 1: (tiles of the last, partial round, chunks each), or (0, 1) where they stay whole. The
+    count of chunks is the one whose rounds of chunks end soonest, each chunk costing its slices
+    and a hand-over of its sums (and the last one reading the others'), against a whole tile's
+    time; taken where that is at most TAIL_GAIN of it."""
     if not params.get("SK", 0):
-        return 0
-    rounds, rest = divmod(cluster_work(params, p), clusters)
-    return clusters + rest if rounds >= 1 and rest else 0
+        return 0, 1
+    rest, kt = cluster_work(params, p) % clusters, kernel_slices(params, p)
+    if rest == 0:
+        return 0, 1
+    best, best_time = 1, float(kt)
+    for parts in range(2, min(TAIL_MAX_PARTS, kt // TAIL_MIN_SLICES) + 1):
+        rounds = -(-rest * parts // clusters)
+        time = rounds * (kt / parts + TAIL_HANDOVER_SLICES) + (parts - 1) * TAIL_HANDOVER_SLICES / 2
+        if time < best_time:
+            best, best_time = parts, time
+    return (rest, best) if best_time <= TAIL_GAIN * kt else (0, 1)
 
 
 def stream_k_scratch(params, p: TcProblem, clusters: int) -> tuple[int, int]:
     """SK 1's scratch: bytes of partial sums (a 64-row warpgroup's fp32 sums for each block of each
-    shared tile) and flag words (one each), the flags to be zero at each launch."""
-    pieces = stream_k_tiles(params, p, clusters) * params["CM"] * params["CN"] * cluster_consumers(params)
+    chunk but a tile's last, of each tile of the last round) and flag words (one each), the flags
+    to be zero at each launch."""
+    rest, parts = tail_split(params, p, clusters)
+    pieces = rest * (parts - 1) * params["CM"] * params["CN"] * cluster_consumers(params)
     return pieces * 64 * params["BN"] * 4, pieces
 
 
@@ -470,8 +494,9 @@ class ClusterKernel:
     What simtlab.gemm_tc and the ladder both run. The kernel's last five parameters (the second
     pair of operand maps, alpha, beta and the split's exponents) are read only by its 3xTF32 build
     (SPLIT 1: the fp32 ladder's rung 11, launched through `launch_split`); the others get a zero
-    map, 1, 0 and a null pointer once. A stream-K build (SK 1, rung 11's) also takes the scratch of
-    `sk_scratch` (partial sums, flags zeroed before each launch), which `launch_split` is given."""
+    map, 1, 0 and a null pointer once. A build that cuts the last round's tiles into chunks of K
+    (SK 1, rung 11's) also takes the scratch of `sk_scratch` (partial sums, flags zeroed before
+    each launch), which `launch_split` is given, and the chunk count (tail_split)."""
 
     def __init__(self, inst, p: TcProblem, device, prepare):
         from ..driver import F32, I32, MAP, PTR, PackedLaunch
@@ -488,7 +513,8 @@ class ClusterKernel:
         self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
         if params.get("SK", 0) and not params.get("SPLIT", 0):
             raise LaunchError("rung 6's stream-K (SK 1) is built for rung 11 (SPLIT), whose call provides its scratch")
-        self.sk_scratch = stream_k_scratch(params, p, launch.grid[0] // (params["CM"] * params["CN"]))
+        clusters = launch.grid[0] // (params["CM"] * params["CN"])
+        self.sk_scratch, self.tail = stream_k_scratch(params, p, clusters), tail_split(params, p, clusters)
         box_a, box_b = tma_boxes(params, p)
         wide = params.get("WIDE", 1) or p.out == "float32"
         self._unused_map = (ctypes.c_uint8 * 128)()
@@ -498,12 +524,13 @@ class ClusterKernel:
                      if params["EPI"] else unused)  # (EPI 0 stores from registers: C may have any row length)
         index = device.index if device is not None else 0
         self.packed = packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32, PTR, PTR, PTR),
+                                            (I32, I32, I32, I32, MAP, MAP, MAP, PTR, MAP, MAP, F32, F32, PTR, PTR, PTR, I32),
                                             index)
         for i, v in enumerate((p.M, p.N, p.K, p.batch)):
             packed.values[i].value = v
         packed.params[8] = packed.params[9] = unused.address(0)
         packed.values[10].value, packed.values[11].value = 1.0, 0.0
+        packed.values[15].value = self.tail[1]  # (SK 1: the last round's tiles in this many chunks)
         self.slots = None  # the maps launch() re-points (driver.MapSlot), once learned
         self.launch = self._launcher()
 

@@ -49,32 +49,23 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
-// Stream-K (SK 1): where a grid's tiles leave a partial last round, the last full round and the
-// partial one are shared out by slices; the tiles before them are walked whole. Their count:
-__device__ __forceinline__ int simtlab_whole_tiles(int work, int clusters) {
-  const int rounds = work / clusters, rest = work - rounds * clusters;
-  return rounds >= 1 && rest > 0 ? work - clusters - rest : work;
-}
-// f(u, kb, ke) for each unit of a cluster's work, in order: cluster tile u, its slices [kb, ke) of
-// KT. The whole tiles round robin; then (SK) the cluster's equal share of the others' slices.
+// f(u, kb, ke, k) for each unit of a cluster's work, in order: cluster tile u, its slices [kb, ke)
+// of KT, chunk k of them. Whole tiles round robin; with SK and `parts` > 1, the tiles of the last,
+// partial round each cut into `parts` chunks, dealt out chunk by chunk after them (below).
 template <int SK, class F>
-__device__ __forceinline__ void simtlab_units(int cluster, int clusters, int work, int KT, const F& f) {
+__device__ __forceinline__ void simtlab_units(int cluster, int clusters, int work, int KT, int parts, const F& f) {
   if constexpr (!SK) {
-    for (int u = cluster; u < work; u += clusters) f(u, 0, KT);
+    for (int u = cluster; u < work; u += clusters) f(u, 0, KT, 0);
   } else {  // (one loop, so the body is compiled once: two copies of it held the sums in other registers)
-    const int whole = simtlab_whole_tiles(work, clusters), total = (work - whole) * KT;
-    const int share = (total + clusters - 1) / clusters, end = min(total, (cluster + 1) * share);
-    for (int u = cluster, s = cluster * share;;) {
-      int w = u, kb = 0, ke = KT;
-      if (u < whole) {
-        u += clusters;
-      } else {
-        if (s >= end) break;
-        const int t = s / KT;
-        w = whole + t, kb = s - t * KT, ke = min(KT, kb + end - s);
-        s += ke - kb;
+    const int rest = parts > 1 ? work % clusters : 0, whole = work - rest;
+    for (int j = cluster; j < whole + rest * parts; j += clusters) {
+      int u = j, kb = 0, ke = KT, k = 0;
+      if (j >= whole) {
+        k = (j - whole) / rest;
+        u = j - k * rest;
+        kb = (int)((long long)k * KT / parts), ke = (int)((long long)(k + 1) * KT / parts);
       }
-      f(w, kb, ke);
+      f(u, kb, ke, k);
     }
   }
 }
@@ -86,7 +77,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
                       float* __restrict__ C, const __grid_constant__ simtlab::TensorMap map_a2,
                       const __grid_constant__ simtlab::TensorMap map_b2, float alpha, float beta,
-                      const int* __restrict__ scale, float* __restrict__ partials, int* __restrict__ flags) {
+                      const int* __restrict__ scale, float* __restrict__ partials, int* __restrict__ flags,
+                      int parts) {
   constexpr int ES = DT == 2 ? 4 : 2;  // bytes per input element
   constexpr int BK = 128 / ES;          // one 128-byte swizzle row of k per slice
   constexpr int CONSUMERS = BM / 64, WG_ROWS = 64;  // consumer warpgroups, 64 rows each
@@ -183,14 +175,15 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   constexpr int SMALL_WINDOW = 16;
   const int KP = (K + BK - 1) / BK;  // slices of one pass over K
   const int KT = SPLIT ? 3 * KP : KP;
-  // SK 1 (stream-K over the last tiles): where the tiles leave a partial last round, the last
-  // full round and that partial one are cut into equal shares of slices, one a cluster, so every
-  // SM ends together. A share starts with the end of a tile (a "tail": its sums go to `partials`,
-  // then a flag), may hold whole tiles, and ends with a tile's start (a "head": it waits for that
-  // tile's tail, adds its sums, and stores the tile); a share is longer than a tile, so a tile has
-  // at most one tail, written early in the next cluster's share while the head comes late in its
-  // own.
-  static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 stream-K over the last two rounds");
+  // SK 1 (split-K over the last round): where the tiles leave a partial last round of `rest` on
+  // the clusters, each of those is cut into `parts` chunks of its slices (the host picks the count
+  // that ends soonest, counting each chunk's hand-over) and the rest x parts units are dealt out
+  // round robin, chunk by chunk: the clusters running at once work at the same depth of tiles
+  // that share operand panels, as whole tiles do, so L2 serves them together (contiguous shares
+  // of slices, stream-K proper, started each cluster at another depth and ran DRAM-bound:
+  // docs/design/gemm.md). A chunk's sums go to `partials`, then a flag; the last chunk's unit
+  // waits for the others' flags, adds their sums and stores the tile.
+  static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 the last round's tiles in chunks of K");
   // (SPLIT: slice kt closes a window - its sums go into the second set after it)
   auto window_end = [&](int kt) {
     if (kt >= 2 * KP) return (kt - 2 * KP) % (SPLIT ? SPLIT : 1) == (SPLIT ? SPLIT : 1) - 1;
@@ -222,8 +215,8 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       const int lane = tid % 32;
       if (lane == 0) simtlab::tensormap_prefetch(map_c);
       int g = 0, prev_c = -1, prev_g = 0;  // g: pieces per consumer so far
-      simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int) {
-        if (kb > 0) return;  // (a tail stores nothing)
+      simtlab_units<SK>(cluster, clusters, work(), KT, parts, [&](int u, int, int ke, int) {
+        if (ke < KT) return;  // (a chunk before a tile's last stores nothing)
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         for (int p = 0; p < PIECES; ++p, ++g)
@@ -258,14 +251,14 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       int it = 0;  // slices issued so far, over all tiles: slot and phase (LEAN 0)
       simtlab::Ring<STAGES> ring;  // (LEAN 1)
       SIMTLAB_TL(int tile = 0;)
-      simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int ke) {
+      simtlab_units<SK>(cluster, clusters, work(), KT, parts, [&](int u, int kb, int ke, int) {
         int z, tm, tn;
         tile_coords(u, z, tm, tn);
         SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
         const void* pa = &map_a;
         const void* pb = SPLIT ? (const void*)&map_b2 : (const void*)&map_b;
         int ks = kb;
-        if constexpr (SPLIT && SK) {  // (a tail may start in the second or third pass)
+        if constexpr (SPLIT && SK) {  // (a chunk may start in the second or third pass)
           if (ks >= KP) ks -= KP, pa = &map_a2, pb = &map_b;
           if (ks >= KP) ks -= KP, pa = &map_a;
         }
@@ -409,7 +402,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     float total[SPLIT ? BN / 2 : 1];  // SPLIT: the sums promoted out of the tensor cores' accumulators
 #pragma unroll
     for (int i = 0; i < (SPLIT ? BN / 2 : 1); ++i) total[i] = 0.0f;
-    simtlab_units<SK>(cluster, clusters, work(), KT, [&](int u, int kb, int ke) {
+    simtlab_units<SK>(cluster, clusters, work(), KT, parts, [&](int u, int kb, int ke, int k) {
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
@@ -467,34 +460,41 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         for (int i = 0; i < BN / 2; ++i) acc[i] += total[i], total[i] = 0.0f;
       }
       if constexpr (SK) {
-        // this warpgroup's sums of a shared tile: [tail][block of the cluster][consumer], each
-        // 16-byte group j of thread i at j * 128 + i (whole lines a store)
-        const int t = u - simtlab_whole_tiles(work(), clusters), at = (t * CS + (int)(blockIdx.x % CS)) * CONSUMERS + c;
-        float4* part = reinterpret_cast<float4*>(partials) + (size_t)at * (BN / 8) * 128 + tid % 128;
-        if (kb > 0) {  // a tail: its sums out, then the flag; the tile is its head's to store
+        if (kb > 0 || ke < KT) {  // a chunk of a tile of the last round
+          // this warpgroup's sums of chunk q < parts - 1: [tile][chunk][block of the cluster][consumer],
+          // 16-byte group j of thread i at j * 128 + i (whole lines a store)
+          const int first = (u - (work() - work() % clusters)) * (parts - 1);
+          auto slot = [&](int q) { return ((first + q) * CS + (int)(blockIdx.x % CS)) * CONSUMERS + c; };
+          auto sums = [&](int q) { return reinterpret_cast<float4*>(partials) + (size_t)slot(q) * (BN / 8) * 128 + tid % 128; };
+          if (ke < KT) {  // not the last chunk: its sums out, then the flag; the tile is the last's to store
+            float4* out = sums(k);
 #pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-            __stcg(part + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
-          __threadfence();
-          simtlab::named_sync(1 + c, 128);
-          if (leader) simtlab::flag_release(flags + at, 1);
-          if constexpr (EPI == 3) {  // kept pieces this short unit had no slice for; it keeps none
+            for (int j = 0; j < BN / 8; ++j)
+              __stcg(out + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+            __threadfence();
+            simtlab::named_sync(1 + c, 128);
+            if (leader) simtlab::flag_release(flags + slot(k), 1);
+            if constexpr (EPI == 3) {  // kept pieces this short unit had no slice for; it keeps none
 #pragma unroll
-            for (int i = 0; i < KEEP; ++i)
-              if (kept && i + 1 >= ke - kb) hand_over(&keep[VP * i]);
-            kept = false;
-          }
-          return;
-        }
-        if (ke < KT) {  // a head: the tail's sums (written early in the next cluster's share)
-          if (leader)
-            while (simtlab::flag_acquire(flags + at) == 0) {
+              for (int i = 0; i < KEEP; ++i)
+                if (kept && i + 1 >= ke - kb) hand_over(&keep[VP * i]);
+              kept = false;
             }
+            return;
+          }
+          // the last chunk (dealt out after the others): their sums, each once its flag is up
+          if (leader)
+            for (int q = 0; q < parts - 1; ++q)
+              while (simtlab::flag_acquire(flags + slot(q)) == 0) {
+              }
           simtlab::named_sync(1 + c, 128);
+          for (int q = 0; q < parts - 1; ++q) {
+            const float4* in = sums(q);
 #pragma unroll
-          for (int j = 0; j < BN / 8; ++j) {
-            const float4 v = __ldcg(part + j * 128);
-            acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
+            for (int j = 0; j < BN / 8; ++j) {
+              const float4 v = __ldcg(in + j * 128);
+              acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
+            }
           }
         }
       }
