@@ -65,6 +65,66 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
+@pytest.mark.parametrize("size", ["127x129x64", "300x264x512", "1000x1016x1024", "4096x4096x4096"])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
+def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta):
+    """AREG 1: A read as fp32 by the main loop and split in registers, B's parts in A's fragment
+    order - three calls on a poisoned C against float64 (EPI 0 where C's rows are not 16-byte units)."""
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import gemm
+
+    _hopper()
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("tf32x3")
+    p = gemm.parse_size(size, alpha=alpha, beta=beta)
+    ws = fam.op().workspace(p, seed=3)
+    params = {**choose_params(rung, p, dev, None), "AREG": 1}
+    params["EPI"] = min(params.get("EPI", 3), 2)
+    err = _poisoned_error(runner(build(rung, params, dev.arch), p, ws, None, dev), ws, times=3)
+    assert err <= gemm.tolerance(p), (size, err)
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset):
+    """AREG 1 with tiny rows of A and columns of B (the rescaling pass's exponents applied as A is
+    split in registers), A where it lies (offset 0) or 4 bytes off a 16-byte boundary (the split
+    copies it for TMA): the float64 product, the tiny rows' too."""
+    import cupy
+    import numpy as np
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, prepare
+    from simtlab.ops import gemm, tf32x3
+
+    _hopper()
+    dev = device_info()
+    rung = family("gemm").rung("tf32x3")
+    M, N, K = 300, 264, 512
+    rng = np.random.default_rng(9)
+    A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    A[::3] = np.ldexp(A[::3], -120)
+    B[:, ::5] = np.ldexp(B[:, ::5], -110)
+    params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
+    kernel = tf32x3.Tf32x3Gemm(build(rung, params, dev.arch), M, N, K, dev, prepare)
+    buf = cupy.empty(M * K + 4, dtype=cupy.float32)
+    a = buf[offset:offset + M * K]
+    a.set(A.ravel())  # (memory copies: subnormal values kept)
+    b, c = cupy.empty((K, N), dtype=cupy.float32), cupy.full((M, N), np.nan, dtype=cupy.float32)
+    b.set(B)
+    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
+    assert kernel.reads_a_in_place(a.data.ptr, K) == (offset == 0)
+    kernel.run(a.data.ptr, K, b.data.ptr, N, c.data.ptr, 1.0, 0.0, scratch.data.ptr,
+               cupy.cuda.get_current_stream().ptr)
+    out, ref = cupy.asnumpy(c).astype(np.float64), A.astype(np.float64) @ B.astype(np.float64)
+    assert not np.isnan(out).any()
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) <= 1e-6
+    tiny, mine = ref[::3, 1::5], out[::3, 1::5]  # tiny rows, ordinary columns
+    assert np.linalg.norm(mine - tiny) / np.linalg.norm(tiny) < 1e-6
+
+
 # Sizes whose tiles leave a partial last round over the H200's 66 clusters (132 SMs, CM 2 / 132 CM 1),
 # cut into chunks of K: 12 of 144 unpaired tiles in 10 chunks; N not a whole 16-byte row (EPI 0);
 # 64 tiles, fewer than the SMs, in 2 chunks (split-K); 50 of 512 cluster tiles in 5

@@ -1,6 +1,7 @@
 """The fp32 ladder's rung 11 (3xTF32) on the CPU: its build, defaults, scratch layout and bytes."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -13,20 +14,22 @@ from simtlab.ops import gemm, gemm_tc, tf32x3
 def test_rung_11_is_rung_6_walking_k_three_times():
     r = family("gemm").rung("tf32x3")
     six = family("gemm_tc").rung("wgmma_cluster")
-    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT", "SK")
+    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT", "SK", "STAGGER", "AREG")
     assert r.params()["SPLIT"] == 2 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
     assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
 
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6},
                                     {"BN": 128, "SK": 1, "KEEP": 3}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
-                                    {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1},
+                                    {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1}, {"BN": 128, "STAGGER": 1},
+                                    {"BN": 128, "STAGGER": 1, "SK": 1, "KEEP": 3}, {"BN": 128, "AREG": 1, "EPI": 2},
+                                    {"BN": 128, "AREG": 1, "EPI": 0, "CM": 1},
                                     {"BN": 128, "SK": 1, "EPI": 0}])
 def test_rung_11_compiles_spill_free(params):
     inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0, res
-    same = {k: v for k, v in params.items() if k not in ("SPLIT", "SK")}
+    same = {k: v for k, v in params.items() if k not in ("SPLIT", "SK", "STAGGER", "AREG")}
     six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **same}, "sm_90").resources(None)
     assert res.registers == six.registers  # (the launch bound: 168 a thread before setmaxnreg)
 
@@ -46,7 +49,7 @@ def test_size_defaults_pick_the_epilogue_by_c_rows():
 def test_parts_are_laid_out_on_16_byte_boundaries():
     class Stub:  # (the layout only: no kernels)
         M, N, kp = 3, 5, tf32x3.padded_k(9)
-        sk_bytes, flag_bytes = 0, 0
+        sk_bytes, flag_bytes, areg = 0, 0, False
 
     s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
     assert Stub.kp == 12 and s.a_big == 1 << 20
@@ -73,6 +76,29 @@ def test_split_cuts_the_last_round_into_chunks_of_k():
     few = tf32x3.tc_problem(gemm.GemmProblem(1024, 1024, 16384))  # 64 unpaired tiles on 132 SMs: split-K by 2
     assert gemm_tc.tail_split({**params, "CM": 1}, few, 132) == (64, 2)
     assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(4000, 4000, 1)), 66) == (0, 1)  # 3 slices
+
+
+def test_slice_order_of_b_matches_a_fragments():
+    """AREG 1: the k order B's parts take within a 32-deep slice (slice_row_of in simtlab_tf32.cuh,
+    mirrored here) is a permutation whose inverse is slice_position_of, and k step s, column q of a
+    thread t's fragment (q = t or t + 4) is float 2 s + q // 4 of its 8 consecutive floats 8 t.."""
+    def row_of(pos):
+        s, q = (pos & 31) >> 3, pos & 7
+        return (pos & ~31) | ((q & 3) << 3) | (s << 1) | (q >> 2)
+
+    def position_of(row):
+        p = row & 31
+        return (row & ~31) | (((p >> 1) & 3) << 3) | (p >> 3) | ((p & 1) << 2)
+
+    assert sorted(row_of(p) for p in range(64)) == list(range(64))
+    assert all(position_of(row_of(p)) == p for p in range(96))
+    for t in range(4):
+        for s in range(4):
+            for j in range(2):
+                assert row_of(8 * s + t + 4 * j) == 8 * t + 2 * s + j
+    # and the kernel source says the same
+    src = (Path(tf32x3.__file__).parents[1] / "kernels/include/simtlab_tf32.cuh").read_text()
+    assert "((q & 3) << 3) | (s << 1) | (q >> 2)" in src and "(((p >> 1) & 3) << 3) | (p >> 3) | ((p & 1) << 2)" in src
 
 
 def test_requested_bytes_count_the_split_and_three_passes():

@@ -205,12 +205,12 @@ def square_tile_bytes(params, p: GemmProblem) -> int:
 
 
 def tf32x3_bytes(params, p: GemmProblem) -> int:
-    """Rung 11: the split (reads A and B, writes two parts of each, K padded), then three passes of
-    block-tile panels over the parts."""
+    """Rung 11: the split (reads A and B, writes two parts of each, K padded; AREG 1: B's only, A
+    read for its note), then three passes of block-tile panels over the parts."""
     from .tf32x3 import padded_k
 
     kp = padded_k(p.K)
-    split = 4 * p.K * (p.M + p.N) + 8 * kp * (p.M + p.N)
+    split = 4 * p.K * (p.M + p.N) + 8 * kp * (p.N + (0 if params.get("AREG", 0) else p.M))
     return split + 3 * _panels(p, params["BM"], params["BN"], kp) + _c_bytes(p)
 
 
@@ -316,19 +316,19 @@ def tf32x3_space(max_smem: int) -> Space:
     rules = [("shared memory within the opt-in limit",
               lambda c: gemm_tc.cluster_smem({**defaults, **c}) <= max_smem)]
     return Space({"BN": (64, 128), "STAGES": (3, 4, 5, 6, 7, 8), "GROUP_M": (8, 16), "CM": (1, 2), "SPLIT": (1, 2, 4),
-                  "SK": (0, 1)}, rules)
+                  "SK": (0, 1), "STAGGER": (0, 1)}, rules)
 
 
 def _tf32x3_rung() -> Rung:
     from . import gemm_tc, tf32x3
 
     cluster = gemm_tc.FAMILY.rung("wgmma_cluster")
-    return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT", "SK"),
-                frozen({**cluster.defaults, "DT": 2, "SPLIT": 2, "BN": 128, "SK": 0}),
+    return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT", "SK", "STAGGER", "AREG"),
+                frozen({**cluster.defaults, "DT": 2, "SPLIT": 2, "BN": 128, "SK": 0, "STAGGER": 0, "AREG": 0}),
                 "3xTF32: each fp32 operand split into two TF32 parts, three tensor-core passes (the small "
                 "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
                 tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,
-                tunable=("BN", "STAGES", "GROUP_M", "CM", "SPLIT", "SK"), capabilities=frozenset({TF32X3}), space=tf32x3_space,
+                tunable=("BN", "STAGES", "GROUP_M", "CM", "SPLIT", "SK", "STAGGER"), capabilities=frozenset({TF32X3}), space=tf32x3_space,
                 traffic=tf32x3_bytes, work=tf32x3_work,
                 sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 

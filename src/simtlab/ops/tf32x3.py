@@ -15,6 +15,7 @@ from .base import sm_count
 SPLIT_1_BELOW_K = 256  # promote every big x big slice below this depth, every two from it (size_defaults)
 SPLIT_BLOCK = 256  # threads of a split block (on B: 16 x 16 over a 64x64 tile)
 SPLIT_TILE = 64  # B's split tile: 64 k by 64 n
+AREG_K = 32  # AREG 1 takes K in whole slices (B's parts laid out slice by slice in A's fragment order)
 
 
 def padded_k(K: int) -> int:
@@ -93,6 +94,11 @@ class Tf32x3Gemm:
         if inst.params.get("SPLIT", 0) < 1 or inst.params.get("DT") != 2:
             raise LaunchError(f"rung 11 needs SPLIT >= 1 and DT 2, got {inst.params}")
         self.M, self.N, self.K, self.kp = M, N, K, padded_k(K)
+        # AREG 1: the main loop reads A itself and splits it in registers (K whole slices of 32, so
+        # B's parts can be laid out in the k order A's fragments take); the pre-pass only notes A
+        self.areg = bool(inst.params.get("AREG", 0))
+        if self.areg and K % AREG_K:
+            raise LaunchError(f"rung 11 with AREG 1 needs K a multiple of {AREG_K}, got {K}")
         self.main = gemm_tc.ClusterKernel(inst, gemm_tc.TcProblem(M, N, self.kp, "float32"), device, prepare)
         # stream-K's partial sums and flags (SK 1; else none), the flags in whole 16-byte units
         self.sk_bytes, flags = self.main.sk_scratch
@@ -108,36 +114,48 @@ class Tf32x3Gemm:
             raise LaunchError(f"{K}x{N}: B's split would take {tiles_n * tiles_k} blocks")
         split = PackedLaunch(function_handle(module.get_function("gemm_split_tf32")),
                              (a_blocks + tiles_n * tiles_k, 1, 1), (SPLIT_BLOCK, 1, 1), 0,
-                             (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32), index)
+                             (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32, I32, I32), index)
         rescale = PackedLaunch(function_handle(module.get_function("gemm_split_tf32_rescale")),
                                exponents_grid(M, N, sms), (SPLIT_BLOCK, 1, 1), 0,
-                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR), index)
+                               (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, I32), index)
         for packed in (split, rescale):
             for i, v in ((1, M), (2, K), (5, N), (7, self.kp)):
                 packed.values[i].value = v
         split.values[13].value, split.values[14].value = a_blocks, tiles_n
+        split.values[15].value = rescale.values[13].value = int(self.areg)  # (B's rows in A's fragment order)
         self.split_launch, self.rescale = split, rescale
 
     @property
     def parts_bytes(self) -> int:
-        return 4 * 2 * (self.M + self.N) * self.kp + self.sk_bytes + self.flag_bytes + scale_bytes(self.M, self.N)
+        a_parts = 1 if self.areg else 2
+        return (4 * (a_parts * self.M + 2 * self.N) * self.kp + self.sk_bytes + self.flag_bytes
+                + scale_bytes(self.M, self.N))
 
     def parts(self, base: int) -> SplitBuffers:
         """The four parts laid out in one scratch buffer at `base` (each 16-byte aligned), then the
         stream-K partial sums and flags, then the exponent words: the flags just before the
-        exponents' flag, so one memset clears them all."""
+        exponents' flag, so one memset clears them all. AREG 1: one region for A (a copy of it,
+        where the call's A cannot be read by TMA), a_small the same address."""
         a, b = 4 * self.M * self.kp, 4 * self.N * self.kp
-        partials = base + 2 * a + 2 * b
+        a_end = base + (1 if self.areg else 2) * a
+        partials = a_end + 2 * b
         flags = partials + self.sk_bytes
-        return SplitBuffers(base, base + a, base + 2 * a, base + 2 * a + b, partials, flags, flags + self.flag_bytes)
+        return SplitBuffers(base, a_end - a, a_end, a_end + b, partials, flags, flags + self.flag_bytes)
 
     def run(self, pa: int, lda: int, pb: int, ldb: int, pc: int, alpha: float, beta: float, scratch: int,
             stream: int) -> None:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
         (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
         s = self.split(pa, lda, pb, ldb, scratch, stream)
+        if self.areg:  # (A itself, or the split's copy of it)
+            s.a_big = s.a_small = pa if self.reads_a_in_place(pa, lda) else s.a_big
         self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale, s.partials,
                                s.flags)
+
+    def reads_a_in_place(self, pa: int, lda: int) -> bool:
+        """AREG 1: whether the main loop's TMA reads the call's A where it lies (16-byte aligned,
+        rows packed), else the split copies it into the scratch first."""
+        return pa % 16 == 0 and lda == self.K
 
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
         """The pre-pass alone: A's and B's parts into `scratch` (and, where values near the smallest
@@ -147,10 +165,15 @@ class Tf32x3Gemm:
         s = self.parts(scratch)
         # (the flag the split sets, and stream-K's flags before it: scratch holds whatever it held)
         memset32(s.flags, 0, self.flag_bytes // 4 + 1, stream)
+        # (AREG 1: no parts of A - the split notes A, and copies it where TMA cannot read it; the
+        # rescaling pass makes A's exponents only)
+        a_big, a_small = s.a_big, s.a_small
+        if self.areg:
+            a_big, a_small = (0 if self.reads_a_in_place(pa, lda) else s.a_big), 0
         for packed in (self.split_launch, self.rescale):
             v = packed.values
             v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb
-            v[8].value, v[9].value, v[10].value, v[11].value = s.a_big, s.a_small, s.b_big, s.b_small
+            v[8].value, v[9].value, v[10].value, v[11].value = a_big, a_small, s.b_big, s.b_small
             v[12].value = s.scale
             packed.launch(stream)
         return s

@@ -33,7 +33,8 @@ __device__ __forceinline__ float4 load_group(const float* p, int avail, bool vec
 }
 
 // A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
-// 4), zero past cols. A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's
+// 4), zero past cols; without `small` (AREG 1: the main loop splits A itself) A only noted, or
+// copied whole into `big` where the call's A cannot be read by TMA (not on a 16-byte boundary). A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's
 // rows allow it) walking rows x ld/4 with a stride of the `blocks` blocks that do this, UNROLL
 // groups loaded before any is split; the row and column step without a division a group.
 __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows, int cols, int lda, int ld,
@@ -59,12 +60,16 @@ __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows
 #pragma unroll
     for (int u = 0; u < SPLIT_UNROLL; ++u) {
       if (i + u * stride >= n) break;
-      float4 hi, lo;
-      split_tf32(v[u].x, hi.x, lo.x), split_tf32(v[u].y, hi.y, lo.y);
-      split_tf32(v[u].z, hi.z, lo.z), split_tf32(v[u].w, hi.w, lo.w);
       const size_t at = (size_t)rr[u] * ld + 4 * gg[u];
-      *reinterpret_cast<float4*>(big + at) = hi;
-      *reinterpret_cast<float4*>(small + at) = lo;
+      if (small != nullptr) {
+        float4 hi, lo;
+        split_tf32(v[u].x, hi.x, lo.x), split_tf32(v[u].y, hi.y, lo.y);
+        split_tf32(v[u].z, hi.z, lo.z), split_tf32(v[u].w, hi.w, lo.w);
+        *reinterpret_cast<float4*>(big + at) = hi;
+        *reinterpret_cast<float4*>(small + at) = lo;
+      } else if (big != nullptr) {
+        *reinterpret_cast<float4*>(big + at) = v[u];
+      }
       note_tiny(v[u], tiny);
     }
   }
@@ -72,14 +77,14 @@ __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows
 
 // B (K x N, row-major, leading dimension ldb) -> B^T's big and small parts (N x ld, K contiguous,
 // ld a multiple of 4), zero past K, one 64x64 tile (k0, n0) through shared memory (one padding
-// column). Each thread loads four 16-byte pieces of B's rows (all in flight at once) and stores
+// column); `permute` (AREG 1): each 32-deep slice's rows in simtlab::slice_row_of's order. Each thread loads four 16-byte pieces of B's rows (all in flight at once) and stores
 // four 16-byte pieces of each part's rows: whole lines, a quarter of the instructions of a float
 // a thread.
 constexpr int SPLIT_TILE = 64;
 
 __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ B, int K, int N, int ldb, int ld,
                                                       float* __restrict__ big, float* __restrict__ small, int* tiny,
-                                                      int k0, int n0,
+                                                      int k0, int n0, bool permute,
                                                       float (&tile)[SPLIT_TILE][SPLIT_TILE + 1]) {
   const int g = threadIdx.x % 16, row = threadIdx.x / 16;
   const bool vec = ldb % 4 == 0 && ((size_t)B & 15) == 0;
@@ -101,8 +106,9 @@ __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ 
     const int nl = row + 16 * p, n = n0 + nl, k = k0 + 4 * g;
     if (n < N && k < ld) {
       float4 hi, lo;
-      split_tf32(tile[4 * g][nl], hi.x, lo.x), split_tf32(tile[4 * g + 1][nl], hi.y, lo.y);
-      split_tf32(tile[4 * g + 2][nl], hi.z, lo.z), split_tf32(tile[4 * g + 3][nl], hi.w, lo.w);
+      auto row = [&](int i) { return permute ? simtlab::slice_row_of(4 * g + i) : 4 * g + i; };
+      split_tf32(tile[row(0)][nl], hi.x, lo.x), split_tf32(tile[row(1)][nl], hi.y, lo.y);
+      split_tf32(tile[row(2)][nl], hi.z, lo.z), split_tf32(tile[row(3)][nl], hi.w, lo.w);
       *reinterpret_cast<float4*>(big + (size_t)n * ld + k) = hi;
       *reinterpret_cast<float4*>(small + (size_t)n * ld + k) = lo;
     }
@@ -114,14 +120,14 @@ __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ 
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
-    int* __restrict__ tiny, int a_blocks, int tiles_n) {
+    int* __restrict__ tiny, int a_blocks, int tiles_n, int permute) {
   __shared__ float tile[SPLIT_TILE][SPLIT_TILE + 1];
   if ((int)blockIdx.x < a_blocks) {
     split_rows(A, M, K, lda, ld, a_big, a_small, tiny, blockIdx.x, a_blocks);
   } else {
     const int t = blockIdx.x - a_blocks;
     split_transposed_tile(B, K, N, ldb, ld, b_big, b_small, tiny, (t / tiles_n) * SPLIT_TILE,
-                          (t % tiles_n) * SPLIT_TILE, tile);
+                          (t % tiles_n) * SPLIT_TILE, permute != 0, tile);
   }
 }
 
@@ -129,11 +135,12 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
 // and column of B that holds nothing above simtlab::TINY is scaled (simtlab_tf32.cuh) and split
 // again; scale[1 + r] and scale[1 + M + n] receive the exponents (0: unscaled) for the epilogue.
 // Blocks of y 0 take rows of A (a block a row, read twice from L2), of y 1 strips of 32 columns of
-// B (a column a lane). Rare inputs: written for clarity.
+// B (a column a lane). AREG 1 (no a_small): A's exponents only, which the main loop applies as it
+// splits; B's rows laid out as the split laid them (`permute`). Rare inputs: written for clarity.
 extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
-    int* __restrict__ scale) {
+    int* __restrict__ scale, int permute) {
   if (scale[0] == 0) return;
   __shared__ float red[8];
   __shared__ float col_max[8][32];
@@ -143,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
       const float* a = A + (size_t)r * lda;
       const int e = simtlab::row_exponent(a, K, red);
       if (threadIdx.x == 0) scale[1 + r] = e;
-      for (int k = threadIdx.x; k < K; k += blockDim.x) {
+      for (int k = threadIdx.x; a_small != nullptr && k < K; k += blockDim.x) {
         split_tf32(ldexpf(a[k], -e), hi, lo);
         a_big[(size_t)r * ld + k] = hi, a_small[(size_t)r * ld + k] = lo;
       }
@@ -156,7 +163,8 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
         if (warp == 0) scale[1 + M + n] = e;
         for (int k = warp; k < K; k += 8) {
           split_tf32(ldexpf(B[(size_t)k * ldb + n], -e), hi, lo);
-          b_big[(size_t)n * ld + k] = hi, b_small[(size_t)n * ld + k] = lo;
+          const int at = permute ? simtlab::slice_position_of(k) : k;
+          b_big[(size_t)n * ld + at] = hi, b_small[(size_t)n * ld + at] = lo;
         }
       }
     }

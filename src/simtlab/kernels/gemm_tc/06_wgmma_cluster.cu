@@ -13,6 +13,7 @@
 // What it should buy: cuBLAS's speed at 4096^3 and above. Every knob's measured outcome, and the
 // ones tried and removed: docs/design/gemm_tc.md.
 #include "simtlab_hopper.cuh"
+#include "simtlab_tf32.cuh"
 
 // Built with -DSIMTLAB_TIMELINE (benchmarks/rung6_timeline.py), each warpgroup's first thread
 // records per tile: SM clock at the tile's start, cycles spent waiting on the pipeline's barriers,
@@ -71,7 +72,7 @@ __device__ __forceinline__ void simtlab_units(int cluster, int clusters, int wor
 }
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
-          int TA, int TB, int SPLIT = 0, int SK = 0>
+          int TA, int TB, int SPLIT = 0, int SK = 0, int STAGGER = 0, int AREG = 0>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
@@ -169,7 +170,17 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // the accumulators are added (rounded to nearest) into a second set and the tensor cores start
   // afresh. Windows are SPLIT slices in the big x big pass; in the two small passes, whose sums
   // lie ~2^-12 under the product and whose truncation is as far under SGEMM's rounding, they are
-  // SMALL_WINDOW slices and the last ends where big x big begins - a third of the waits.
+  // SMALL_WINDOW slices and the last ends where big x big begins - a third of the waits. STAGGER 1:
+  // the second consumer warpgroup's windows end half a window later than the first's, so one
+  // warpgroup's multiplies keep the tensor cores busy while the other drains its own and adds
+  // them up (at the same slice, both drained at once).
+  static_assert(STAGGER == 0 || STAGGER == 1, "STAGGER: 0 both warpgroups' windows end together, 1 half a window apart");
+  // AREG 1: A comes in as fp32 (map_a: the caller's A itself, no pre-pass for it) and each pass
+  // splits the part it needs in registers - wgmma's tf32 form takes A from registers. A thread's
+  // fragment values for a slice are 8 consecutive floats of each of its two rows (B's parts are
+  // laid out in that k order: simtlab::slice_row_of), two conflict-free 16-byte loads a row;
+  // rows of A the rescaling pass gave an exponent are scaled by it as they are split.
+  static_assert(AREG == 0 || (SPLIT && LEAN && BK == 32), "AREG: 3xTF32 (SPLIT) with LEAN bookkeeping");
   static_assert(SPLIT >= 0 && SPLIT <= 8, "SPLIT: 0 one pass; 1-8 3xTF32, promoting every SPLIT slices of big x big");
   static_assert(SPLIT == 0 || (DT == 2 && OUT == 0), "3xTF32 takes fp32 operands (DT 2) and writes fp32");
   constexpr int SMALL_WINDOW = 16;
@@ -184,10 +195,12 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // docs/design/gemm.md). A chunk's sums go to `partials`, then a flag; the last chunk's unit
   // waits for the others' flags, adds their sums and stores the tile.
   static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 the last round's tiles in chunks of K");
-  // (SPLIT: slice kt closes a window - its sums go into the second set after it)
-  auto window_end = [&](int kt) {
-    if (kt >= 2 * KP) return (kt - 2 * KP) % (SPLIT ? SPLIT : 1) == (SPLIT ? SPLIT : 1) - 1;
-    return kt == 2 * KP - 1 || kt % SMALL_WINDOW == SMALL_WINDOW - 1;
+  // (SPLIT: slice kt closes a window of consumer warpgroup c - its sums go into the second set after it)
+  auto window_end = [&](int kt, int c) {
+    constexpr int W = SPLIT ? SPLIT : 1;
+    const int big = STAGGER ? c * (W / 2) : 0, small = STAGGER ? c * (SMALL_WINDOW / 2) : 0;
+    if (kt >= 2 * KP) return (kt - 2 * KP + big) % W == W - 1;
+    return kt == 2 * KP - 1 || (kt + small) % SMALL_WINDOW == SMALL_WINDOW - 1;
   };
 
   if (tid == 0) {
@@ -259,13 +272,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         const void* pb = SPLIT ? (const void*)&map_b2 : (const void*)&map_b;
         int ks = kb;
         if constexpr (SPLIT && SK) {  // (a chunk may start in the second or third pass)
-          if (ks >= KP) ks -= KP, pa = &map_a2, pb = &map_b;
+          if (ks >= KP) ks -= KP, pa = AREG ? &map_a : &map_a2, pb = &map_b;
           if (ks >= KP) ks -= KP, pa = &map_a;
         }
         for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
           if (SPLIT && ks == KP) {  // (the next pass: A's small parts with B's big, then big with big)
             ks = 0;
-            pa = pb == &map_b2 ? (const void*)&map_a2 : (const void*)&map_a;
+            pa = !AREG && pb == &map_b2 ? (const void*)&map_a2 : (const void*)&map_a;
             pb = &map_b;
           }
           const int slot = LEAN ? (int)ring.slot : it % STAGES;
@@ -404,6 +417,16 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     for (int i = 0; i < (SPLIT ? BN / 2 : 1); ++i) total[i] = 0.0f;
     simtlab_units<SK>(cluster, clusters, work(), KT, parts, [&](int u, int kb, int ke, int k) {
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
+      float f0 = 1.0f, f1 = 1.0f;  // AREG: this thread's two rows of A scaled by these as they are split
+      if constexpr (AREG) {
+        if (scale != nullptr && scale[0] != 0) {
+          int z, tm, tn;
+          tile_coords(u, z, tm, tn);
+          const int r = tm * BM + c * WG_ROWS + warp * 16 + lane / 4;
+          if (r < M) f0 = ldexpf(1.0f, -scale[1 + r]);
+          if (r + 8 < M) f1 = ldexpf(1.0f, -scale[1 + r + 8]);
+        }
+      }
       for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
         SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
@@ -412,8 +435,44 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
         constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
-        const bool fresh = SPLIT && (kt == kb || window_end(kt - 1));  // (SPLIT: the first slice of a window)
-        if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
+        const bool fresh = SPLIT && (kt == kb || window_end(kt - 1, c_uniform));  // (SPLIT: the first slice of a window)
+        if constexpr (AREG) {
+          constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
+          const unsigned b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
+          const int g = lane / 4, t = lane % 4;
+          // chunks 2t and 2t + 1 of rows g and g + 8 of this warp's 16 (128-byte rows, chunk ^ row % 8)
+          const unsigned char* row = smem + slot * STAGE_BYTES + (c_uniform * WG_ROWS + warp * 16 + g) * 128;
+          const float4 p0 = *reinterpret_cast<const float4*>(row + ((2 * t) ^ g) * 16);
+          const float4 q0 = *reinterpret_cast<const float4*>(row + ((2 * t + 1) ^ g) * 16);
+          const float4 p1 = *reinterpret_cast<const float4*>(row + 1024 + ((2 * t) ^ g) * 16);
+          const float4 q1 = *reinterpret_cast<const float4*>(row + 1024 + ((2 * t + 1) ^ g) * 16);
+          const float v0[8] = {p0.x, p0.y, p0.z, p0.w, q0.x, q0.y, q0.z, q0.w};
+          const float v1[8] = {p1.x, p1.y, p1.z, p1.w, q1.x, q1.y, q1.z, q1.w};
+          // k step s takes floats 2s (column t) and 2s + 1 (column t + 4): a0 a1 rows g, g + 8 at t
+          unsigned a[STEPS][4];
+          if (kt >= KP && kt < 2 * KP) {  // the pass of A's small parts
+#pragma unroll
+            for (int s = 0; s < STEPS; ++s)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                a[s][2 * j] = __float_as_uint(simtlab::tf32_small(v0[2 * s + j] * f0));
+                a[s][2 * j + 1] = __float_as_uint(simtlab::tf32_small(v1[2 * s + j] * f1));
+              }
+          } else {
+#pragma unroll
+            for (int s = 0; s < STEPS; ++s)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                a[s][2 * j] = __float_as_uint(simtlab::tf32_big(v0[2 * s + j] * f0));
+                a[s][2 * j + 1] = __float_as_uint(simtlab::tf32_big(v1[2 * s + j] * f1));
+              }
+          }
+          simtlab::wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < STEPS; ++kk)
+            simtlab::wgmma_tf32_rs<BN>(acc, a[kk], simtlab::desc_join(b_lo + B_STEP * kk, HI),
+                                       fresh ? kk > 0 : kt > kb || kk > 0);
+        } else if constexpr (LEAN) {  // 32-bit steps of the low words; the high words are constants
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned a_lo = a_lo0 + slot * (STAGE_BYTES / 16), b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
           simtlab::wgmma_fence();
@@ -436,7 +495,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         if (kt > kb && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
         last = slot;
         if constexpr (SPLIT) {
-          if (window_end(kt) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
+          if (window_end(kt, c_uniform) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
             simtlab::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];

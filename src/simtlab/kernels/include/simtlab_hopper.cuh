@@ -319,6 +319,25 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale
 #undef SIMTLAB_WGMMA_16
 }
 
+// D(64xN, fp32) = A(64x8, tf32) * B(8xN, tf32, K-major descriptor) + (scale_d ? D : 0), A from
+// registers: a[0..3] of lane (g = lane / 4, t = lane % 4) of warp w hold A's rows 16w + g, 16w + g +
+// 8 at k = t, then the same rows at k = t + 4 (the fragment of mma.sync's m16n8k8 tf32 form).
+#define SIMTLAB_WGMMA_RS(N, REGS, DREGS, A0, A1, A2, A3, B, SCALE)                                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE ", 0;\n"                                             \
+               "wgmma.mma_async.sync.aligned.m64n" N "k8.f32.tf32.tf32 {" REGS "}, {%" A0 ", %" A1 ", %" A2     \
+               ", %" A3 "}, %" B ", p, 1, 1;\n}\n"                                                               \
+               : DREGS                                                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d))
+template <int N>
+__device__ __forceinline__ void wgmma_tf32_rs(float (&d)[N / 2], const unsigned (&a)[4], u64 b, int scale_d) {
+  static_assert(N == 64 || N == 128, "wgmma N of 64 or 128 here");
+  if constexpr (N == 64)
+    SIMTLAB_WGMMA_RS("64", SIMTLAB_WGMMA_R0, SIMTLAB_WGMMA_D0, "32", "33", "34", "35", "36", "37");
+  else
+    SIMTLAB_WGMMA_RS("128", SIMTLAB_WGMMA_R0 SIMTLAB_WGMMA_R1, SIMTLAB_WGMMA_D0 SIMTLAB_WGMMA_D1, "64", "65", "66",
+                     "67", "68", "69");
+}
+
 // One K slice (128 bytes of each row: BK = 64 16-bit or 32 fp32 values) from the 128-byte-swizzled
 // tiles at shared addresses a (64 rows of A, K-major) and b. Each wgmma takes 32 bytes of k
 // (k16 of 16-bit, k8 of tf32): +32 bytes along A's rows per step. B is

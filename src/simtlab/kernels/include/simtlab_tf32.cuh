@@ -6,17 +6,33 @@ namespace simtlab {
 // x -> (big, small), both exact TF32 values (low 13 bits zero): big rounded to nearest (ties away,
 // as cvt.rna.tf32), truncated where rounding would overflow; small = x - big (exact) rounded again.
 // Inf and NaN go whole into small (big 0), so they reach the sums as in SGEMM.
+__device__ __forceinline__ float tf32_rna(float v) {
+  const unsigned u = __float_as_uint(v), r = (u + 0x1000u) & 0xffffe000u;
+  return isinf(__uint_as_float(r)) ? __uint_as_float(u & 0xffffe000u) : __uint_as_float(r);
+}
 __device__ __forceinline__ void split_tf32(float x, float& big, float& small) {
   if (!isfinite(x)) {
     big = 0.0f, small = x;
     return;
   }
-  auto rna = [](float v) {
-    const unsigned u = __float_as_uint(v), r = (u + 0x1000u) & 0xffffe000u;
-    return isinf(__uint_as_float(r)) ? __uint_as_float(u & 0xffffe000u) : __uint_as_float(r);
-  };
-  big = rna(x);
-  small = rna(x - big);
+  big = tf32_rna(x);
+  small = tf32_rna(x - big);
+}
+// split_tf32's parts one at a time (the same values): where only one is wanted, as each of
+// rung 11's passes over K wants one of A's parts (AREG 1).
+__device__ __forceinline__ float tf32_big(float x) { return isfinite(x) ? tf32_rna(x) : 0.0f; }
+__device__ __forceinline__ float tf32_small(float x) { return isfinite(x) ? tf32_rna(x - tf32_rna(x)) : x; }
+
+// AREG 1: within each 32-deep slice of K, the order in which B's parts are laid out, so that the
+// k values a thread's wgmma fragments of A take are 8 consecutive floats of its rows: the part's
+// position 8 s + q (wgmma k step s, fragment column q) holds B's row 8 (q % 4) + 2 s + q / 4.
+__device__ __forceinline__ int slice_row_of(int position) {
+  const int p = position & 31, s = p >> 3, q = p & 7;
+  return (position & ~31) | ((q & 3) << 3) | (s << 1) | (q >> 2);
+}
+__device__ __forceinline__ int slice_position_of(int row) {
+  const int p = row & 31;
+  return (row & ~31) | (((p >> 1) & 3) << 3) | (p >> 3) | ((p & 1) << 2);
 }
 
 // split_tf32 over a fragment's values, the parts as the bit patterns mma.sync takes.
