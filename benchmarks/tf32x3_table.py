@@ -81,7 +81,10 @@ def _rung_11(overrides: dict):
         k = kernels.get((M, N, K))
         if k is None:
             rung, info = family("gemm").rung("tf32x3"), device_info()
-            params = {**tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info), **overrides}
+            defaults = tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info)
+            params = {**defaults, **overrides}
+            if defaults.get("EPI") == 0:  # (C's rows not whole 16-byte units: no TMA stores, whatever the variant)
+                params["EPI"] = 0
             k = kernels[(M, N, K)] = tf32x3.Tf32x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
         C = torch.empty(M, N, device=A.device)
         scratch = torch.empty(k.parts_bytes // 4, device=A.device)

@@ -427,7 +427,11 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           if (r + 8 < M) f1 = ldexpf(1.0f, -scale[1 + r + 8]);
         }
       }
-      for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) {
+      // AREG: A's fragments in two sets of registers, slice by slice in turn, so that one slice's
+      // are made while the tensor cores still read the other's
+      constexpr int A_STEPS = AREG ? BK / 8 : 1;
+      unsigned frag0[A_STEPS][4], frag1[A_STEPS][4];
+      auto slice = [&](int kt, unsigned (&a)[A_STEPS][4]) {
         const int slot = LEAN ? (int)ring.slot : it % STAGES;
         SIMTLAB_TL_WAIT(simtlab::mbar_wait(&full[slot], LEAN ? ring.phase : (it / STAGES) & 1))
         // descriptors built once a slice, then stepped by a k step: +32 bytes along a K-major
@@ -449,7 +453,6 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           const float v0[8] = {p0.x, p0.y, p0.z, p0.w, q0.x, q0.y, q0.z, q0.w};
           const float v1[8] = {p1.x, p1.y, p1.z, p1.w, q1.x, q1.y, q1.z, q1.w};
           // k step s takes floats 2s (column t) and 2s + 1 (column t + 4): a0 a1 rows g, g + 8 at t
-          unsigned a[STEPS][4];
           if (kt >= KP && kt < 2 * KP) {  // the pass of A's small parts
 #pragma unroll
             for (int s = 0; s < STEPS; ++s)
@@ -509,6 +512,18 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
               if (kept && kt - kb == i + 1) hand_over(&keep[VP * i]);
           }
         }
+      };
+      if constexpr (AREG) {
+        for (int kt = kb; kt < ke; kt += 2) {
+          slice(kt, frag0);
+          ++it, ring.advance();
+          if (kt + 1 < ke) {
+            slice(kt + 1, frag1);
+            ++it, ring.advance();
+          }
+        }
+      } else {
+        for (int kt = kb; kt < ke; ++kt, ++it, ring.advance()) slice(kt, frag0);
       }
       simtlab::wgmma_wait<0>();
       if (ke > kb && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
