@@ -228,13 +228,12 @@ PHASES: dict[str, tuple[str, list]] = {
             "test_rung_11_split_last_round_matches_float64_on_a_poisoned_c[-0.75-1.5-3000x2900x333-extra3]' 2>&1 | tail -3; "
             "done", 200)]),
     "tf32x3-areg": ("rung 11 with A split in registers by the main loop (AREG 1: no pre-pass for A, B's parts in A's "
-                    "fragment order), beside the pre-pass, EPI 2 and STAGGER in one process: its GPU tests, the "
-                    "accuracy and speed tables, memcheck and initcheck", [
+                    "fragment order), beside the pre-pass and EPI 2 in one process: its GPU tests, the accuracy and "
+                    "speed tables, memcheck and initcheck (run 72d72f also timed STAGGER, a knob since removed)", [
         Run("rung 11's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_11' "
             "-p no:cacheprovider 2>&1 | tail -8", 240),
-        Run("accuracy and speed beside cuBLAS and Triton, AREG, EPI and STAGGER", "python3 benchmarks/tf32x3_table.py "
-            "--variant AREG=1,EPI=2 --variant EPI=2 --variant STAGGER=1 --variant AREG=1,EPI=2,STAGGER=1 "
-            "--json {out}/tf32x3_areg.json", 300),
+        Run("accuracy and speed beside cuBLAS and Triton, AREG and EPI", "python3 benchmarks/tf32x3_table.py "
+            "--variant AREG=1,EPI=2 --variant EPI=2 --json {out}/tf32x3_areg.json", 300),
         Run("memcheck and initcheck on AREG", "for t in memcheck initcheck; do compute-sanitizer --tool $t "
             "--error-exitcode 1 python3 -m pytest -q -p no:cacheprovider tests/test_tf32x3_gpu.py "
             "-k 'areg_scales' 2>&1 | tail -3; done", 200)]),

@@ -14,22 +14,21 @@ from simtlab.ops import gemm, gemm_tc, tf32x3
 def test_rung_11_is_rung_6_walking_k_three_times():
     r = family("gemm").rung("tf32x3")
     six = family("gemm_tc").rung("wgmma_cluster")
-    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT", "SK", "STAGGER", "AREG")
+    assert r.stage == 11 and r.kernel == six.kernel and r.template_params == six.template_params + ("SPLIT", "SK", "AREG")
     assert r.params()["SPLIT"] == 2 and r.params()["DT"] == 2 and r.can(gemm.TF32X3)
     assert r.supports((9, 0)) and not r.supports((8, 0))  # wgmma and TMA: sm_90a only
 
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6},
                                     {"BN": 128, "SK": 1, "KEEP": 3}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
-                                    {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1}, {"BN": 128, "STAGGER": 1},
-                                    {"BN": 128, "STAGGER": 1, "SK": 1, "KEEP": 3}, {"BN": 128, "AREG": 1, "EPI": 2},
+                                    {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1}, {"BN": 128, "AREG": 1, "EPI": 2},
                                     {"BN": 128, "AREG": 1, "EPI": 0, "CM": 1},
                                     {"BN": 128, "SK": 1, "EPI": 0}])
 def test_rung_11_compiles_spill_free(params):
     inst = build(family("gemm").rung("tf32x3"), params, "sm_90")
     res = inst.resources(None)
     assert res.spill_bytes == 0 and res.stack_frame == 0, res
-    same = {k: v for k, v in params.items() if k not in ("SPLIT", "SK", "STAGGER", "AREG")}
+    same = {k: v for k, v in params.items() if k not in ("SPLIT", "SK", "AREG")}
     six = build(family("gemm_tc").rung("wgmma_cluster"), {"DT": 2, **same}, "sm_90").resources(None)
     assert res.registers == six.registers  # (the launch bound: 168 a thread before setmaxnreg)
 
@@ -42,6 +41,11 @@ def test_size_defaults_pick_the_epilogue_by_c_rows():
     assert tf32x3.size_defaults(gemm.GemmProblem(1024, 1536, 2048))["CM"] == 1  # 96 tiles, one round: unpaired
     # short products promote every slice (SGEMM's own error is small there)
     assert [tf32x3.size_defaults(gemm.GemmProblem(512, 512, k))["SPLIT"] for k in (64, 255, 256, 16384)] == [1, 1, 2, 2]
+    # the last round cut into chunks of K (SK 1, 3 kept pieces) only where it is at most a quarter full
+    d = tf32x3.size_defaults(gemm.GemmProblem(4097, 4095, 4093))  # 544 cluster tiles: 16 in the last round
+    assert (d["SK"], d["KEEP"], d["EPI"]) == (1, 3, 0)
+    assert "SK" not in tf32x3.size_defaults(gemm.GemmProblem(4096, 4096, 4096))  # 50 of 66: fuller
+    assert "SK" not in tf32x3.size_defaults(gemm.GemmProblem(1024, 1024, 16384))  # 64 tiles, one partial round
     p = tf32x3.tc_problem(gemm.GemmProblem(5, 6, 7))
     assert (p.M, p.N, p.K, p.dtype) == (5, 6, 8, "float32") and tf32x3.tc_problem(p) is p
 

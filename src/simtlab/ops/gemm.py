@@ -316,19 +316,19 @@ def tf32x3_space(max_smem: int) -> Space:
     rules = [("shared memory within the opt-in limit",
               lambda c: gemm_tc.cluster_smem({**defaults, **c}) <= max_smem)]
     return Space({"BN": (64, 128), "STAGES": (3, 4, 5, 6, 7, 8), "GROUP_M": (8, 16), "CM": (1, 2), "SPLIT": (1, 2, 4),
-                  "SK": (0, 1), "STAGGER": (0, 1)}, rules)
+                  "SK": (0, 1)}, rules)
 
 
 def _tf32x3_rung() -> Rung:
     from . import gemm_tc, tf32x3
 
     cluster = gemm_tc.FAMILY.rung("wgmma_cluster")
-    return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT", "SK", "STAGGER", "AREG"),
-                frozen({**cluster.defaults, "DT": 2, "SPLIT": 2, "BN": 128, "SK": 0, "STAGGER": 0, "AREG": 0}),
+    return Rung("gemm", 11, "tf32x3", "gemm/11_tf32x3.cu", cluster.kernel, cluster.template_params + ("SPLIT", "SK", "AREG"),
+                frozen({**cluster.defaults, "DT": 2, "SPLIT": 2, "BN": 128, "SK": 0, "AREG": 0}),
                 "3xTF32: each fp32 operand split into two TF32 parts, three tensor-core passes (the small "
                 "products first) on the tensor-core ladder's rung 6: fp32 accuracy at tensor-core speed",
                 tf32x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=tf32x3.size_defaults,
-                tunable=("BN", "STAGES", "GROUP_M", "CM", "SPLIT", "SK", "STAGGER"), capabilities=frozenset({TF32X3}), space=tf32x3_space,
+                tunable=("BN", "STAGES", "GROUP_M", "CM", "SPLIT", "SK"), capabilities=frozenset({TF32X3}), space=tf32x3_space,
                 traffic=tf32x3_bytes, work=tf32x3_work,
                 sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 

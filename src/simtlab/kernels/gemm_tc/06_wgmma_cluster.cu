@@ -72,7 +72,7 @@ __device__ __forceinline__ void simtlab_units(int cluster, int clusters, int wor
 }
 
 template <int DT, int BM, int BN, int STAGES, int GROUP_M, int CM, int CN, int EPI, int KEEP_, int OUT, int WIDE, int LEAN,
-          int TA, int TB, int SPLIT = 0, int SK = 0, int STAGGER = 0, int AREG = 0>
+          int TA, int TB, int SPLIT = 0, int SK = 0, int AREG = 0>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(BM / 64 * 128 + 128, 1)
 gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ simtlab::TensorMap map_a,
                       const __grid_constant__ simtlab::TensorMap map_b, const __grid_constant__ simtlab::TensorMap map_c,
@@ -170,11 +170,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // the accumulators are added (rounded to nearest) into a second set and the tensor cores start
   // afresh. Windows are SPLIT slices in the big x big pass; in the two small passes, whose sums
   // lie ~2^-12 under the product and whose truncation is as far under SGEMM's rounding, they are
-  // SMALL_WINDOW slices and the last ends where big x big begins - a third of the waits. STAGGER 1:
-  // the second consumer warpgroup's windows end half a window later than the first's, so one
-  // warpgroup's multiplies keep the tensor cores busy while the other drains its own and adds
-  // them up (at the same slice, both drained at once).
-  static_assert(STAGGER == 0 || STAGGER == 1, "STAGGER: 0 both warpgroups' windows end together, 1 half a window apart");
+  // SMALL_WINDOW slices and the last ends where big x big begins - a third of the waits.
   // AREG 1: A comes in as fp32 (map_a: the caller's A itself, no pre-pass for it) and each pass
   // splits the part it needs in registers - wgmma's tf32 form takes A from registers. A thread's
   // fragment values for a slice are 8 consecutive floats of each of its two rows (B's parts are
@@ -195,12 +191,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // docs/design/gemm.md). A chunk's sums go to `partials`, then a flag; the last chunk's unit
   // waits for the others' flags, adds their sums and stores the tile.
   static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 the last round's tiles in chunks of K");
-  // (SPLIT: slice kt closes a window of consumer warpgroup c - its sums go into the second set after it)
-  auto window_end = [&](int kt, int c) {
-    constexpr int W = SPLIT ? SPLIT : 1;
-    const int big = STAGGER ? c * (W / 2) : 0, small = STAGGER ? c * (SMALL_WINDOW / 2) : 0;
-    if (kt >= 2 * KP) return (kt - 2 * KP + big) % W == W - 1;
-    return kt == 2 * KP - 1 || (kt + small) % SMALL_WINDOW == SMALL_WINDOW - 1;
+  // (SPLIT: slice kt closes a window - its sums go into the second set after it)
+  auto window_end = [&](int kt) {
+    if (kt >= 2 * KP) return (kt - 2 * KP) % (SPLIT ? SPLIT : 1) == (SPLIT ? SPLIT : 1) - 1;
+    return kt == 2 * KP - 1 || kt % SMALL_WINDOW == SMALL_WINDOW - 1;
   };
 
   if (tid == 0) {
@@ -439,7 +433,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         // MN-major one (16-bit B, A^T) - the field cannot carry, shared addresses stay below 256 KiB
         constexpr int STEPS = DT == 2 ? BK / 8 : BK / 16, B_STEP = B_KMAJOR ? 2 : 128, A_STEP = TA ? 128 : 2;
         constexpr int TRANS_B = B_KMAJOR ? 0 : 1;
-        const bool fresh = SPLIT && (kt == kb || window_end(kt - 1, c_uniform));  // (SPLIT: the first slice of a window)
+        const bool fresh = SPLIT && (kt == kb || window_end(kt - 1));  // (SPLIT: the first slice of a window)
         if constexpr (AREG) {
           constexpr unsigned HI = simtlab::desc_sw128_hi(1024);
           const unsigned b_lo = b_lo0 + slot * (STAGE_BYTES / 16);
@@ -498,7 +492,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         if (kt > kb && leader) release(LEAN ? (int)last : (it - 1) % STAGES);
         last = slot;
         if constexpr (SPLIT) {
-          if (window_end(kt, c_uniform) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
+          if (window_end(kt) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
             simtlab::wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
