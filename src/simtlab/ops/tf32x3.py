@@ -12,8 +12,7 @@ from ..launch import Launch, LaunchError, function_handle
 from . import gemm_tc
 from .base import sm_count
 
-SPLIT_1_BELOW_K = 256  # promote every big x big slice below this depth, every two from it (size_defaults) ...
-SPLIT_4_FROM_K = 1024  # ... and every four from this one
+SPLIT_1_BELOW_K = 256  # promote every big x big slice below this depth, every two from it (size_defaults)
 SPLIT_BLOCK = 256  # threads of a split block (on B: 16 x 16 over a 64x64 tile)
 SPLIT_TILE = 64  # B's split tile: 64 k by 64 n
 AREG_K = 32  # AREG 1 takes K in whole slices (B's parts laid out slice by slice in A's fragment order)
@@ -38,9 +37,7 @@ def geometry(params, p, device=None) -> Launch:
 
 def size_defaults(p, device=None, vec=None) -> dict:
     """Rung 6's TF32 defaults at 128x128 (unpaired blocks for one round of tiles), promoting the
-    tensor cores' sums every four slices of big x big from K = 1024, every two from 256, every one
-    below; the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA
-    stores; the last round cut into chunks of K where it is at most a quarter full."""
+    tensor cores' sums every two slices of big x big (every one below K = 256); the register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
     # 128x128 tiles: the second set of sums (promoted out of the tensor cores every SPLIT slices)
     # needs the registers that 128x256 gives its accumulators. SPLIT 2 (run 2026-12-04_h200_96c44a_
@@ -51,11 +48,7 @@ def size_defaults(p, device=None, vec=None) -> dict:
     # promote every slice: SGEMM's own error is small there - at K = 64 / 128 SPLIT 1 gives 1.32 /
     # 1.35e-7 against SGEMM's 1.45 / 2.03e-7, SPLIT 2 1.97 / 1.98e-7 (run 2026-12-04_h200_ee62a6_
     # tf32x3_windows); below K = 64 simtlab.gemm sums in float64 instead (plans.TF32X3_MIN_K).
-    # From K = 1024, where SGEMM's own error has grown, SPLIT 4: every row of the accuracy table
-    # from K = 1024 stays under SGEMM's with it (margins 0.31-0.88 Frobenius, run 2026-12-04_h200_
-    # 9ad1ff_tf32x3_final), and it ran 0.5-2.4% faster than SPLIT 2 at 4096^3 and 8192^3 in four of
-    # six same-process comparisons (1.5 / 2.4% in run 2026-12-04_h200_f8ae38_tf32x3).
-    split = 1 if p.K < SPLIT_1_BELOW_K else 2 if p.K < SPLIT_4_FROM_K else 4
+    split = 1 if p.K < SPLIT_1_BELOW_K else 2
     params.update(DT=2, SPLIT=split, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
     if p.N % 4:
         params["EPI"] = 0
