@@ -56,19 +56,12 @@ def size_defaults(p, device=None, vec=None) -> dict:
     # round is at most a quarter full: 4097x4095x4093, 16 of 66, 1.485 against 1.581 ms; fuller
     # last rounds lost to the chunks' hand-overs (4096^3, 50 of 66: -1.4%; 8192x1024x8192, 58:
     # -2.6%) and 8192^3 (2 of 66) tied (run 2026-12-04_h200_2b3885_tf32x3_split_k, one process).
-    sk = {**_rung_defaults(), **params, "SK": 1}
+    sk = {"BM": 128, "CN": 1, **params, "SK": 1}  # (rung 6's 128-row tiles, clusters along M at most)
     clusters = sm_count(device) // sk["CM"]
     rest, parts = gemm_tc.tail_split(sk, tc_problem(p), clusters)
     if parts > 1 and gemm_tc.cluster_work(sk, tc_problem(p)) >= clusters and 4 * rest <= clusters:
         params.update(SK=1, KEEP=3)
     return params
-
-
-def _rung_defaults() -> dict:
-    """Rung 11's catalog defaults (the knobs size_defaults leaves as they are)."""
-    from ..catalog import family
-
-    return dict(family("gemm").rung("tf32x3").defaults)
 
 
 def exponents_grid(M: int, N: int, sms: int) -> tuple[int, int, int]:
