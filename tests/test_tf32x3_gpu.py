@@ -86,6 +86,38 @@ def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
+def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
+    """AREG 1 with Inf and NaN in A: the note pass flags them, so the main loop splits with the
+    guards (Inf whole in the small part), and C's non-finite entries fall where float64's do."""
+    import cupy
+    import numpy as np
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, prepare
+    from simtlab.ops import gemm, tf32x3
+
+    _hopper()
+    dev = device_info()
+    rung = family("gemm").rung("tf32x3")
+    M, N, K = 256, 264, 512
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    A[3, 7], A[40, 100], A[41, 5] = np.inf, -np.inf, np.nan
+    params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
+    kernel = tf32x3.Tf32x3Gemm(build(rung, params, dev.arch), M, N, K, dev, prepare)
+    a, b, c = cupy.asarray(A), cupy.asarray(B), cupy.empty((M, N), dtype=cupy.float32)
+    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
+    kernel.run(a.data.ptr, K, b.data.ptr, N, c.data.ptr, 1.0, 0.0, scratch.data.ptr,
+               cupy.cuda.get_current_stream().ptr)
+    out = cupy.asnumpy(c).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.array_equal(np.isnan(out), np.isnan(ref)) and np.array_equal(np.isinf(out), np.isinf(ref))
+    fin = np.isfinite(ref)
+    assert np.linalg.norm(out[fin] - ref[fin]) / np.linalg.norm(ref[fin]) <= 1e-6
+
+
 @pytest.mark.parametrize("offset", [0, 1])
 def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset):
     """AREG 1 with tiny rows of A and columns of B (the rescaling pass's exponents applied as A is

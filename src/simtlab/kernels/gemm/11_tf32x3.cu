@@ -71,6 +71,7 @@ __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows
         *reinterpret_cast<float4*>(big + at) = v[u];
       }
       note_tiny(v[u], tiny);
+      if (small == nullptr) simtlab::note_special(v[u], tiny);
     }
   }
 }
@@ -131,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32(
   }
 }
 
-// Where the split saw tiny values (scale[0] != 0; else every block returns at once): each row of A
+// Where the split saw tiny values (scale[0] & 1; else every block returns at once): each row of A
 // and column of B that holds nothing above simtlab::TINY is scaled (simtlab_tf32.cuh) and split
 // again; scale[1 + r] and scale[1 + M + n] receive the exponents (0: unscaled) for the epilogue.
 // Blocks of y 0 take rows of A (a block a row, read twice from L2), of y 1 strips of 32 columns of
@@ -141,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_split_tf32_rescale(
     const float* __restrict__ A, int M, int K, int lda, const float* __restrict__ B, int N, int ldb, int ld,
     float* __restrict__ a_big, float* __restrict__ a_small, float* __restrict__ b_big, float* __restrict__ b_small,
     int* __restrict__ scale, int permute) {
-  if (scale[0] == 0) return;
+  if ((scale[0] & 1) == 0) return;
   __shared__ float red[8];
   __shared__ float col_max[8][32];
   float hi, lo;

@@ -412,8 +412,10 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
     simtlab_units<SK>(cluster, clusters, work(), KT, parts, [&](int u, int kb, int ke, int k) {
       SIMTLAB_TL(long long t0 = clock64(), waited = 0;)
       float f0 = 1.0f, f1 = 1.0f;  // AREG: this thread's two rows of A scaled by these as they are split
+      // AREG: A's values all plain (no tiny, Inf, NaN or huge one noted): split without guards
+      const bool plain = !AREG || scale == nullptr || scale[0] == 0;
       if constexpr (AREG) {
-        if (scale != nullptr && scale[0] != 0) {
+        if (scale != nullptr && (scale[0] & 1)) {
           int z, tm, tn;
           tile_coords(u, z, tm, tn);
           const int r = tm * BM + c * WG_ROWS + warp * 16 + lane / 4;
@@ -447,23 +449,26 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
           const float v0[8] = {p0.x, p0.y, p0.z, p0.w, q0.x, q0.y, q0.z, q0.w};
           const float v1[8] = {p1.x, p1.y, p1.z, p1.w, q1.x, q1.y, q1.z, q1.w};
           // k step s takes floats 2s (column t) and 2s + 1 (column t + 4): a0 a1 rows g, g + 8 at t
-          if (kt >= KP && kt < 2 * KP) {  // the pass of A's small parts
-#pragma unroll
-            for (int s = 0; s < STEPS; ++s)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                a[s][2 * j] = __float_as_uint(simtlab::tf32_small(v0[2 * s + j] * f0));
-                a[s][2 * j + 1] = __float_as_uint(simtlab::tf32_small(v1[2 * s + j] * f1));
-              }
+          // (the part each pass needs; the guarded forms only where the note pass saw A's special values)
+#define SIMTLAB_AREG_FILL(PART, F0, F1)                                      \
+  _Pragma("unroll") for (int s = 0; s < STEPS; ++s)                          \
+    _Pragma("unroll") for (int j = 0; j < 2; ++j) {                          \
+      a[s][2 * j] = __float_as_uint(PART(v0[2 * s + j] F0));                 \
+      a[s][2 * j + 1] = __float_as_uint(PART(v1[2 * s + j] F1));             \
+    }
+          const bool small_pass = kt >= KP && kt < 2 * KP;
+          if (plain) {
+            if (small_pass) {
+              SIMTLAB_AREG_FILL(simtlab::tf32_small_plain, , )
+            } else {
+              SIMTLAB_AREG_FILL(simtlab::tf32_rna_plain, , )
+            }
+          } else if (small_pass) {
+            SIMTLAB_AREG_FILL(simtlab::tf32_small, * f0, * f1)
           } else {
-#pragma unroll
-            for (int s = 0; s < STEPS; ++s)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                a[s][2 * j] = __float_as_uint(simtlab::tf32_big(v0[2 * s + j] * f0));
-                a[s][2 * j + 1] = __float_as_uint(simtlab::tf32_big(v1[2 * s + j] * f1));
-              }
+            SIMTLAB_AREG_FILL(simtlab::tf32_big, * f0, * f1)
           }
+#undef SIMTLAB_AREG_FILL
           simtlab::wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < STEPS; ++kk)
@@ -570,7 +575,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         const float* Cz = C + (size_t)z * M * N;
         // (scale[0] != 0: the split scaled A's rows by 2^-scale[1 + r] and B's columns by
         // 2^-scale[1 + M + col] - operands near the smallest normal; undone here, exactly)
-        const bool scaled = scale != nullptr && scale[0] != 0;
+        const bool scaled = scale != nullptr && (scale[0] & 1);
 #pragma unroll
         for (int jj = 0; jj < BN / 8; ++jj)
 #pragma unroll

@@ -55,14 +55,28 @@ constexpr float TINY = 0x1p-100f;
 
 __device__ __forceinline__ bool is_tiny(float x) { return x != 0.0f && fabsf(x) < TINY; }
 
-// (*flag = 1 when any lane of the warp saw a tiny value: one store a warp at most)
-__device__ __forceinline__ void note_tiny(const float4& v, int* flag) {
-  const bool mine = is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w);
+// (*flag |= bit when any lane of the warp saw a value `mine` says: one atomic a warp at most)
+__device__ __forceinline__ void note_in_warp(bool mine, int* flag, int bit) {
   unsigned lt;
   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
   const unsigned seen = __ballot_sync(__activemask(), mine);
-  if (mine && (seen & lt) == 0) *reinterpret_cast<volatile int*>(flag) = 1;  // (the first lane that saw one)
+  if (mine && (seen & lt) == 0) atomicOr(flag, bit);  // (the first lane that saw one)
 }
+// bit 1 of *flag: a tiny value
+__device__ __forceinline__ void note_tiny(const float4& v, int* flag) {
+  note_in_warp(is_tiny(v.x) || is_tiny(v.y) || is_tiny(v.z) || is_tiny(v.w), flag, 1);
+}
+// bit 2 (rung 11's AREG 1): a value the main loop's unguarded split cannot take - Inf, NaN, or a
+// magnitude from 2^127, where rounding to TF32 could overflow (tf32_big and tf32_small guard them)
+__device__ __forceinline__ bool is_special(float x) { return (__float_as_uint(x) & 0x7fffffffu) >= 0x7f000000u; }
+__device__ __forceinline__ void note_special(const float4& v, int* flag) {
+  note_in_warp(is_special(v.x) || is_special(v.y) || is_special(v.z) || is_special(v.w), flag, 2);
+}
+// split_tf32's parts of a value that is not special: rounding without the guards
+__device__ __forceinline__ float tf32_rna_plain(float v) {
+  return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+}
+__device__ __forceinline__ float tf32_small_plain(float x) { return tf32_rna_plain(x - tf32_rna_plain(x)); }
 
 __device__ __forceinline__ int scale_exponent(float m) { return m > 0.0f && m < TINY ? ilogbf(m) : 0; }
 
