@@ -86,12 +86,8 @@ def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta):
     assert err <= gemm.tolerance(p), (size, err)
 
 
-def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
-    """AREG 1 with Inf and NaN in A: the note pass flags them, so the main loop splits with the
-    guards (Inf whole in the small part), and C's non-finite entries fall where float64's do."""
-    import cupy
-    import numpy as np
-
+def _areg_kernel(M: int, N: int, K: int):
+    """Rung 11 with AREG 1 (EPI 2: its registers leave none for kept pieces) on one shape."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, choose_params, prepare
@@ -100,17 +96,35 @@ def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
     _hopper()
     dev = device_info()
     rung = family("gemm").rung("tf32x3")
+    params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
+    return tf32x3.Tf32x3Gemm(build(rung, params, dev.arch), M, N, K, dev, prepare)
+
+
+def _areg_product(kernel, a, B):
+    """C = A @ B by `kernel` with A at the device array `a` (M x K, packed) and B from the host; C
+    (poisoned with NaN first) back on the host in float64."""
+    import cupy
+    import numpy as np
+
+    M, N, K = kernel.M, kernel.N, kernel.K
+    b, c = cupy.asarray(B), cupy.full((M, N), np.nan, dtype=cupy.float32)
+    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
+    kernel.run(a.data.ptr, K, b.data.ptr, N, c.data.ptr, 1.0, 0.0, scratch.data.ptr,
+               cupy.cuda.get_current_stream().ptr)
+    return cupy.asnumpy(c).astype(np.float64)
+
+
+def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
+    """AREG 1 with Inf and NaN in A: the note pass flags them, so the main loop splits with the
+    guards (Inf whole in the small part), and C's non-finite entries fall where float64's do."""
+    import cupy
+    import numpy as np
+
     M, N, K = 256, 264, 512
     rng = np.random.default_rng(4)
     A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     A[3, 7], A[40, 100], A[41, 5] = np.inf, -np.inf, np.nan
-    params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
-    kernel = tf32x3.Tf32x3Gemm(build(rung, params, dev.arch), M, N, K, dev, prepare)
-    a, b, c = cupy.asarray(A), cupy.asarray(B), cupy.empty((M, N), dtype=cupy.float32)
-    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
-    kernel.run(a.data.ptr, K, b.data.ptr, N, c.data.ptr, 1.0, 0.0, scratch.data.ptr,
-               cupy.cuda.get_current_stream().ptr)
-    out = cupy.asnumpy(c).astype(np.float64)
+    out = _areg_product(_areg_kernel(M, N, K), cupy.asarray(A), B)
     with np.errstate(invalid="ignore"):
         ref = A.astype(np.float64) @ B.astype(np.float64)
     assert np.array_equal(np.isnan(out), np.isnan(ref)) and np.array_equal(np.isinf(out), np.isinf(ref))
@@ -126,31 +140,17 @@ def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset)
     import cupy
     import numpy as np
 
-    from simtlab.catalog import family
-    from simtlab.device import device_info
-    from simtlab.launch import build, choose_params, prepare
-    from simtlab.ops import gemm, tf32x3
-
-    _hopper()
-    dev = device_info()
-    rung = family("gemm").rung("tf32x3")
     M, N, K = 300, 264, 512
     rng = np.random.default_rng(9)
     A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     A[::3] = np.ldexp(A[::3], -120)
     B[:, ::5] = np.ldexp(B[:, ::5], -110)
-    params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
-    kernel = tf32x3.Tf32x3Gemm(build(rung, params, dev.arch), M, N, K, dev, prepare)
+    kernel = _areg_kernel(M, N, K)
     buf = cupy.empty(M * K + 4, dtype=cupy.float32)
     a = buf[offset:offset + M * K]
     a.set(A.ravel())  # (memory copies: subnormal values kept)
-    b, c = cupy.empty((K, N), dtype=cupy.float32), cupy.full((M, N), np.nan, dtype=cupy.float32)
-    b.set(B)
-    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
     assert kernel.reads_a_in_place(a.data.ptr, K) == (offset == 0)
-    kernel.run(a.data.ptr, K, b.data.ptr, N, c.data.ptr, 1.0, 0.0, scratch.data.ptr,
-               cupy.cuda.get_current_stream().ptr)
-    out, ref = cupy.asnumpy(c).astype(np.float64), A.astype(np.float64) @ B.astype(np.float64)
+    out, ref = _areg_product(kernel, a, B), A.astype(np.float64) @ B.astype(np.float64)
     assert not np.isnan(out).any()
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) <= 1e-6
     tiny, mine = ref[::3, 1::5], out[::3, 1::5]  # tiny rows, ordinary columns

@@ -10,8 +10,8 @@
 //    rounded to nearest, and start afresh - the error stops growing with K (128x128 tiles);
 //  * values below 2^-100 would keep subnormal small parts (flushed): the split notes them and a
 //    rescaling pass scales the rows of A and columns of B they fill by a power of two, undone in
-//    the epilogue. Should buy: errors under SGEMM's at ~2x its speed; Inf and NaN reach C as in
-//    SGEMM (infinity times infinity gives NaN). docs/design/gemm.md.
+//    the epilogue; a last round of tiles at most a quarter full is cut into chunks of K (SK 1).
+//  Should buy: errors under SGEMM's at ~2x its speed; Inf and NaN as in SGEMM. docs/design/gemm.md.
 #include "gemm_tc/06_wgmma_cluster.cu"
 #include "simtlab_tf32.cuh"
 
