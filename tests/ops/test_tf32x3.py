@@ -20,7 +20,7 @@ def test_rung_11_is_rung_6_walking_k_three_times():
 
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "EPI": 0, "CM": 1}, {"BN": 128, "SPLIT": 4, "STAGES": 6},
-                                    {"BN": 128, "SK": 1, "KEEP": 3}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
+                                    {"BN": 128, "SK": 1}, {"BN": 128, "SK": 1, "KEEP": 3, "CM": 1},
                                     {"BN": 128, "SK": 1, "KEEP": 3, "SPLIT": 1}, {"BN": 128, "AREG": 1, "EPI": 2},
                                     {"BN": 128, "AREG": 1, "EPI": 0, "CM": 1},
                                     {"BN": 128, "SK": 1, "EPI": 0}])
@@ -80,6 +80,18 @@ def test_split_cuts_the_last_round_into_chunks_of_k():
     few = tf32x3.tc_problem(gemm.GemmProblem(1024, 1024, 16384))  # 64 unpaired tiles on 132 SMs: split-K by 2
     assert gemm_tc.tail_split({**params, "CM": 1}, few, 132) == (64, 2)
     assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(4000, 4000, 1)), 66) == (0, 1)  # 3 slices
+
+
+def test_stream_k_keeps_three_pieces_whatever_keep_says():
+    """SK 1 caps the kept epilogue pieces at 3 (the hand-over of partial sums needs a fourth's
+    registers): KEEP 4 and 3 compile to the same code, so the tuner's SK points stay spill-free."""
+    from simtlab.hw.resources import code_identity
+
+    r = family("gemm").rung("tf32x3")
+    four, three = (build(r, {"SK": 1, "KEEP": k}, "sm_90") for k in (4, 3))
+    assert code_identity(four.cubin.path.read_bytes()) == code_identity(three.cubin.path.read_bytes())
+    assert code_identity(build(r, {"KEEP": 4}, "sm_90").cubin.path.read_bytes()) != \
+        code_identity(build(r, {"KEEP": 3}, "sm_90").cubin.path.read_bytes())
 
 
 def test_slice_order_of_b_matches_a_fragments():

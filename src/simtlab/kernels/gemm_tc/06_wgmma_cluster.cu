@@ -113,7 +113,9 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // (freed[]: named barriers run out at 16)
   constexpr int PIECES = BN / PW;  // pieces a consumer warpgroup stores a tile
   // KEEP_ counts 16-value (64x32) blocks of registers: a 16-bit C's pieces are kept in pairs of them
-  constexpr int KEEP = EPI != 3 ? 0 : KEEP_ * 16 / VP < PIECES ? KEEP_ * 16 / VP : PIECES;  // (small tiles: all)
+  // (SK 1: at most 3 - the hand-over of a tile's partial sums needs the registers of a fourth)
+  constexpr int KEEP_SK = SK && KEEP_ > 3 ? 3 : KEEP_;
+  constexpr int KEEP = EPI != 3 ? 0 : KEEP_SK * 16 / VP < PIECES ? KEEP_SK * 16 / VP : PIECES;  // (small tiles: all)
   static_assert(KEEP_ >= 0 && BN / 2 + VP * KEEP <= 208, "KEEP: registers beside the accumulators");
   // Registers a thread after setmaxnreg: the producer warpgroup needs 40 for the timeline's
   // stamps (SIMTLAB_TIMELINE) but fits in 24 without them; 128 x 24 + 256 x 240 (or 40 and
