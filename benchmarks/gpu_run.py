@@ -223,7 +223,7 @@ PHASES: dict[str, tuple[str, list]] = {
             "-p no:cacheprovider 2>&1 | tail -8", 240),
         Run("speed beside cuBLAS and Triton, SK and KEEP", "python3 benchmarks/tf32x3_table.py --only speed "
             "--variant SK=1,KEEP=3 --variant SK=0,KEEP=3 --json {out}/tf32x3_sk.json", 240),
-        Run("memcheck and initcheck on stream-K", "for t in memcheck initcheck; do compute-sanitizer --tool $t "
+        Run("memcheck and initcheck on SK 1", "for t in memcheck initcheck; do compute-sanitizer --tool $t "
             "--error-exitcode 1 python3 -m pytest -q -p no:cacheprovider 'tests/test_tf32x3_gpu.py::"
             "test_rung_11_split_last_round_matches_float64_on_a_poisoned_c[-0.75-1.5-3000x2900x333-extra3]' 2>&1 | tail -3; "
             "done", 200)]),

@@ -66,7 +66,7 @@ METHODS = [("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", 
 
 def _rung_11(overrides: dict):
     """Rung 11 built with other parameters than simtlab.gemm's defaults (a promotion period SPLIT,
-    stream-K SK, kept pieces KEEP), called through its kernel object (split kernels and main loop,
+    the last round in chunks of K SK, kept pieces KEEP), called through its kernel object (split kernels and main loop,
     scratch from torch): labelled as such in the tables."""
     from simtlab.catalog import family
     from simtlab.device import device_info
@@ -218,9 +218,7 @@ def main() -> None:
     parts = set(args.only.split(","))
     if args.rung12:
         METHODS.append(("simtlab rung 12 (sm_80 path)", _ours_rung_12))
-    for split in filter(None, args.splits.split(",")):
-        METHODS.append((f"rung 11 SPLIT {split} (kernel call)", _rung_11({"SPLIT": int(split)})))
-    for variant in args.variant:
+    for variant in [f"SPLIT={split}" for split in filter(None, args.splits.split(","))] + args.variant:
         overrides = {k: int(v) for k, v in (item.split("=") for item in variant.split(","))}
         label = " ".join(f"{k} {v}" for k, v in overrides.items())
         METHODS.append((f"rung 11 {label} (kernel call)", _rung_11(overrides)))

@@ -50,8 +50,6 @@ def _block(v) -> tuple[int, int, int]:
     return b
 
 
-
-
 class Kernel:
     def __init__(self, source: str | Path, name: str, template_args: Sequence | None = None, *,
                  grid: Geometry | Sequence[int] | int | None = None, block: Geometry | Sequence[int] | int | None = None,

@@ -58,10 +58,10 @@ def test_parts_are_laid_out_on_16_byte_boundaries():
     s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
     assert Stub.kp == 12 and s.a_big == 1 << 20
     assert (s.a_small - s.a_big, s.b_big - s.a_small, s.b_small - s.b_big) == (4 * 3 * 12, 4 * 3 * 12, 4 * 5 * 12)
-    assert s.scale - s.b_small == 4 * 5 * 12 and s.partials == s.flags == s.scale  # no stream-K scratch
+    assert s.scale - s.b_small == 4 * 5 * 12 and s.partials == s.flags == s.scale  # no SK scratch
     assert all(x % 16 == 0 for x in (s.a_small, s.b_big, s.b_small, s.scale))
     assert tf32x3.Tf32x3Gemm.parts_bytes.fget(Stub) == 4 * 2 * (3 + 5) * 12 + 48  # (1 + 3 + 5 words: 48 bytes)
-    Stub.sk_bytes, Stub.flag_bytes = 2 * 64 * 128 * 4, 16  # stream-K: partials, then flags just before the scale
+    Stub.sk_bytes, Stub.flag_bytes = 2 * 64 * 128 * 4, 16  # SK 1: partials, then flags just before the scale
     s = tf32x3.Tf32x3Gemm.parts(Stub, 1 << 20)
     assert (s.partials - s.b_small, s.flags - s.partials, s.scale - s.flags) == (4 * 5 * 12, 2 * 64 * 128 * 4, 16)
 
@@ -73,7 +73,8 @@ def test_split_cuts_the_last_round_into_chunks_of_k():
     # slices: 4 rounds of 77 slices (and hand-overs) instead of one of 384
     assert gemm_tc.cluster_work(params, p) == 512 and gemm_tc.kernel_slices(params, p) == 384
     assert gemm_tc.tail_split(params, p, 66) == (50, 5)
-    assert gemm_tc.stream_k_scratch(params, p, 66) == (50 * 4 * 2 * 2 * 64 * 128 * 4, 50 * 4 * 2 * 2)
+    assert gemm_tc.tail_scratch(params, (50, 5)) == (50 * 4 * 2 * 2 * 64 * 128 * 4, 50 * 4 * 2 * 2)
+    assert gemm_tc.tail_scratch(params, (0, 1)) == (0, 0)
     assert gemm_tc.tail_split({**params, "SK": 0}, p, 66) == (0, 1)
     assert gemm_tc.tail_split(params, p, 64) == (0, 1)  # whole rounds: nothing to cut
     assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(2048, 2048, 2048)), 66) == (0, 1)  # 62 of 66
@@ -82,7 +83,7 @@ def test_split_cuts_the_last_round_into_chunks_of_k():
     assert gemm_tc.tail_split(params, tf32x3.tc_problem(gemm.GemmProblem(4000, 4000, 1)), 66) == (0, 1)  # 3 slices
 
 
-def test_stream_k_keeps_three_pieces_whatever_keep_says():
+def test_sk_keeps_three_pieces_whatever_keep_says():
     """SK 1 caps the kept epilogue pieces at 3 (the hand-over of partial sums needs a fourth's
     registers): KEEP 4 and 3 compile to the same code, so the tuner's SK points stay spill-free."""
     from simtlab.hw.resources import code_identity

@@ -13,8 +13,8 @@ import re
 import struct
 from dataclasses import asdict, dataclass
 
-__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "code_identity", "param_sizes_from_cubin", "elf_resources",
-           "kernel_resources"]
+__all__ = ["KernelResources", "parse_ptxas_log", "launch_bounds_from_cubin", "code_identity", "param_sizes_from_cubin",
+           "elf_resources", "kernel_resources"]
 
 
 @dataclass(frozen=True)

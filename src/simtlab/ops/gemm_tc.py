@@ -338,11 +338,11 @@ def tail_split(params, p: TcProblem, clusters: int) -> tuple[int, int]:
     return (rest, best) if best_time <= TAIL_GAIN * kt else (0, 1)
 
 
-def stream_k_scratch(params, p: TcProblem, clusters: int) -> tuple[int, int]:
-    """SK 1's scratch: bytes of partial sums (a 64-row warpgroup's fp32 sums for each block of each
-    chunk but a tile's last, of each tile of the last round) and flag words (one each), the flags
-    to be zero at each launch."""
-    rest, parts = tail_split(params, p, clusters)
+def tail_scratch(params, tail: tuple[int, int]) -> tuple[int, int]:
+    """SK 1's scratch for a tail_split (rest, parts): bytes of partial sums (a 64-row warpgroup's
+    fp32 sums for each block of each chunk but a tile's last, of each tile of the last round) and
+    flag words (one each), the flags to be zero at each launch."""
+    rest, parts = tail
     pieces = rest * (parts - 1) * params["CM"] * params["CN"] * cluster_consumers(params)
     return pieces * 64 * params["BN"] * 4, pieces
 
@@ -512,9 +512,11 @@ class ClusterKernel:
         func = prepare(inst, launch, None, device)
         self.geometry = launch = resident_clusters(func, launch, params["CM"] * params["CN"])
         if params.get("SK", 0) and not params.get("SPLIT", 0):
-            raise LaunchError("rung 6's stream-K (SK 1) is built for rung 11 (SPLIT), whose call provides its scratch")
+            raise LaunchError("rung 6's split of the last round (SK 1) is built for rung 11 (SPLIT), whose call "
+                              "provides its scratch")
         clusters = launch.grid[0] // (params["CM"] * params["CN"])
-        self.sk_scratch, self.tail = stream_k_scratch(params, p, clusters), tail_split(params, p, clusters)
+        self.tail = tail_split(params, p, clusters)
+        self.sk_scratch = tail_scratch(params, self.tail)
         box_a, box_b = tma_boxes(params, p)
         wide = params.get("WIDE", 1) or p.out == "float32"
         self._unused_map = (ctypes.c_uint8 * 128)()

@@ -78,7 +78,7 @@ def scale_bytes(M: int, N: int) -> int:
 @dataclass
 class SplitBuffers:
     """Where the four parts live: A's big and small (M x kp), B^T's big and small (N x kp); the
-    main loop's stream-K scratch (SK 1); and the split's exponent words (a flag, then one exponent
+    main loop's scratch for the last round's chunks (SK 1); and the split's exponent words (a flag, then one exponent
     a row of A and a column of B)."""
     a_big: int
     a_small: int
@@ -109,7 +109,7 @@ class Tf32x3Gemm:
         if self.areg and K % AREG_K:
             raise LaunchError(f"rung 11 with AREG 1 needs K a multiple of {AREG_K}, got {K}")
         self.main = gemm_tc.ClusterKernel(inst, gemm_tc.TcProblem(M, N, self.kp, "float32"), device, prepare)
-        # stream-K's partial sums and flags (SK 1; else none), the flags in whole 16-byte units
+        # the last round's partial sums and flags (SK 1; else none), the flags in whole 16-byte units
         self.sk_bytes, flags = self.main.sk_scratch
         self.flag_bytes = -(-4 * flags // 16) * 16
         module = inst.module()
@@ -142,7 +142,7 @@ class Tf32x3Gemm:
 
     def parts(self, base: int) -> SplitBuffers:
         """The four parts laid out in one scratch buffer at `base` (each 16-byte aligned), then the
-        stream-K partial sums and flags, then the exponent words: the flags just before the
+        last round's partial sums and flags (SK 1), then the exponent words: the flags just before the
         exponents' flag, so one memset clears them all. AREG 1: one region for A (a copy of it,
         where the call's A cannot be read by TMA), a_small the same address."""
         a, b = 4 * self.M * self.kp, 4 * self.N * self.kp
@@ -156,8 +156,6 @@ class Tf32x3Gemm:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
         (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
         s = self.split(pa, lda, pb, ldb, scratch, stream)
-        if self.areg:  # (A itself, or the split's copy of it)
-            s.a_big = s.a_small = pa if self.reads_a_in_place(pa, lda) else s.a_big
         self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale, s.partials,
                                s.flags)
 
@@ -168,17 +166,20 @@ class Tf32x3Gemm:
 
     def split(self, pa: int, lda: int, pb: int, ldb: int, scratch: int, stream: int) -> SplitBuffers:
         """The pre-pass alone: A's and B's parts into `scratch` (and, where values near the smallest
-        normal were seen, their rows and columns rescaled); returns where they are."""
+        normal were seen, their rows and columns rescaled); returns where they are (AREG 1: where
+        the main loop reads A, a_big and a_small both - A itself, or the split's copy of it)."""
         from ..driver import memset32
 
         s = self.parts(scratch)
-        # (the flag the split sets, and stream-K's flags before it: scratch holds whatever it held)
+        # (the flag the split sets, and SK 1's flags before it: scratch holds whatever it held)
         memset32(s.flags, 0, self.flag_bytes // 4 + 1, stream)
         # (AREG 1: no parts of A - the split notes A, and copies it where TMA cannot read it; the
         # rescaling pass makes A's exponents only)
         a_big, a_small = s.a_big, s.a_small
         if self.areg:
-            a_big, a_small = (0 if self.reads_a_in_place(pa, lda) else s.a_big), 0
+            in_place = self.reads_a_in_place(pa, lda)
+            a_big, a_small = (0 if in_place else s.a_big), 0
+            s.a_big = s.a_small = pa if in_place else s.a_big
         for packed in (self.split_launch, self.rescale):
             v = packed.values
             v[0].value, v[3].value, v[4].value, v[6].value = pa, lda, pb, ldb

@@ -34,9 +34,10 @@ __device__ __forceinline__ float4 load_group(const float* p, int avail, bool vec
 
 // A (rows x cols, row-major, leading dimension lda) -> big and small (rows x ld, ld a multiple of
 // 4), zero past cols; without `small` (AREG 1: the main loop splits A itself) A only noted, or
-// copied whole into `big` where the call's A cannot be read by TMA (not on a 16-byte boundary). A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's
-// rows allow it) walking rows x ld/4 with a stride of the `blocks` blocks that do this, UNROLL
-// groups loaded before any is split; the row and column step without a division a group.
+// copied whole into `big` where the call's A cannot be read by TMA (not on a 16-byte boundary).
+// A thread takes 4-wide groups (one 16-byte load, two 16-byte stores where A's rows allow it)
+// walking rows x ld/4 with a stride of the `blocks` blocks that do this, UNROLL groups loaded
+// before any is split; the row and column step without a division a group.
 __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows, int cols, int lda, int ld,
                                            float* __restrict__ big, float* __restrict__ small, int* tiny, int block,
                                            int blocks) {
@@ -78,9 +79,9 @@ __device__ __forceinline__ void split_rows(const float* __restrict__ A, int rows
 
 // B (K x N, row-major, leading dimension ldb) -> B^T's big and small parts (N x ld, K contiguous,
 // ld a multiple of 4), zero past K, one 64x64 tile (k0, n0) through shared memory (one padding
-// column); `permute` (AREG 1): each 32-deep slice's rows in simtlab::slice_row_of's order. Each thread loads four 16-byte pieces of B's rows (all in flight at once) and stores
-// four 16-byte pieces of each part's rows: whole lines, a quarter of the instructions of a float
-// a thread.
+// column); `permute` (AREG 1): each 32-deep slice's rows in simtlab::slice_row_of's order. Each
+// thread loads four 16-byte pieces of B's rows (all in flight at once) and stores four 16-byte
+// pieces of each part's rows: whole lines, a quarter of the instructions of a float a thread.
 constexpr int SPLIT_TILE = 64;
 
 __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ B, int K, int N, int ldb, int ld,
@@ -107,9 +108,9 @@ __device__ __forceinline__ void split_transposed_tile(const float* __restrict__ 
     const int nl = row + 16 * p, n = n0 + nl, k = k0 + 4 * g;
     if (n < N && k < ld) {
       float4 hi, lo;
-      auto row = [&](int i) { return permute ? simtlab::slice_row_of(4 * g + i) : 4 * g + i; };
-      split_tf32(tile[row(0)][nl], hi.x, lo.x), split_tf32(tile[row(1)][nl], hi.y, lo.y);
-      split_tf32(tile[row(2)][nl], hi.z, lo.z), split_tf32(tile[row(3)][nl], hi.w, lo.w);
+      auto k_row = [&](int i) { return permute ? simtlab::slice_row_of(4 * g + i) : 4 * g + i; };
+      split_tf32(tile[k_row(0)][nl], hi.x, lo.x), split_tf32(tile[k_row(1)][nl], hi.y, lo.y);
+      split_tf32(tile[k_row(2)][nl], hi.z, lo.z), split_tf32(tile[k_row(3)][nl], hi.w, lo.w);
       *reinterpret_cast<float4*>(big + (size_t)n * ld + k) = hi;
       *reinterpret_cast<float4*>(small + (size_t)n * ld + k) = lo;
     }

@@ -50,6 +50,8 @@ __device__ __forceinline__ void tl_record(int wg, int tile, long long t0, long l
 #define SIMTLAB_TL_WAIT(...) __VA_ARGS__;
 #endif
 
+// SK 1: the cluster tiles walked whole - all but a partial last round's (`rest`)
+__device__ __forceinline__ int simtlab_whole_tiles(int work, int clusters) { return work - work % clusters; }
 // f(u, kb, ke, k) for each unit of a cluster's work, in order: cluster tile u, its slices [kb, ke)
 // of KT, chunk k of them. Whole tiles round robin; with SK and `parts` > 1, the tiles of the last,
 // partial round each cut into `parts` chunks, dealt out chunk by chunk after them (below).
@@ -58,7 +60,7 @@ __device__ __forceinline__ void simtlab_units(int cluster, int clusters, int wor
   if constexpr (!SK) {
     for (int u = cluster; u < work; u += clusters) f(u, 0, KT, 0);
   } else {  // (one loop, so the body is compiled once: two copies of it held the sums in other registers)
-    const int rest = parts > 1 ? work % clusters : 0, whole = work - rest;
+    const int rest = parts > 1 ? work - simtlab_whole_tiles(work, clusters) : 0, whole = work - rest;
     for (int j = cluster; j < whole + rest * parts; j += clusters) {
       int u = j, kb = 0, ke = KT, k = 0;
       if (j >= whole) {
@@ -189,7 +191,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // that ends soonest, counting each chunk's hand-over) and the rest x parts units are dealt out
   // round robin, chunk by chunk: the clusters running at once work at the same depth of tiles
   // that share operand panels, as whole tiles do, so L2 serves them together (contiguous shares
-  // of slices, stream-K proper, started each cluster at another depth and ran DRAM-bound:
+  // of slices, stream-K proper, started each cluster at another depth and ran 11-27% slower:
   // docs/design/gemm.md). A chunk's sums go to `partials`, then a flag; the last chunk's unit
   // waits for the others' flags, adds their sums and stores the tile.
   static_assert(SK == 0 || SK == 1, "SK: 0 whole tiles, round robin; 1 the last round's tiles in chunks of K");
@@ -538,7 +540,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         if (kb > 0 || ke < KT) {  // a chunk of a tile of the last round
           // this warpgroup's sums of chunk q < parts - 1: [tile][chunk][block of the cluster][consumer],
           // 16-byte group j of thread i at j * 128 + i (whole lines a store)
-          const int first = (u - (work() - work() % clusters)) * (parts - 1);
+          const int first = (u - simtlab_whole_tiles(work(), clusters)) * (parts - 1);
           auto slot = [&](int q) { return ((first + q) * CS + (int)(blockIdx.x % CS)) * CONSUMERS + c; };
           auto sums = [&](int q) { return reinterpret_cast<float4*>(partials) + (size_t)slot(q) * (BN / 8) * 128 + tid % 128; };
           if (ke < KT) {  // not the last chunk: its sums out, then the flag; the tile is the last's to store
@@ -575,7 +577,7 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
       }
       if constexpr (SPLIT) {  // C = alpha * A@B + beta * C (C read only where beta != 0, as BLAS does)
         const float* Cz = C + (size_t)z * M * N;
-        // (scale[0] != 0: the split scaled A's rows by 2^-scale[1 + r] and B's columns by
+        // (scale[0] & 1: the split scaled A's rows by 2^-scale[1 + r] and B's columns by
         // 2^-scale[1 + M + col] - operands near the smallest normal; undone here, exactly)
         const bool scaled = scale != nullptr && (scale[0] & 1);
 #pragma unroll

@@ -6,9 +6,13 @@ namespace simtlab {
 // x -> (big, small), both exact TF32 values (low 13 bits zero): big rounded to nearest (ties away,
 // as cvt.rna.tf32), truncated where rounding would overflow; small = x - big (exact) rounded again.
 // Inf and NaN go whole into small (big 0), so they reach the sums as in SGEMM.
+// (rounding without the overflow guard: for values under 2^127)
+__device__ __forceinline__ float tf32_rna_plain(float v) {
+  return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+}
 __device__ __forceinline__ float tf32_rna(float v) {
-  const unsigned u = __float_as_uint(v), r = (u + 0x1000u) & 0xffffe000u;
-  return isinf(__uint_as_float(r)) ? __uint_as_float(u & 0xffffe000u) : __uint_as_float(r);
+  const float r = tf32_rna_plain(v);
+  return isinf(r) ? __uint_as_float(__float_as_uint(v) & 0xffffe000u) : r;
 }
 __device__ __forceinline__ void split_tf32(float x, float& big, float& small) {
   if (!isfinite(x)) {
@@ -72,10 +76,8 @@ __device__ __forceinline__ bool is_special(float x) { return (__float_as_uint(x)
 __device__ __forceinline__ void note_special(const float4& v, int* flag) {
   note_in_warp(is_special(v.x) || is_special(v.y) || is_special(v.z) || is_special(v.w), flag, 2);
 }
-// split_tf32's parts of a value that is not special: rounding without the guards
-__device__ __forceinline__ float tf32_rna_plain(float v) {
-  return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
-}
+// split_tf32's small part of a value that is not special: rounding without the guards (its big
+// part: tf32_rna_plain)
 __device__ __forceinline__ float tf32_small_plain(float x) { return tf32_rna_plain(x - tf32_rna_plain(x)); }
 
 __device__ __forceinline__ int scale_exponent(float m) { return m > 0.0f && m < TINY ? ilogbf(m) : 0; }
