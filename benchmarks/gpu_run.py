@@ -309,6 +309,12 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("2^24 and 2^28 pairs", "for s in 24 28; do python3 benchmarks/param_sweep.py sort radix_onesweep "
             "--size 2^$s:pairs --param STAGED=1,2 --param ITEMS=8,12,16 --param REGS=0,64,80 --timeout 120 "
             "--json {out}/pairs_words_2p$s.json; done", 400)]),
+    "sort-bits": ("sort rung 4's digit width (BITS 5-8: 7 to 4 passes) at each key type's defaults, keys and "
+                  "pairs at 2^24 and 2^28, one process each point; the sort GPU tests first", [
+        Run("sort GPU tests", "python3 -m pytest -q -p no:cacheprovider -rfE tests/test_sort_gpu.py", 300),
+        Run("BITS 5-8", "for s in 2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs; do python3 benchmarks/param_sweep.py "
+            "sort radix_onesweep --size $s --param BITS=5,6,7,8 --timeout 120 "
+            "--json {out}/sort_bits_$(echo $s | tr '^:' '__').json; done", 420)]),
     "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
                   "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
         Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "

@@ -91,11 +91,20 @@ def test_sort_rung(rung, size):
      ("1:pairs", "3:pairs", "2049:pairs", "100003:pairs", "1000003:float32:pairs", "2000000")),
     ("radix_onesweep", {"BLOCK": 256, "ITEMS": 16, "STAGED": 2, "VALS": 0, "REGS": 80}, ("5121:pairs",
                                                                                       "1000003:float32:pairs")),
+    # digits of other widths: 7 bits (five passes, the last of 4 bits), 5 (seven, the last of 2), 3
+    # (eleven: more passes than warps to count them), 1 (32 passes of two digit values)
+    ("radix_onesweep", {"BITS": 7}, ("1", "2049", "100003:pairs", "1000003:float32:pairs", "2000000")),
+    ("radix_onesweep", {"BITS": 5, "BLOCK": 256, "ITEMS": 16, "STAGED": 2, "VALS": 1, "REGS": 80, "MATCH": 1},
+     ("3:pairs", "100003:pairs", "1000003:float32:pairs")),
+    ("radix_onesweep", {"BITS": 6, "BLOCK": 512, "ITEMS": 8, "STAGED": 0, "MATCH": 0}, ("2049", "1000003:float32:pairs")),
+    ("radix_onesweep", {"BITS": 3, "STAGED": 1, "MATCH": 3}, ("2049", "100003:pairs", "1000003:float32")),
+    ("radix_onesweep", {"BITS": 1, "STAGED": 1, "EARLY": 1}, ("3", "100003:float32:pairs")),
 ], ids=["lsd-128x4-5bit", "lsd-512x16", "onesweep-512x8", "onesweep-256x20", "onesweep-staged-256x16",
         "onesweep-staged-512x12", "onesweep-early-staged-256x20", "onesweep-early-512x8",
         "onesweep-ballots-look4-by-index", "onesweep-ballots-look8", "onesweep-look3-by-index",
         "onesweep-match-and-ballots", "onesweep-match-every-third", "onesweep-values-with-keys",
-        "onesweep-values-with-keys-scattered", "onesweep-pairs-as-words", "onesweep-pairs-as-words-values-late"])
+        "onesweep-values-with-keys-scattered", "onesweep-pairs-as-words", "onesweep-pairs-as-words-values-late",
+        "onesweep-7bit", "onesweep-5bit-pairs-as-words", "onesweep-6bit-match-any", "onesweep-3bit", "onesweep-1bit"])
 def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     """Other tiles (and digit widths) of the radix rungs' spaces."""
     from simtlab.ops import sort
@@ -104,7 +113,9 @@ def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
     for size in sizes:
         p = sort.parse_size(size)
         _, ws = _run(rung, size, params={**rung.params(), **sort.radix_params(p), **params})
-        assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all()), (name, params, size)
+        order = ws.stable_order()
+        assert bool((ws.out_keys == ws.keys[order]).all()), (name, params, size)
+        assert not p.pairs or bool((ws.out_vals == ws.vals[order]).all()), (name, params, size, "values")
 
 
 @pytest.mark.parametrize("name", ["radix_lsd", "radix_onesweep"])

@@ -82,6 +82,23 @@ def test_bytes_and_geometry():
     assert onesweep.requested_bytes(onesweep.params(), p) == 4 * (1 << 20) * 9 + 8 * 256 * 256
     assert onesweep.requested_bytes(onesweep.params(), p) < radix.requested_bytes(radix.params(), p) / 2
     assert onesweep.geometry(onesweep.params(), sort.SortProblem(4097)).blocks == 2  # tiles of 256 x 16
+    # 7-bit digits: five passes (the last of 4 bits), 128 look-back words a tile
+    assert onesweep.requested_bytes(onesweep.params(None, {"BITS": 7}), p) == 4 * (1 << 20) * 11 + 8 * 128 * 256
+
+
+@pytest.mark.parametrize("bits", [1, 3, 5, 6, 7, 8])
+@pytest.mark.parametrize("size", ["1000", "1000:pairs"])
+def test_one_sweep_digits_of_any_width_build_spill_free_in_the_shared_memory_counted(bits, size):
+    """BITS 1-8: 32 / BITS passes; onesweep_static_smem counts the block's static shared memory, never
+    under it (the space's 48 KB filter relies on that) - with fewer bits, more passes than warps to
+    count them in the histogram launch (3 bits: 11 passes of 8 values, 8 warps). Spill-free from 3
+    bits; 1 bit (32 passes: the counting launch's 32 counts a key) spills at 64 or 80 registers."""
+    onesweep = family("sort").rung("radix_onesweep")
+    params = {**onesweep.params("sm_90"), **onesweep.size_defaults(sort.parse_size(size)), "BITS": bits}
+    res = build(onesweep, params, "sm_90").resources(None)
+    assert (res.spill_bytes == 0 and res.stack_frame == 0) == (bits >= 3)
+    assert 0 <= sort.onesweep_static_smem(params) - res.shared_static <= 16  # (ptxas drops unused words)
+    assert sort.onesweep_digits(params) == (1 << bits, -(-32 // bits))
 
 
 def test_the_one_sweep_defaults_are_the_measured_ones():

@@ -130,10 +130,18 @@ def geometry_radix(params, p: SortProblem, device=None) -> Launch:
     return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
 
 
+def onesweep_digits(params) -> tuple[int, int]:
+    """Rung 4's digits: (values a digit takes, passes) - BITS bits each (8 unless said), 32 / BITS
+    passes rounded up (the last digit may be narrower)."""
+    bits = params.get("BITS", 8)
+    return 1 << bits, -(-32 // bits)
+
+
 def onesweep_bytes(params, p: SortProblem) -> int:
-    """Rung 4: the keys read once for the histograms, then four passes of one read and one write
-    (values too), and the look-back words cleared once a run (8 bytes a digit a tile)."""
-    return 4 * p.n + 4 * 8 * p.n * (2 if p.pairs else 1) + 8 * 256 * tiles(params, p.n)
+    """Rung 4: the keys read once for the histograms, then a pass a digit of one read and one write
+    (values too), and the look-back words cleared once a run (8 bytes a digit value a tile)."""
+    radix, passes = onesweep_digits(params)
+    return 4 * p.n + passes * 8 * p.n * (2 if p.pairs else 1) + 8 * radix * tiles(params, p.n)
 
 
 def key_params(p: SortProblem, device=None, vec=None) -> dict:
@@ -324,19 +332,20 @@ def pass_routes(ws, passes: int, xp) -> tuple[list[tuple], tuple]:
 
 def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
     """Rung 4: histogram and look-back words cleared on the caller's stream, the histogram launch,
-    the scan of each digit's counts, then four digit passes ping-ponging so the last lands in the
+    the scan of each digit's counts, then a pass a digit, ping-ponging so the last lands in the
     output."""
     import cupy
 
     t = tiles(params, p.n)
-    hist = cupy.empty(4 * 256, dtype=cupy.uint32)
-    tickets = cupy.empty(4, dtype=cupy.uint32)
-    status = cupy.empty(256 * t, dtype=cupy.uint64)
+    radix, passes = onesweep_digits(params)
+    hist = cupy.empty(passes * radix, dtype=cupy.uint32)
+    tickets = cupy.empty(passes, dtype=cupy.uint32)
+    status = cupy.empty(radix * t, dtype=cupy.uint64)
     null = np.uint64(0)
     state = (hist, status, tickets, np.int32(p.n), np.int32(t))
     steps = [((min(t, 1024), 1, 1), (np.int32(0), ws.keys, null, null, null, *state, np.int32(0))),
-             ((4, 1, 1), (np.int32(1), ws.keys, null, null, null, *state, np.int32(0)))]
-    routes, temps = pass_routes(ws, 4, cupy)
+             ((passes, 1, 1), (np.int32(1), ws.keys, null, null, null, *state, np.int32(0)))]
+    routes, temps = pass_routes(ws, passes, cupy)
     steps += [((t, 1, 1), (np.int32(2), *route, *state, np.int32(d))) for d, route in enumerate(routes)]
 
     def run_onesweep():
@@ -411,17 +420,19 @@ def bitonic_space(max_smem: int) -> Space:
 
 
 def onesweep_static_smem(c) -> int:
-    """Rung 4's static shared memory: a warp's 256 counts each, the tile's starts, (STAGED) the
-    tile itself in digit order with each digit's start in it (STAGED 2 with pairs: 8 bytes a key,
-    its value beside it), and (EARLY) the tile's counts."""
-    tile = c["BLOCK"] * c["ITEMS"]
-    staged = 4 * (256 + tile * (2 if c["STAGED"] == 2 and c.get("PAIRS", 1) else 1)) if c["STAGED"] else 0
-    return 4 * (c["BLOCK"] // 32 * 256 + 256 + c["BLOCK"] // 32 + 1) + staged + c["EARLY"] * 4 * 256
+    """Rung 4's static shared memory: a warp's count of each digit value (at least a pass's
+    counts each, for the histogram launch), the tile's starts, (STAGED) the tile itself in digit
+    order with each digit's start in it (STAGED 2 with pairs: 8 bytes a key, its value beside it),
+    and (EARLY) the tile's counts."""
+    radix, passes = onesweep_digits(c)
+    tile, warps = c["BLOCK"] * c["ITEMS"], c["BLOCK"] // 32
+    staged = radix + tile * (2 if c["STAGED"] == 2 and c.get("PAIRS", 1) else 1) if c["STAGED"] else 2
+    return 4 * (max(warps, passes) * radix + radix + warps + 1 + staged + (radix if c["EARLY"] else 1))
 
 
 def onesweep_space(max_smem: int) -> Space:
     return Space({"BLOCK": (256, 512), "ITEMS": (8, 12, 16, 20), "STAGED": (0, 1), "EARLY": (0, 1), "LOOK": (1, 4),
-                  "MATCH": (0, 1, 2, 3), "ORDER": (0, 1), "REGS": (0, 64), "VALS": (0, 1)},
+                  "MATCH": (0, 1, 2, 3), "ORDER": (0, 1), "REGS": (0, 64), "VALS": (0, 1), "BITS": (6, 7, 8)},
                  [("static shared memory within 48 KB", lambda c: onesweep_static_smem(c) <= SMEM_WITHOUT_OPT_IN)])
 
 
@@ -462,9 +473,10 @@ FAMILY = Family(
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
         Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS"),
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS",
+              "BITS"),
              frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
-                     "ORDER": 1, "REGS": 64, "VALS": 0}),
+                     "ORDER": 1, "REGS": 64, "VALS": 0, "BITS": 8}),
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots and match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,

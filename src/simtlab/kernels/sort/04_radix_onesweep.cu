@@ -1,17 +1,17 @@
 // Rung 4 - one-sweep radix sort: what changed from rung 3: one launch reads the keys once and counts
-// all four 8-bit digits; then each digit is one launch that reads and writes every key once. Tiles
-// are taken in order; a warp ranks its keys a round at a time (a ballot a digit bit finds the lanes
-// with its digit, the lowest of them advances the warp's count), and a tile learns where its keys of
-// each digit go by decoupled look-back: thread d publishes the tile's count of digit d and adds up
-// its predecessors' (4 words a read) until it meets an inclusive prefix. What it should buy: 4
-// passes of one read and one write instead of 8 of two reads and a write, and no scan launches.
-// STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word, one
-// trip for both) are first placed in shared memory in digit order and written out from there -
-// consecutive threads write consecutive places of a digit's run, so a warp's stores fill whole
-// sectors instead of landing one key per scattered 32-byte sector.
-// The options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0
-// ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket
-// instead of the block index, LOOK 1 reads a word at a time, EARLY 1 publishes the tile's counts first.
+// every digit (BITS bits each, 8 by default: 4 passes); then each digit is one launch that reads and
+// writes every key once. Tiles are taken in order; a warp ranks its keys a round at a time (a ballot
+// a digit bit finds the lanes with its digit, the lowest of them advances the warp's count), and a
+// tile learns where its keys of each digit go by decoupled look-back: thread d publishes the tile's
+// count of digit d and adds up its predecessors' until it meets an inclusive prefix. What it should
+// buy: 32 / BITS passes of one read and one write instead of rung 3's two reads and a write, no scans.
+// STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word) are
+// first placed in shared memory in digit order and written out from there - consecutive threads
+// write consecutive places of a digit's run, filling whole sectors instead of one key a sector.
+// Options measured against: MATCH 0 ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0
+// takes tiles by an atomic ticket, LOOK 1 reads one look-back word at a time, EARLY 1 publishes the
+// tile's counts first; BITS below 8 trades ballots a pass for passes (wider digits need more
+// threads and per-warp counts than a block has: 2^BITS of each).
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
@@ -27,10 +27,9 @@ __device__ __forceinline__ unsigned long long lookback_word(unsigned flag, unsig
 // of digit t in the tiles before it, walking back until an inclusive prefix; then this tile's
 // inclusive prefix is published. LOOK predecessors' words are read at once (one wait for all of
 // them), then taken nearest first; a word read before it was ready is read again.
-template <int LOOK>
+template <int LOOK, int RADIX>
 __device__ __forceinline__ unsigned look_back(unsigned long long* status, unsigned long long* word, unsigned tile,
                                               int t, int pass, unsigned count) {
-  constexpr int RADIX = 256;
   const unsigned ready = 2 * pass + 1, inclusive = 2 * pass + 2;
   unsigned before = 0;
   if (tile == 0) return 0;
@@ -53,20 +52,21 @@ __device__ __forceinline__ unsigned look_back(unsigned long long* status, unsign
   }
 }
 
-// The lanes of the warp whose `digit` (0-256; 256: past the end) equals this lane's: __match_any_sync
-// (`ballots` false: an op of the MIO pipe), or a ballot a bit - 8, and a ninth in a tile with keys
-// past the end - each keeping the lanes that agree with this one on that bit (ALU work).
+// The lanes of the warp whose `digit` (0 to 2^BITS; 2^BITS: past the end) equals this lane's:
+// __match_any_sync (`ballots` false: an op of the MIO pipe), or a ballot a bit - BITS, and one more
+// in a tile with keys past the end - each keeping the lanes that agree with this one on it (ALU work).
+template <int BITS>
 __device__ __forceinline__ unsigned digit_peers(unsigned digit, bool partial, bool ballots) {
   if (!ballots) return __match_any_sync(0xffffffffu, digit);
   unsigned peers = 0xffffffffu;
 #pragma unroll
-  for (int b = 0; b < 8; ++b) {
+  for (int b = 0; b < BITS; ++b) {
     const bool bit = (digit >> b) & 1;
     const unsigned votes = __ballot_sync(0xffffffffu, bit);
     peers &= bit ? votes : ~votes;
   }
   if (partial) {
-    const bool end = digit >> 8;
+    const bool end = digit >> BITS;
     const unsigned votes = __ballot_sync(0xffffffffu, end);
     peers &= end ? votes : ~votes;
   }
@@ -82,14 +82,16 @@ struct MinBlocks {
 };
 
 template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS,
-          int VALS>
+          int VALS, int BITS = 8>
 __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_onesweep(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
     unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
-  constexpr int RADIX = 256, WARPS = BLOCK / 32, TILE = BLOCK * ITEMS;
+  static_assert(BITS >= 1 && BITS <= 8, "BITS: 1 to 8 bits a digit (a thread a digit, a warp's count of each)");
+  constexpr int RADIX = 1 << BITS, MASK = RADIX - 1, PASSES = (32 + BITS - 1) / BITS, WARPS = BLOCK / 32,
+                TILE = BLOCK * ITEMS, COUNTS = (WARPS > PASSES ? WARPS : PASSES) * RADIX;
   static_assert(BLOCK >= RADIX && BLOCK % 32 == 0, "a thread per digit");
-  __shared__ unsigned counts[WARPS * RADIX];  // phase 0: the four digits' counts; phase 2: a warp's counts
+  __shared__ unsigned counts[COUNTS];  // phase 0: every digit's counts; phase 2: a warp's counts
   __shared__ unsigned tile_start[RADIX];      // where the tile's keys of each digit start in the output
   __shared__ unsigned warp_sums[WARPS];
   __shared__ unsigned ticket;
@@ -99,12 +101,12 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   __shared__ unsigned early[EARLY ? RADIX : 1];          // EARLY: the tile's digit counts, before ranking
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   if (phase == 0) {
-    for (int i = t; i < 4 * RADIX; i += BLOCK) counts[i] = 0;
+    for (int i = t; i < PASSES * RADIX; i += BLOCK) counts[i] = 0;
     __syncthreads();
     auto count = [&](unsigned bits) {
       const unsigned k = sort_key<FLOAT>(bits);
 #pragma unroll
-      for (int p = 0; p < 4; ++p) atomicAdd(&counts[p * RADIX + ((k >> (8 * p)) & 255)], 1u);
+      for (int p = 0; p < PASSES; ++p) atomicAdd(&counts[p * RADIX + ((k >> (BITS * p)) & MASK)], 1u);
     };
     // 16-byte groups, HIST_LOADS of them loaded before any is counted: the loads stay in flight
     // together (one key a thread at a time left this launch waiting on memory: 845 us at 2^28).
@@ -123,11 +125,11 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     }
     for (long long i = 4 * groups + first; i < n; i += stride) count(keys_in[i]);  // (the rest, or all unaligned)
     __syncthreads();
-    for (int i = t; i < 4 * RADIX; i += BLOCK)
+    for (int i = t; i < PASSES * RADIX; i += BLOCK)
       if (counts[i]) atomicAdd(&hist[i], counts[i]);
     return;
   }
-  if (phase == 1) {  // block p: exclusive scan of digit p's 256 counts
+  if (phase == 1) {  // block p: exclusive scan of digit p's RADIX counts
     unsigned total;
     const unsigned v = t < RADIX ? hist[blockIdx.x * RADIX + t] : 0u;
     const unsigned excl = block_exclusive_scan<BLOCK>(v, warp_sums, total);
@@ -157,14 +159,14 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   auto value = [&](int i) { return PAIRS && VALS ? val[i] : vals_in[base + i * 32]; };
   auto digit = [&](int i) { return slot[i] & 511u; };
   auto rank = [&](int i) { return slot[i] >> 9; };
-  const int shift = 8 * pass;
+  const int shift = BITS * pass;
   unsigned* mine = counts + warp * RADIX;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const long long at = base + i * 32;
     key[i] = at < n ? keys_in[at] : 0u;
     if constexpr (PAIRS && VALS) val[i] = at < n ? vals_in[at] : 0u;
-    slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & 255 : RADIX;
+    slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & MASK : RADIX;
   }
   if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
 #pragma unroll
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   for (int i = 0; i < ITEMS; ++i) {  // rounds in key order: the ranks are stable
     // (MATCH k >= 2: every k-th round by __match_any_sync, so the MIO and ALU pipes share the ranking)
     const unsigned d = digit(i);
-    const unsigned peers = digit_peers(d, partial, MATCH == 1 || (MATCH >= 2 && i % MATCH != 0));
+    const unsigned peers = digit_peers<BITS>(d, partial, MATCH == 1 || (MATCH >= 2 && i % MATCH != 0));
     const int leader = __ffs(peers) - 1;
     unsigned before = 0;
     if (lane == leader && d < RADIX) {
@@ -199,7 +201,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     unsigned long long* word = status + (long long)tile * RADIX + t;
     if (!EARLY) atomicExch(word, lookback_word(tile == 0 ? 2 * pass + 2 : 2 * pass + 1, count));  // published first
     if constexpr (STAGED) tile_start[t] = count;  // (kept for the scan below, which needs the whole block)
-    else tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK>(status, word, tile, t, pass, count);
+    else tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK, RADIX>(status, word, tile, t, pass, count);
   }
   if constexpr (STAGED) {
     __syncthreads();
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     const unsigned excl = block_exclusive_scan<BLOCK>(count, warp_sums, total);
     if (t < RADIX) {
       local_start[t] = excl;
-      tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK>(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
+      tile_start[t] = hist[pass * RADIX + t] + look_back<LOOK, RADIX>(status, status + (long long)tile * RADIX + t, tile, t, pass, count);
     }
   }
   __syncthreads();
@@ -236,7 +238,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       const int j = t + m * BLOCK;
       if (j < size) {
         const uint2 w = words[j];
-        const unsigned d = (sort_key<FLOAT>(w.x) >> shift) & 255, at = tile_start[d] + (j - local_start[d]);
+        const unsigned d = (sort_key<FLOAT>(w.x) >> shift) & MASK, at = tile_start[d] + (j - local_start[d]);
         keys_out[at] = w.x;
         vals_out[at] = w.y;
       }
@@ -253,7 +255,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     for (int m = 0; m < ITEMS; ++m) {
       const int j = t + m * BLOCK;
       if (j < size) {
-        const unsigned k = staged[j], d = (sort_key<FLOAT>(k) >> shift) & 255;
+        const unsigned k = staged[j], d = (sort_key<FLOAT>(k) >> shift) & MASK;
         out[m] = tile_start[d] + (j - local_start[d]);
         keys_out[out[m]] = k;
       }
