@@ -315,6 +315,13 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("BITS 5-8", "for s in 2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs; do python3 benchmarks/param_sweep.py "
             "sort radix_onesweep --size $s --param BITS=5,6,7,8 --timeout 120 "
             "--json {out}/sort_bits_$(echo $s | tr '^:' '__').json; done", 420)]),
+    "sort-skip": ("the sort ladder with rung 5 (passes whose digit all keys share skipped on the device) on "
+                  "full-range keys and on keys below 2^16 and 2^24, beside rung 4, CUB and torch.sort", [
+        Run("simtlab ladder sort", f"simtlab ladder sort {sizes('2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs')} "
+            "--json-out {out}/sort_ladder.json", 300),
+        Run("simtlab ladder sort, keys below 2^16 and 2^24", "simtlab ladder sort --rung 4 --rung 5 "
+            f"{sizes('2^28:bits16 2^28:bits24 2^24:bits16:pairs 2^28:bits24:pairs')} "
+            "--json-out {out}/sort_ladder_bits.json", 200)]),
     "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
                   "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
         Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "

@@ -118,7 +118,7 @@ def test_radix_tiles_and_digits_of_the_space(name, params, sizes):
         assert not p.pairs or bool((ws.out_vals == ws.vals[order]).all()), (name, params, size, "values")
 
 
-@pytest.mark.parametrize("name", ["radix_lsd", "radix_onesweep"])
+@pytest.mark.parametrize("name", ["radix_lsd", "radix_onesweep", "radix_skip"])
 def test_equal_keys_keep_their_order(name):
     """Few distinct keys, many ties: a stable sort's values come out in input order within a key."""
     import cupy
@@ -154,3 +154,74 @@ def test_onesweep_counts_keys_that_start_off_a_16_byte_boundary(size):
     _, ws = _run(family("sort").rung("radix_onesweep"), size, seed=5, edit=off_boundary)
     assert ws.keys.data.ptr % 16 == 4
     assert bool((ws.out_keys == ws.keys[ws.stable_order()]).all())
+
+
+def _set_keys(f):
+    """An edit of a fresh workspace: its keys replaced by f(keys) (CuPy uint32 in, uint32 out)."""
+    def edit(ws):
+        ws.keys[...] = f(ws.keys)
+    return edit
+
+
+def _floats_in_one_to_two(keys):
+    import cupy
+
+    return (1.0 + (keys >> 9).astype(cupy.float32) / 2**23).astype(cupy.float32).view(cupy.uint32)
+
+
+SKIPPED_DIGITS = {  # name: (size, rung 5's parameters over its defaults, edit of the keys)
+    "below 2^16: two of four passes": ("1000003:bits16", {}, None),
+    "below 2^24 pairs: three passes, the first writes the output": ("1000003:bits24:pairs", {}, None),
+    "low byte one value: the first pass skipped": ("1000003:pairs", {}, _set_keys(lambda k: (k & 0xFFFFFF00) | 0x5A)),
+    "a middle byte one value": ("100003:pairs", {}, _set_keys(lambda k: (k & 0xFFFF00FF) | 0x2A00)),
+    "every key equal: no pass, a copy": ("100003:pairs", {}, _set_keys(lambda k: k * 0 + 0x12345678)),
+    "equal but the last key: one pass": ("5121:pairs", {}, _set_keys(lambda k: k * 0 + 7 + 2 * (k == k[-1]))),
+    "floats in [1, 2): the top digit skipped": ("1000003:float32:pairs", {}, _set_keys(_floats_in_one_to_two)),
+    "7-bit digits below 2^20: three of five passes": ("1000003:bits20:pairs", {"BITS": 7}, None),
+    "ranked by match_any, tiles by ticket": ("1000003:bits16", {"MATCH": 0, "ORDER": 0}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(SKIPPED_DIGITS))
+def test_the_skipping_rung_sorts_keys_whose_digits_are_shared(case):
+    """Rung 5 on keys where some digit is one value for every key: the passes it skips, and the
+    arrays each moving pass picks on the device, still give the stable order, values included."""
+    from simtlab.ops import sort
+
+    size, params, edit = SKIPPED_DIGITS[case]
+    rung = family("sort").rung("radix_skip")
+    p = sort.parse_size(size)
+    _, ws = _run(rung, size, seed=7, params={**rung.size_defaults(p), **params}, edit=edit)
+    order = ws.stable_order()
+    assert bool((ws.out_keys == ws.keys[order]).all()), case
+    assert not p.pairs or bool((ws.out_vals == ws.vals[order]).all()), (case, "values")
+
+
+def test_the_skipping_rung_replays_in_a_cuda_graph_whatever_the_keys():
+    """Nothing rung 5 skips is decided on the host: one captured graph sorts keys that use every
+    pass, keys that skip two, and keys that skip all four (a copy)."""
+    import cupy
+
+    from simtlab.device import device_info
+    from simtlab.launch import build, runner
+    from simtlab.ops import sort
+
+    dev = device_info()
+    rung = family("sort").rung("radix_skip")
+    p = sort.parse_size("300007:pairs")
+    ws = sort.workspace(p, seed=9)
+    run = runner(build(rung, rung.size_defaults(p), dev.arch), p, ws, None, dev)
+    full = ws.keys.copy()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:  # (every step on this stream: the graph's launch is ordered after the keys' change)
+        run()  # (loads the module outside the capture)
+        stream.synchronize()
+        stream.begin_capture()
+        run()
+        graph = stream.end_capture()
+        for keys in (full, full & 0xFFFF, full * 0 + 3, full):
+            ws.keys[...] = keys
+            ws.poison()
+            graph.launch(stream)
+            order = ws.stable_order()
+            assert bool((ws.out_keys == ws.keys[order]).all()) and bool((ws.out_vals == ws.vals[order]).all())

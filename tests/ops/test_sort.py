@@ -14,12 +14,39 @@ def test_sizes_name_the_key_type_and_pairs():
     p = sort.parse_size("1000:float32:pairs")
     assert (p.n, p.dtype, p.pairs, p.label) == (1000, "float32", True, "1000:float32:pairs")
     assert p.bytes == 16 * 1000 and sort.parse_size("1000").bytes == 8 * 1000
-    with pytest.raises(ValueError, match="'float32' \\(or 'uint32'\\) and 'pairs'"):
+    with pytest.raises(ValueError, match="'float32' \\(or 'uint32'\\), 'bitsNN' .* and 'pairs'"):
         sort.parse_size("1000:int8")
     with pytest.raises(ValueError, match="must be >= 1"):
         sort.parse_size("0")
     with pytest.raises(ValueError, match="at most 2\\^31 - 1"):
         sort.SortProblem(2**31)
+
+
+def test_sizes_name_a_key_range_for_uint32_keys():
+    p = sort.parse_size("2^28:bits16:pairs")
+    assert (p.n, p.bits, p.pairs, p.label) == (1 << 28, 16, True, "268435456:bits16:pairs")
+    assert sort.parse_size(p.label) == p and sort.parse_size("1000").bits == 32
+    with pytest.raises(ValueError, match="1 to 32 bits"):
+        sort.parse_size("1000:bits0")
+    with pytest.raises(ValueError, match="for uint32 keys"):
+        sort.parse_size("1000:float32:bits16")
+    with pytest.raises(ValueError, match="'bitsNN'"):
+        sort.parse_size("1000:bits")
+
+
+def test_the_skipping_rung_counts_the_passes_that_move_keys():
+    """Rung 5 moves keys below 2^bits in the passes whose digit holds some of those bits (none for
+    one key: a copy), and its traffic counts only those passes."""
+    skip = family("sort").rung("radix_skip")
+    onesweep = family("sort").rung("radix_onesweep")
+    params, seven = skip.params(), skip.params(None, {"BITS": 7})
+    assert [sort.moving_passes(params, sort.parse_size(f"1000:bits{b}")) for b in (32, 24, 17, 16, 8, 1)] == \
+        [4, 3, 3, 2, 1, 1]
+    assert sort.moving_passes(seven, sort.parse_size("1000:bits16")) == 3 and sort.moving_passes(params, sort.SortProblem(1)) == 0
+    full, half = sort.parse_size("2^20"), sort.parse_size("2^20:bits16")
+    assert skip.requested_bytes(params, full) == onesweep.requested_bytes(params, full)
+    assert skip.requested_bytes(params, half) == 4 * (1 << 20) + 2 * 8 * (1 << 20) + 8 * 256 * 256
+    assert skip.requested_bytes(params, sort.SortProblem(1)) == 4 + 8 + 8 * 256  # (one copy)
 
 
 def test_the_float_key_orders_as_numpy_sorts():
@@ -68,7 +95,7 @@ def test_the_bitonic_plan_sorts(n, tile, tails):
 
 def test_bytes_and_geometry():
     fam = family("sort")
-    b1, b2, radix, onesweep = fam.rungs
+    b1, b2, radix, onesweep, _ = fam.rungs
     p = sort.SortProblem(1 << 20)
     assert b2.requested_bytes(b2.params(), p) < b1.requested_bytes(b1.params(), p)
     assert radix.requested_bytes(radix.params(), p) == 8 * 4 * (1 << 20) * 3
@@ -118,7 +145,7 @@ def test_the_one_sweep_defaults_are_the_measured_ones():
 
 
 @pytest.mark.parametrize("rung", family("sort").rungs, ids=lambda r: r.name)
-@pytest.mark.parametrize("size", ["1000", "1000:float32", "1000:float32:pairs"])
+@pytest.mark.parametrize("size", ["1000", "1000:pairs", "1000:float32", "1000:float32:pairs"])
 def test_every_rung_builds_spill_free(rung, size):
     p = sort.parse_size(size)
     if sort.unsupported(rung, p):

@@ -2,7 +2,8 @@
 order for floats (-0.0 equal to +0.0, NaNs last). Rungs 1-2 are bitonic networks (keys only, not
 stable) over the keys padded to a power of two; rung 3 is an LSD radix sort, stable, keys or
 key-value pairs; rung 4 the one-sweep radix sort (a histogram launch, then one launch a digit with
-decoupled look-back). Every rung reads the input and writes the output arrays (the input is kept, so
+decoupled look-back); rung 5 skips, on the device, the passes whose digit every key shares (keys that
+span fewer bits than 32: `2^28:bits16`). Every rung reads the input and writes the output arrays (the input is kept, so
 every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
 the keys exactly (floats compared as numbers: ±0 are equal keys, NaN matches NaN) and, for pairs,
 the values exactly - a stable sort has one right answer.
@@ -29,6 +30,7 @@ BITONIC = "bitonic"  # a compare-exchange network over the keys padded to a powe
 MERGE_TAILS = "merge_tails"  # each merge stage's steps below a tile done in shared memory, in one launch
 RADIX = "radix"  # LSD radix passes: three launches a digit, stable, pairs too
 ONESWEEP = "onesweep"  # one histogram launch, then a launch a digit with look-back (stable, pairs too)
+SKIP = "skip"  # the passes whose digit all keys share noted by the scan launch and skipped on the device
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class SortProblem:
     n: int
     dtype: str = DTYPE  # the keys' type
     pairs: bool = False  # uint32 values carried with the keys
+    bits: int = 32  # uint32 keys drawn below 2^bits (the sort still orders all 32 bits)
 
     def __post_init__(self):
         if int(self.n) < 1:
@@ -44,10 +47,15 @@ class SortProblem:
             raise ValueError(f"sort length {self.n}: at most 2^31 - 1 keys (32-bit positions)")
         if self.dtype not in ("uint32", "float32"):
             raise ValueError(f"sort keys are uint32 or float32, got {self.dtype!r}")
+        if not 1 <= self.bits <= 32:
+            raise ValueError(f"sort keys span 1 to 32 bits, got bits{self.bits}")
+        if self.bits < 32 and self.dtype != "uint32":
+            raise ValueError("a key range (bitsNN) is for uint32 keys; float32 keys take their whole range")
 
     @property
     def label(self) -> str:
-        return f"{self.n}" + ("" if self.dtype == DTYPE else ":float32") + (":pairs" if self.pairs else "")
+        return (f"{self.n}" + ("" if self.dtype == DTYPE else ":float32") + ("" if self.bits == 32 else f":bits{self.bits}")
+                + (":pairs" if self.pairs else ""))
 
     @property
     def flops(self) -> int:
@@ -60,18 +68,21 @@ class SortProblem:
 
 
 def parse_size(text: str, **_) -> SortProblem:
-    """'n' (uint32 keys), then optionally ':float32' and ':pairs' ('2^24:float32:pairs')."""
+    """'n' (uint32 keys), then optionally ':float32', ':bitsNN' (uint32 keys below 2^NN) and ':pairs'
+    ('2^24:float32:pairs', '2^28:bits16')."""
     size, *suffixes = str(text).lower().split(":")
-    dtype, pairs = DTYPE, False
+    dtype, pairs, bits = DTYPE, False, 32
     for s in suffixes:
         if s == "pairs":
             pairs = True
         elif s in KEY_TYPES:
             dtype = KEY_TYPES[s]
+        elif s.startswith("bits") and s[4:].isdigit():
+            bits = int(s[4:])
         else:
-            raise ValueError(f"sort size {text!r}: after the length come 'float32' (or 'uint32') and 'pairs', "
-                             f"not {s!r}")
-    return SortProblem(parse_int(size, "sort length"), dtype, pairs)
+            raise ValueError(f"sort size {text!r}: after the length come 'float32' (or 'uint32'), 'bitsNN' (keys "
+                             f"below 2^NN) and 'pairs', not {s!r}")
+    return SortProblem(parse_int(size, "sort length"), dtype, pairs, bits)
 
 
 def tolerance(p: SortProblem, ws=None) -> float:
@@ -144,6 +155,21 @@ def onesweep_bytes(params, p: SortProblem) -> int:
     return 4 * p.n + passes * 8 * p.n * (2 if p.pairs else 1) + 8 * radix * tiles(params, p.n)
 
 
+def moving_passes(params, p: SortProblem) -> int:
+    """Rung 5: the passes that move keys drawn below 2^bits - those whose digit holds some of the
+    bits; a digit above them is 0 for every key (the workspace's keys: whole digits of random bits;
+    a digit that happened to be one value for every key would be skipped too)."""
+    bits = params.get("BITS", 8)
+    return -(-p.bits // bits) if p.n > 1 else 0
+
+
+def skip_bytes(params, p: SortProblem) -> int:
+    """Rung 5: as rung 4 with only the moving passes (none: one copy of the input)."""
+    radix, _ = onesweep_digits(params)
+    moving = moving_passes(params, p)
+    return 4 * p.n + max(moving, 1) * 8 * p.n * (2 if p.pairs else 1) + 8 * radix * tiles(params, p.n)
+
+
 def key_params(p: SortProblem, device=None, vec=None) -> dict:
     """The problem picks the float mapping of the keys."""
     return {"FLOAT": int(p.dtype == "float32")}
@@ -172,6 +198,17 @@ def onesweep_params(p: SortProblem, device=None, vec=None) -> dict:
     return {**radix_params(p), "BLOCK": 256, "ITEMS": 8 if p.dtype == "float32" else 16, "REGS": 64, "MATCH": 2}
 
 
+def skip_params(p: SortProblem, device=None, vec=None) -> dict:
+    """Rung 5: rung 4's points, but uint32 pairs at ptxas's registers (107: 2 blocks an SM) - the
+    choice of arrays costs rung 4's 80-register build 16 bytes of spills (and 12 a thread at 80
+    fits). Rung 4 at that point (run afc1b6_pairs_words): 0.707 / 10.59 ms at 2^24 / 2^28 against
+    0.690 / 10.71 at 80 registers. Not yet measured for rung 5 itself."""
+    params = onesweep_params(p, device, vec)
+    if p.pairs and p.dtype == "uint32":
+        params["REGS"] = 0
+    return params
+
+
 def unsupported(rung, p: SortProblem) -> str | None:
     if p.pairs and rung.can(BITONIC):
         return "a bitonic network is not stable: key-value pairs need a stable sort (the radix rungs)"
@@ -197,6 +234,8 @@ class Workspace:
             pick = bits % 64 == 0  # (1 in 64: the special values, and ties among them)
             x[pick] = special[(bits[pick] >> 8) % special.size]
             bits = x
+        if p.bits < 32:
+            bits &= cupy.uint32((1 << p.bits) - 1)
         self.keys = bits
         self.vals = rng.integers(0, 2**32, p.n, dtype=cupy.uint64).astype(cupy.uint32) if p.pairs else None
         self.out_keys = cupy.empty(p.n, dtype=cupy.uint32)
@@ -289,6 +328,8 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
 
         run_bitonic.keep = buf
         return run_bitonic
+    if inst.rung.can(SKIP):
+        return _skip_runner(func, params, p, ws, block)
     if inst.rung.can(ONESWEEP):
         return _onesweep_runner(func, params, p, ws, block)
     bits = params["BITS"]
@@ -357,6 +398,39 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
 
     run_onesweep.keep = (hist, tickets, status, temps)
     return run_onesweep
+
+
+def _skip_runner(func, params, p: SortProblem, ws: Workspace, block):
+    """Rung 5: rung 4's launches, each pass given the input, a buffer and the output (it picks
+    which it reads and writes from the scan's notes of the passes that move keys: the `skip` words,
+    written by the scan launch every run)."""
+    import cupy
+
+    t = tiles(params, p.n)
+    radix, passes = onesweep_digits(params)
+    hist = cupy.empty(passes * radix, dtype=cupy.uint32)
+    tickets = cupy.empty(passes, dtype=cupy.uint32)
+    status = cupy.empty(radix * t, dtype=cupy.uint64)
+    skip = cupy.empty(passes, dtype=cupy.uint32)
+    pairs = ws.vals is not None
+    keys_tmp = cupy.empty(p.n, dtype=cupy.uint32)
+    vals_tmp = cupy.empty(p.n, dtype=cupy.uint32) if pairs else None
+    null = np.uint64(0)
+    arrays = (ws.keys, keys_tmp, ws.out_keys, *((ws.vals, vals_tmp, ws.out_vals) if pairs else (null,) * 3))
+    state = (hist, status, tickets, skip, np.int32(p.n), np.int32(t))
+    steps = [((min(t, 1024), 1, 1), (np.int32(0), *arrays, *state, np.int32(0))),
+             ((passes, 1, 1), (np.int32(1), *arrays, *state, np.int32(0)))]
+    steps += [((t, 1, 1), (np.int32(2), *arrays, *state, np.int32(d))) for d in range(passes)]
+
+    def run_skip():
+        stream = cupy.cuda.get_current_stream().ptr
+        for buf in (hist, tickets, status):
+            cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, stream)
+        for grid, args in steps:
+            func(grid, block, args)
+
+    run_skip.keep = (hist, tickets, status, skip, keys_tmp, vals_tmp)
+    return run_skip
 
 
 def _cupy_sort(ws: Workspace):
@@ -481,6 +555,15 @@ FAMILY = Family(
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
              traffic=onesweep_bytes, sass_expect=("VOTE", "ATOMG")),
+        Rung("sort", 5, "radix_skip", "sort/05_radix_skip.cu", "sort_radix_skip",
+             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS",
+              "BITS"),
+             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
+                     "ORDER": 1, "REGS": 64, "VALS": 0, "BITS": 8}),
+             "one-sweep radix that skips the passes whose digit every key shares - noted by the scan launch, "
+             "each pass choosing on the device what it reads and writes",
+             geometry_radix, size_defaults=skip_params, capabilities=frozenset({ONESWEEP, SKIP}),
+             space=onesweep_space, traffic=skip_bytes, sass_expect=("VOTE", "ATOMG")),
     ),
     metric="gbs",
     check_size="100003",

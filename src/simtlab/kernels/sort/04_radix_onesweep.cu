@@ -81,12 +81,26 @@ struct MinBlocks {
   static constexpr int value = REGS && 65536 / (BLOCK * REGS) > 1 ? 65536 / (BLOCK * REGS) : 1;
 };
 
+// The arrays a launch reads and writes (keys, and values for pairs): here the ones it is given.
+struct GivenArrays {
+  const unsigned* __restrict__ ki;
+  unsigned* __restrict__ ko;
+  const unsigned* __restrict__ vi;
+  unsigned* __restrict__ vo;
+  __device__ __forceinline__ const unsigned* keys_in() const { return ki; }
+  __device__ __forceinline__ unsigned* keys_out() const { return ko; }
+  __device__ __forceinline__ const unsigned* vals_in() const { return vi; }
+  __device__ __forceinline__ unsigned* vals_out() const { return vo; }
+};
+
+// One launch of the sort (phase 0 counts, 1 scans the counts, 2 is digit pass `pass`): the kernel
+// below, and rung 5's, whose arrays are chosen on the device (asked where they are used, so no
+// register holds a pointer across the ranking).
 template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS,
-          int VALS, int BITS = 8>
-__global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_onesweep(
-    int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
-    const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
-    unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
+          int VALS, int BITS, class Arrays>
+__device__ __forceinline__ void onesweep_launch(int phase, const Arrays& io, unsigned* __restrict__ hist,
+                                                unsigned long long* __restrict__ status, unsigned* __restrict__ tickets,
+                                                int n, int tiles, int pass) {
   static_assert(BITS >= 1 && BITS <= 8, "BITS: 1 to 8 bits a digit (a thread a digit, a warp's count of each)");
   constexpr int RADIX = 1 << BITS, MASK = RADIX - 1, PASSES = (32 + BITS - 1) / BITS, WARPS = BLOCK / 32,
                 TILE = BLOCK * ITEMS, COUNTS = (WARPS > PASSES ? WARPS : PASSES) * RADIX;
@@ -112,6 +126,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     // together (one key a thread at a time left this launch waiting on memory: 845 us at 2^28).
     constexpr int HIST_LOADS = 4;
     const long long stride = (long long)gridDim.x * BLOCK, first = (long long)blockIdx.x * BLOCK + t;
+    const unsigned* keys_in = io.keys_in();
     const bool vec = ((size_t)keys_in & 15) == 0;
     const long long groups = vec ? n / 4 : 0;
     for (long long g = first; g < groups; g += HIST_LOADS * stride) {
@@ -156,7 +171,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
   // VALS 1 (pairs): each key's value read with it, held in registers until it is placed; VALS 0
   // reads the values only when they are placed, after the keys have gone out
   unsigned val[PAIRS && VALS ? ITEMS : 1];
-  auto value = [&](int i) { return PAIRS && VALS ? val[i] : vals_in[base + i * 32]; };
+  auto value = [&](int i) { return PAIRS && VALS ? val[i] : io.vals_in()[base + i * 32]; };
   auto digit = [&](int i) { return slot[i] & 511u; };
   auto rank = [&](int i) { return slot[i] >> 9; };
   const int shift = BITS * pass;
@@ -164,8 +179,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const long long at = base + i * 32;
-    key[i] = at < n ? keys_in[at] : 0u;
-    if constexpr (PAIRS && VALS) val[i] = at < n ? vals_in[at] : 0u;
+    key[i] = at < n ? io.keys_in()[at] : 0u;
+    if constexpr (PAIRS && VALS) val[i] = at < n ? io.vals_in()[at] : 0u;
     slot[i] = at < n ? (sort_key<FLOAT>(key[i]) >> shift) & MASK : RADIX;
   }
   if constexpr (EARLY) {  // the tile's counts published now; ranking gives the same totals later
@@ -219,8 +234,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     for (int i = 0; i < ITEMS; ++i) {
       if (digit(i) < RADIX) {
         const unsigned at = tile_start[digit(i)] + mine[digit(i)] + rank(i);
-        keys_out[at] = key[i];
-        if (PAIRS) vals_out[at] = value(i);
+        io.keys_out()[at] = key[i];
+        if (PAIRS) io.vals_out()[at] = value(i);
       }
     }
   } else if constexpr (STAGED == 2 && PAIRS) {
@@ -239,8 +254,8 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       if (j < size) {
         const uint2 w = words[j];
         const unsigned d = (sort_key<FLOAT>(w.x) >> shift) & MASK, at = tile_start[d] + (j - local_start[d]);
-        keys_out[at] = w.x;
-        vals_out[at] = w.y;
+        io.keys_out()[at] = w.x;
+        io.vals_out()[at] = w.y;
       }
     }
   } else {
@@ -257,7 +272,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       if (j < size) {
         const unsigned k = staged[j], d = (sort_key<FLOAT>(k) >> shift) & MASK;
         out[m] = tile_start[d] + (j - local_start[d]);
-        keys_out[out[m]] = k;
+        io.keys_out()[out[m]] = k;
       }
     }
     if (PAIRS) {
@@ -268,7 +283,17 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
       __syncthreads();
 #pragma unroll
       for (int m = 0; m < ITEMS; ++m)
-        if (t + m * BLOCK < size) vals_out[out[m]] = staged[t + m * BLOCK];
+        if (t + m * BLOCK < size) io.vals_out()[out[m]] = staged[t + m * BLOCK];
     }
   }
+}
+
+template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS,
+          int VALS, int BITS = 8>
+__global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_onesweep(
+    int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_out,
+    const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_out, unsigned* __restrict__ hist,
+    unsigned long long* __restrict__ status, unsigned* __restrict__ tickets, int n, int tiles, int pass) {
+  onesweep_launch<BLOCK, ITEMS, FLOAT, PAIRS, STAGED, EARLY, LOOK, MATCH, ORDER, REGS, VALS, BITS>(
+      phase, GivenArrays{keys_in, keys_out, vals_in, vals_out}, hist, status, tickets, n, tiles, pass);
 }
