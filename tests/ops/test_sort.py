@@ -192,3 +192,57 @@ def test_one_sweep_registers_follow_regs():
     free = build(onesweep, {**onesweep.params("sm_90"), "REGS": 0}, "sm_90").resources(None)
     assert held.registers <= 64 and held.spill_bytes == 0
     assert free.registers > 64
+
+
+class _FakeArray:
+    def __init__(self, n, dtype):
+        self.size, self.dtype, self.nbytes = n, dtype, n * np.dtype(dtype).itemsize
+        self.data = type("Ptr", (), {"ptr": id(self)})()
+
+
+def _fake_cupy(monkeypatch, memsets):
+    """Enough of CuPy for a runner to be built and run on the CPU: arrays that are names, a stream,
+    memsets recorded."""
+    import sys
+    import types
+
+    cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=7),
+                                 runtime=types.SimpleNamespace(memsetAsync=lambda *a: memsets.append(a)))
+    fake = types.SimpleNamespace(empty=lambda n, dtype: _FakeArray(n, dtype), uint32=np.uint32, uint64=np.uint64,
+                                 cuda=cuda)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+@pytest.mark.parametrize("name,count", [("radix_onesweep", 11), ("radix_skip", 14)])
+def test_the_one_sweep_runners_launch_what_their_kernels_take(monkeypatch, name, count, pairs):
+    """The host side of rungs 4-5 without a GPU: every launch passes as many arguments as the
+    kernel's signature has (rung 4: 11, rung 5 adds a buffer of keys, one of values and the notes),
+    the phase first and the pass last; a counting launch, the scan (a block a digit), then a pass a
+    digit over the tiles; rung 5 gives every launch the same arrays, the input first."""
+    memsets = []
+    _fake_cupy(monkeypatch, memsets)
+    rung = family("sort").rung(name)
+    p = sort.parse_size("100000:pairs" if pairs else "100000")
+    params = rung.params(None, {"BITS": 7})
+
+    class Ws:
+        keys, out_keys = _FakeArray(p.n, np.uint32), _FakeArray(p.n, np.uint32)
+        vals = _FakeArray(p.n, np.uint32) if pairs else None
+        out_vals = _FakeArray(p.n, np.uint32) if pairs else None
+
+    calls = []
+    run = sort._onesweep_runner(lambda grid, block, args: calls.append((grid, args)), params, p, Ws, (256, 1, 1),
+                                skip=rung.can(sort.SKIP))
+    run()
+    t = sort.tiles(params, p.n)
+    assert [int(args[0]) for _, args in calls] == [0, 1] + [2] * 5  # (7-bit digits: five passes)
+    assert [grid[0] for grid, _ in calls] == [min(t, 1024), 5] + [t] * 5
+    assert all(len(args) == count and int(args[-1]) == (i - 2 if i >= 2 else 0) for i, (_, args) in enumerate(calls))
+    assert all(args[1] is Ws.keys for _, args in calls[:2]) and len(memsets) == 3
+    if rung.can(sort.SKIP):
+        assert all(args[1:7] == calls[0][1][1:7] for _, args in calls)
+        assert all(args[3] is Ws.out_keys and (args[6] is Ws.out_vals if pairs else int(args[6]) == 0)
+                   for _, args in calls)
+    else:
+        assert calls[-1][1][2] is Ws.out_keys and (calls[-1][1][4] is Ws.out_vals if pairs else int(calls[-1][1][4]) == 0)

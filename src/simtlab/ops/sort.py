@@ -328,10 +328,8 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
 
         run_bitonic.keep = buf
         return run_bitonic
-    if inst.rung.can(SKIP):
-        return _skip_runner(func, params, p, ws, block)
     if inst.rung.can(ONESWEEP):
-        return _onesweep_runner(func, params, p, ws, block)
+        return _onesweep_runner(func, params, p, ws, block, skip=inst.rung.can(SKIP))
     bits = params["BITS"]
     radix, passes = 1 << bits, -(-32 // bits)
     t = tiles(params, p.n)
@@ -371,10 +369,11 @@ def pass_routes(ws, passes: int, xp) -> tuple[list[tuple], tuple]:
     return routes, temps
 
 
-def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
-    """Rung 4: histogram and look-back words cleared on the caller's stream, the histogram launch,
-    the scan of each digit's counts, then a pass a digit, ping-ponging so the last lands in the
-    output."""
+def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block, skip: bool = False):
+    """Rungs 4-5: histogram and look-back words cleared on the caller's stream, the histogram
+    launch, the scan of each digit's counts, then a pass a digit. Rung 4's passes ping-pong so the
+    last lands in the output; rung 5's are each given the input, a buffer and the output and pick
+    (from the notes the scan launch writes every run into `skipped`) what they read and write."""
     import cupy
 
     t = tiles(params, p.n)
@@ -383,10 +382,20 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
     tickets = cupy.empty(passes, dtype=cupy.uint32)
     status = cupy.empty(radix * t, dtype=cupy.uint64)
     null = np.uint64(0)
-    state = (hist, status, tickets, np.int32(p.n), np.int32(t))
-    steps = [((min(t, 1024), 1, 1), (np.int32(0), ws.keys, null, null, null, *state, np.int32(0))),
-             ((passes, 1, 1), (np.int32(1), ws.keys, null, null, null, *state, np.int32(0)))]
-    routes, temps = pass_routes(ws, passes, cupy)
+    if skip:
+        skipped = cupy.empty(passes, dtype=cupy.uint32)
+        temps = (cupy.empty(p.n, dtype=cupy.uint32), cupy.empty(p.n, dtype=cupy.uint32) if ws.vals is not None else None)
+        values = (ws.vals, temps[1], ws.out_vals) if ws.vals is not None else (null,) * 3
+        state = (hist, status, tickets, skipped, np.int32(p.n), np.int32(t))
+        routes = [(ws.keys, temps[0], ws.out_keys, *values)] * passes
+        counting = routes[0]
+    else:
+        skipped = None
+        state = (hist, status, tickets, np.int32(p.n), np.int32(t))
+        routes, temps = pass_routes(ws, passes, cupy)
+        counting = (ws.keys, null, null, null)
+    steps = [((min(t, 1024), 1, 1), (np.int32(0), *counting, *state, np.int32(0))),
+             ((passes, 1, 1), (np.int32(1), *counting, *state, np.int32(0)))]
     steps += [((t, 1, 1), (np.int32(2), *route, *state, np.int32(d))) for d, route in enumerate(routes)]
 
     def run_onesweep():
@@ -396,41 +405,8 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block):
         for grid, args in steps:
             func(grid, block, args)
 
-    run_onesweep.keep = (hist, tickets, status, temps)
+    run_onesweep.keep = (hist, tickets, status, skipped, temps)
     return run_onesweep
-
-
-def _skip_runner(func, params, p: SortProblem, ws: Workspace, block):
-    """Rung 5: rung 4's launches, each pass given the input, a buffer and the output (it picks
-    which it reads and writes from the scan's notes of the passes that move keys: the `skip` words,
-    written by the scan launch every run)."""
-    import cupy
-
-    t = tiles(params, p.n)
-    radix, passes = onesweep_digits(params)
-    hist = cupy.empty(passes * radix, dtype=cupy.uint32)
-    tickets = cupy.empty(passes, dtype=cupy.uint32)
-    status = cupy.empty(radix * t, dtype=cupy.uint64)
-    skip = cupy.empty(passes, dtype=cupy.uint32)
-    pairs = ws.vals is not None
-    keys_tmp = cupy.empty(p.n, dtype=cupy.uint32)
-    vals_tmp = cupy.empty(p.n, dtype=cupy.uint32) if pairs else None
-    null = np.uint64(0)
-    arrays = (ws.keys, keys_tmp, ws.out_keys, *((ws.vals, vals_tmp, ws.out_vals) if pairs else (null,) * 3))
-    state = (hist, status, tickets, skip, np.int32(p.n), np.int32(t))
-    steps = [((min(t, 1024), 1, 1), (np.int32(0), *arrays, *state, np.int32(0))),
-             ((passes, 1, 1), (np.int32(1), *arrays, *state, np.int32(0)))]
-    steps += [((t, 1, 1), (np.int32(2), *arrays, *state, np.int32(d))) for d in range(passes)]
-
-    def run_skip():
-        stream = cupy.cuda.get_current_stream().ptr
-        for buf in (hist, tickets, status):
-            cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, stream)
-        for grid, args in steps:
-            func(grid, block, args)
-
-    run_skip.keep = (hist, tickets, status, skip, keys_tmp, vals_tmp)
-    return run_skip
 
 
 def _cupy_sort(ws: Workspace):
@@ -518,6 +494,12 @@ def radix_space(max_smem: int) -> Space:
 
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
+# Rungs 4-5: one kernel's template parameters (rung 5 calls rung 4's launch) and their defaults
+ONESWEEP_PARAMS = ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS", "BITS")
+ONESWEEP_DEFAULTS = frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4,
+                            "MATCH": 2, "ORDER": 1, "REGS": 64, "VALS": 0, "BITS": 8})
+
+
 def _bitonic_bytes_rung2(params, p):
     return bitonic_bytes(params, p, merge_tails=True)
 
@@ -546,20 +528,13 @@ FAMILY = Family(
              "LSD radix, BITS a pass: tile histograms, a scan a digit, a stable scatter - three launches a digit",
              geometry_radix, size_defaults=radix_params, capabilities=frozenset({RADIX}), space=radix_space,
              sass_expect=("SHFL", "ATOMS")),
-        Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS",
-              "BITS"),
-             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
-                     "ORDER": 1, "REGS": 64, "VALS": 0, "BITS": 8}),
+        Rung("sort", 4, "radix_onesweep", "sort/04_radix_onesweep.cu", "sort_radix_onesweep", ONESWEEP_PARAMS,
+             ONESWEEP_DEFAULTS,
              "one-sweep radix: all digits counted in one read, then a pass a digit - warp ranks by ballots and match_any, "
              "tile offsets by decoupled look-back, the tile staged in digit order so its writes coalesce",
              geometry_radix, size_defaults=onesweep_params, capabilities=frozenset({ONESWEEP}), space=onesweep_space,
              traffic=onesweep_bytes, sass_expect=("VOTE", "ATOMG")),
-        Rung("sort", 5, "radix_skip", "sort/05_radix_skip.cu", "sort_radix_skip",
-             ("BLOCK", "ITEMS", "FLOAT", "PAIRS", "STAGED", "EARLY", "LOOK", "MATCH", "ORDER", "REGS", "VALS",
-              "BITS"),
-             frozen({"BLOCK": 256, "ITEMS": 16, "FLOAT": 0, "PAIRS": 0, "STAGED": 1, "EARLY": 0, "LOOK": 4, "MATCH": 2,
-                     "ORDER": 1, "REGS": 64, "VALS": 0, "BITS": 8}),
+        Rung("sort", 5, "radix_skip", "sort/05_radix_skip.cu", "sort_radix_skip", ONESWEEP_PARAMS, ONESWEEP_DEFAULTS,
              "one-sweep radix that skips the passes whose digit every key shares - noted by the scan launch, "
              "each pass choosing on the device what it reads and writes",
              geometry_radix, size_defaults=skip_params, capabilities=frozenset({ONESWEEP, SKIP}),
