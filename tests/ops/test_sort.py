@@ -125,7 +125,7 @@ def test_one_sweep_digits_of_any_width_build_spill_free_in_the_shared_memory_cou
     res = build(onesweep, params, "sm_90").resources(None)
     assert (res.spill_bytes == 0 and res.stack_frame == 0) == (bits >= 3)
     assert 0 <= sort.onesweep_static_smem(params) - res.shared_static <= 16  # (ptxas drops unused words)
-    assert sort.onesweep_digits(params) == (1 << bits, -(-32 // bits))
+    assert sort.radix_digits(params) == (1 << bits, -(-32 // bits))
 
 
 def test_the_one_sweep_defaults_are_the_measured_ones():

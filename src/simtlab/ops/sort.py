@@ -2,9 +2,9 @@
 order for floats (-0.0 equal to +0.0, NaNs last). Rungs 1-2 are bitonic networks (keys only, not
 stable) over the keys padded to a power of two; rung 3 is an LSD radix sort, stable, keys or
 key-value pairs; rung 4 the one-sweep radix sort (a histogram launch, then one launch a digit with
-decoupled look-back); rung 5 skips, on the device, the passes whose digit every key shares (keys that
-span fewer bits than 32: `2^28:bits16`). Every rung reads the input and writes the output arrays (the input is kept, so
-every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
+decoupled look-back); rung 5 skips, on the device, the passes whose digit every key shares (keys
+that span fewer bits than 32: `2^28:bits16`). Every rung reads the input and writes the output
+arrays (the input is kept, so every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
 the keys exactly (floats compared as numbers: ±0 are equal keys, NaN matches NaN) and, for pairs,
 the values exactly - a stable sort has one right answer.
 """
@@ -92,7 +92,7 @@ def tolerance(p: SortProblem, ws=None) -> float:
 def requested_bytes(params, p: SortProblem) -> int:
     """The radix rung's traffic (the family's count): 32 / BITS passes, each reading the keys twice
     (histogram, scatter) and writing them once, values read and written once in the scatter."""
-    passes = -(-32 // params.get("BITS", 4))
+    _, passes = radix_digits(params, default_bits=4)
     return passes * 4 * p.n * (3 + (2 if p.pairs else 0))
 
 
@@ -141,17 +141,19 @@ def geometry_radix(params, p: SortProblem, device=None) -> Launch:
     return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
 
 
-def onesweep_digits(params) -> tuple[int, int]:
-    """Rung 4's digits: (values a digit takes, passes) - BITS bits each (8 unless said), 32 / BITS
-    passes rounded up (the last digit may be narrower)."""
-    bits = params.get("BITS", 8)
+def radix_digits(params, default_bits: int = 8) -> tuple[int, int]:
+    """The radix rungs' digits: (values a digit takes, passes) - BITS bits each, 32 / BITS passes
+    rounded up (the last digit may be narrower)."""
+    bits = params.get("BITS", default_bits)
     return 1 << bits, -(-32 // bits)
 
 
-def onesweep_bytes(params, p: SortProblem) -> int:
-    """Rung 4: the keys read once for the histograms, then a pass a digit of one read and one write
-    (values too), and the look-back words cleared once a run (8 bytes a digit value a tile)."""
-    radix, passes = onesweep_digits(params)
+def onesweep_bytes(params, p: SortProblem, passes: int | None = None) -> int:
+    """Rung 4: the keys read once for the histograms, then a pass a digit (or `passes` of them) of
+    one read and one write (values too), and the look-back words cleared once a run (8 bytes a digit
+    value a tile)."""
+    radix, digits = radix_digits(params)
+    passes = digits if passes is None else passes
     return 4 * p.n + passes * 8 * p.n * (2 if p.pairs else 1) + 8 * radix * tiles(params, p.n)
 
 
@@ -165,9 +167,7 @@ def moving_passes(params, p: SortProblem) -> int:
 
 def skip_bytes(params, p: SortProblem) -> int:
     """Rung 5: as rung 4 with only the moving passes (none: one copy of the input)."""
-    radix, _ = onesweep_digits(params)
-    moving = moving_passes(params, p)
-    return 4 * p.n + max(moving, 1) * 8 * p.n * (2 if p.pairs else 1) + 8 * radix * tiles(params, p.n)
+    return onesweep_bytes(params, p, max(moving_passes(params, p), 1))
 
 
 def key_params(p: SortProblem, device=None, vec=None) -> dict:
@@ -331,7 +331,7 @@ def make_runner(inst, problem: SortProblem, ws: Workspace, device, vec, prepare)
     if inst.rung.can(ONESWEEP):
         return _onesweep_runner(func, params, p, ws, block, skip=inst.rung.can(SKIP))
     bits = params["BITS"]
-    radix, passes = 1 << bits, -(-32 // bits)
+    radix, passes = radix_digits(params)
     t = tiles(params, p.n)
     hist = cupy.empty(radix * t, dtype=cupy.uint32)
     totals = cupy.empty(radix, dtype=cupy.uint32)
@@ -377,7 +377,7 @@ def _onesweep_runner(func, params, p: SortProblem, ws: Workspace, block, skip: b
     import cupy
 
     t = tiles(params, p.n)
-    radix, passes = onesweep_digits(params)
+    radix, passes = radix_digits(params)
     hist = cupy.empty(passes * radix, dtype=cupy.uint32)
     tickets = cupy.empty(passes, dtype=cupy.uint32)
     status = cupy.empty(radix * t, dtype=cupy.uint64)
@@ -474,7 +474,7 @@ def onesweep_static_smem(c) -> int:
     counts each, for the histogram launch), the tile's starts, (STAGED) the tile itself in digit
     order with each digit's start in it (STAGED 2 with pairs: 8 bytes a key, its value beside it),
     and (EARLY) the tile's counts."""
-    radix, passes = onesweep_digits(c)
+    radix, passes = radix_digits(c)
     tile, warps = c["BLOCK"] * c["ITEMS"], c["BLOCK"] // 32
     staged = radix + tile * (2 if c["STAGED"] == 2 and c.get("PAIRS", 1) else 1) if c["STAGED"] else 2
     return 4 * (max(warps, passes) * radix + radix + warps + 1 + staged + (radix if c["EARLY"] else 1))

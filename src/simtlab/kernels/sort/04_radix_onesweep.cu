@@ -81,6 +81,13 @@ struct MinBlocks {
   static constexpr int value = REGS && 65536 / (BLOCK * REGS) > 1 ? 65536 / (BLOCK * REGS) : 1;
 };
 
+// A digit of BITS bits: the values it takes, and the passes 32-bit keys need (the last digit may
+// be narrower).
+template <int BITS>
+struct Digits {
+  static constexpr int RADIX = 1 << BITS, PASSES = (32 + BITS - 1) / BITS;
+};
+
 // The arrays a launch reads and writes (keys, and values for pairs): here the ones it is given.
 struct GivenArrays {
   const unsigned* __restrict__ ki;
@@ -102,7 +109,7 @@ __device__ __forceinline__ void onesweep_launch(int phase, const Arrays& io, uns
                                                 unsigned long long* __restrict__ status, unsigned* __restrict__ tickets,
                                                 int n, int tiles, int pass) {
   static_assert(BITS >= 1 && BITS <= 8, "BITS: 1 to 8 bits a digit (a thread a digit, a warp's count of each)");
-  constexpr int RADIX = 1 << BITS, MASK = RADIX - 1, PASSES = (32 + BITS - 1) / BITS, WARPS = BLOCK / 32,
+  constexpr int RADIX = Digits<BITS>::RADIX, MASK = RADIX - 1, PASSES = Digits<BITS>::PASSES, WARPS = BLOCK / 32,
                 TILE = BLOCK * ITEMS, COUNTS = (WARPS > PASSES ? WARPS : PASSES) * RADIX;
   static_assert(BLOCK >= RADIX && BLOCK % 32 == 0, "a thread per digit");
   __shared__ unsigned counts[COUNTS];  // phase 0: every digit's counts; phase 2: a warp's counts

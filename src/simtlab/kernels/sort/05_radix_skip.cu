@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_tmp, unsigned* __restrict__ vals_out,
     unsigned* __restrict__ hist, unsigned long long* __restrict__ status, unsigned* __restrict__ tickets,
     unsigned* __restrict__ skip, int n, int tiles, int pass) {
-  constexpr int RADIX = 1 << BITS, PASSES = (32 + BITS - 1) / BITS, TILE = BLOCK * ITEMS;
+  constexpr int RADIX = Digits<BITS>::RADIX, PASSES = Digits<BITS>::PASSES, TILE = BLOCK * ITEMS;
   if (phase == 1) {  // block p, before it scans digit p's counts: does one value hold every key?
     const unsigned count = threadIdx.x < RADIX ? hist[blockIdx.x * RADIX + threadIdx.x] : 0u;
     const int all = __syncthreads_or(count == (unsigned)n);
