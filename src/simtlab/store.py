@@ -170,9 +170,12 @@ class Store:
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
 
     def _state(self) -> tuple[int, set[str]]:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return version, tables
+        """The schema version and the tables, read in one statement: one snapshot of the file (read
+        apart, another process creating the store can commit between them, and its tables are seen
+        without its version)."""
+        rows = self.db.execute("SELECT v.user_version, m.name FROM pragma_user_version AS v "
+                               "LEFT JOIN sqlite_master AS m ON m.type = 'table'").fetchall()
+        return rows[0][0], {r[1] for r in rows if r[1] is not None}
 
     def _migrate(self) -> None:
         version, tables = _retrying(self._state)
