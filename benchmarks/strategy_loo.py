@@ -22,11 +22,15 @@ from pathlib import Path
 from simtlab.tune.replay import goal_misses
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-# name -> CostModel options (the first is the default before this comparison)
+# name -> CostModel options (the first is the default before this comparison). The cost model gets
+# each configuration's static profile where the table has them committed (tests/fixtures/static/),
+# as `simtlab tune` computes them; "static": None withholds them.
 SETTINGS = {
-    "explore 2, local 3, random first batch": {"explore": 2, "local": 3, "design": "random"},
-    "explore 2, local 3, spread first batch": {"explore": 2, "local": 3, "design": "spread"},
-    "explore 1, local 3, spread first batch": {"explore": 1, "local": 3, "design": "spread"},
+    "parameters only (explore 2, local 3, spread)": {"explore": 2, "local": 3, "design": "spread", "static": None},
+    "static profiles, first batch spread over all": {"explore": 2, "local": 3, "design": "spread",
+                                                     "most_idle": None},
+    "static profiles, first batch without points idling over 20%": {"explore": 2, "local": 3, "design": "spread",
+                                                                    "most_idle": 0.2},
 }
 FRACTIONS = (0.05, 0.10)
 

@@ -477,6 +477,23 @@ def test_tune_cli_small(tmp_path):
     assert len(rows) == 6 and len({r["params"] for r in rows}) == 6
 
 
+@pytest.mark.gemm
+@pytest.mark.tune
+def test_tune_cli_model_builds_the_space_first(tmp_path):
+    """The cost model's static profiles: rung 8's 354 points built before the search, then 3 measured."""
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+    from simtlab.store import Store
+
+    db = tmp_path / "t.db"
+    out = CliRunner().invoke(app, ["tune", "gemm", "--rung", "warptiling", "--size", "300", "--budget", "3",
+                                   "--strategy", "model", "--target-ms", "5", "--db", str(db), "--json"])
+    assert out.exit_code == 0, out.output
+    rows = [r for r in Store(db).results() if r["rung"] == "gemm/08_warptiling"]
+    assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
+
+
 @pytest.mark.branch
 @pytest.mark.boundary
 @pytest.mark.parametrize("name", ["branch", "boundary"])

@@ -180,9 +180,16 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
                 err.print(f"the budget of {budget} is spent (evaluations of {r.id} at {size} are stored): showing "
                           "them; raise --budget to search further, or --fresh to start over")
 
+        building = None
+
+        def build_all(total):  # the cost model's static profiles: every configuration built first
+            nonlocal building
+            building = progress.add_task(f"building {total} configurations", total=total)
+
         try:
             outcome = tune_rung(fam, r, size, Store(db), dev, settings, _command_line(), current_sm_clock_mhz(),
-                                on_start=start, on_eval=lambda e: progress.advance(task))
+                                on_start=start, on_eval=lambda e: progress.advance(task), on_static=build_all,
+                                on_static_done=lambda: progress.advance(building))
         except ValueError as exc:
             _fail(_message(exc))
     if as_json:

@@ -17,7 +17,7 @@ from ..space import Config, Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import tune
 
-__all__ = ["Table", "load_table", "best_so_far", "StrategyScore", "score", "command_options", "command_configs",
+__all__ = ["Table", "load_table", "static_path", "table_rung", "best_so_far", "StrategyScore", "score", "command_options", "command_configs",
            "top_configs", "evaluations_to_reach", "GOAL", "goal_misses"]
 
 # The tuner's goal on a measured space: at 10% of its evaluations the best found is on average within
@@ -35,6 +35,7 @@ class Table:
     params: list[str]
     times: dict[tuple, float | None]  # Space.key(config) -> median ms, None for a failed configuration
     meta: dict
+    static: dict | None = None  # Space.key(config) -> its StaticProfile (None: no block fits), where committed
 
     @property
     def configs(self) -> list[Config]:
@@ -54,8 +55,15 @@ class Table:
         return value
 
 
+def static_path(table_path: str | Path) -> Path:
+    """Where a table's static profiles are committed (benchmarks/table_static.py writes them)."""
+    table_path = Path(table_path)
+    return table_path.parent / "static" / table_path.name
+
+
 def load_table(path: str | Path) -> Table:
-    """A table written by the benchmarks (params + rows of values and ms), or `simtlab tune --json` output."""
+    """A table written by the benchmarks (params + rows of values and ms), or `simtlab tune --json`
+    output; with its configurations' static profiles where they are committed beside it."""
     data = json.loads(Path(path).read_text())
     if isinstance(data, list):  # simtlab tune --json
         names = list(data[0]["config"])
@@ -63,7 +71,20 @@ def load_table(path: str | Path) -> Table:
         return Table(names, times, {})
     names = data["params"]
     times = {Space.key(dict(zip(names, row[:-1]))): row[-1] for row in data["rows"]}
-    return Table(names, times, {k: v for k, v in data.items() if k not in ("params", "rows")})
+    return Table(names, times, {k: v for k, v in data.items() if k not in ("params", "rows")},
+                 _load_static(static_path(path), names))
+
+
+def _load_static(path: Path, names: list[str]) -> dict | None:
+    if not path.exists():
+        return None
+    from .static import StaticProfile
+
+    data = json.loads(path.read_text())
+    if data["params"] != names:
+        raise ValueError(f"{path}: parameters {data['params']} are not its table's {names}")
+    return {Space.key(dict(zip(names, row[:-1]))): None if "error" in row[-1] else StaticProfile(**row[-1])
+            for row in data["rows"]}
 
 
 H200_HOST_CPUS = 16  # the machine `simtlab tune` runs on beside the H200
@@ -86,24 +107,40 @@ def command_options(table: Table, strategy: str) -> dict:
     from ..catalog import family
     from .session import strategy_options
 
-    return strategy_options(family(rung_id.split("/")[0]).rung(rung_id), strategy)
+    static = (lambda c: table.static.get(Space.key(c))) if table.static else None
+    return strategy_options(family(rung_id.split("/")[0]).rung(rung_id), strategy, static)
+
+
+def table_rung(table: Table):
+    """The rung, its space on the table's architecture and the problem a table was measured at
+    (None where the table names no rung or problem)."""
+    rung_id, label = table.meta.get("rung"), table.meta.get("problem")
+    if not rung_id or not label:
+        return None
+    from ..catalog import family
+    from ..hw.occupancy import arch_limits
+    from .session import rung_space
+
+    fam = family(rung_id.split("/")[0])
+    rung = fam.rung(rung_id)
+    space = rung_space(fam, rung, arch_limits(table.meta.get("arch", "sm_90")).smem_per_block_optin)
+    return rung, space, fam.op().parse_size(label)
 
 
 def command_configs(table: Table) -> list[Config]:
     """The table's configurations as `simtlab tune` would search them at its problem: those the
     launch refuses at that size (session.runnable_at) left out before the search, as the command
     leaves them out. A table that names no rung or problem is searched whole."""
-    rung_id, label = table.meta.get("rung"), table.meta.get("problem")
-    if not rung_id or not label:
+    found = table_rung(table)
+    if found is None:
         return table.configs
-    from ..catalog import family
-    from ..hw.occupancy import arch_limits
     from .session import runnable_at
 
-    fam = family(rung_id.split("/")[0])
-    rung = fam.rung(rung_id)
-    fixed = rung.space(arch_limits(table.meta.get("arch", "sm_90")).smem_per_block_optin).fixed if rung.space else {}
-    return runnable_at(rung, table.configs, fam.op().parse_size(label), None, fixed)[0]
+    rung, space, problem = found
+    configs = runnable_at(rung, table.configs, problem, None, space.fixed)[0]
+    if table.static:  # the command leaves out what does not build or fit on an SM as well
+        configs = [c for c in configs if table.static.get(Space.key(c)) is not None]
+    return configs
 
 
 def top_configs(table: Table, k: int = 8) -> list[Config]:

@@ -13,7 +13,7 @@ from ..space import Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
 
-__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "runnable_at", "tune_rung"]
+__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "runnable_at", "completion", "tune_rung"]
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,13 @@ def rung_space(fam: Family, rung: Rung, max_smem: int) -> Space:
     return rung.space(max_smem)
 
 
-def strategy_options(rung: Rung, strategy: str) -> dict:
+def strategy_options(rung: Rung, strategy: str, static: Callable[[dict], object] | None = None) -> dict:
     """What `simtlab tune` gives a strategy for a rung: the cost model gets the rung's features where
-    it declares them. The replays (tune.replay) give the same."""
-    return {"features": rung.features} if strategy == "model" and rung.features else {}
+    it declares them, and each configuration's static profile (`static`: config -> tune.static's
+    StaticProfile) where the search has one. The replays (tune.replay) give the same."""
+    if strategy != "model":
+        return {}
+    return {**({"features": rung.features} if rung.features else {}), **({"static": static} if static else {})}
 
 
 def runnable_at(rung: Rung, configs: list, problem, device=None, fixed: dict | None = None) -> tuple[list, dict[str, int]]:
@@ -91,12 +94,21 @@ def runnable_at(rung: Rung, configs: list, problem, device=None, fixed: dict | N
     return keep, refused
 
 
+def completion(rung: Rung, space: Space, problem, device=None) -> Callable[[dict], dict]:
+    """A configuration completed as it is built and run: the problem's own parameters (element type,
+    radius, ...) under it, and the space's fixed ones."""
+    base = rung.size_defaults(problem, device, None) if rung.size_defaults else {}
+    return lambda config: {**base, **space.complete(config)}
+
+
 def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneSettings, command: str,
               sm_clock_mhz: int | None = None, on_start: Callable[[int], None] | None = None,
-              on_eval: Callable[[Evaluation], None] | None = None) -> TuneOutcome:
+              on_eval: Callable[[Evaluation], None] | None = None, on_static: Callable[[int], None] | None = None,
+              on_static_done: Callable[[], None] | None = None) -> TuneOutcome:
     """Search `rung`'s space at `size` on `device`; `on_start(n)` hears how many evaluations this run
-    may make, `on_eval` each one as it is recorded. Raises ValueError for a bad strategy, size,
-    rung without a space or GPU list."""
+    may make, `on_eval` each one as it is recorded; `on_static(n)` and `on_static_done()` the builds
+    of the n configurations the cost model profiles first (tune.static). Raises ValueError for a bad
+    strategy, size, rung without a space or GPU list."""
     from ..children import IsolatedEvaluator
     from .strategies import STRATEGIES
     from .worker import Precompiler, gpu_evaluators, ladder_objective, parse_gpus
@@ -139,18 +151,27 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
         if on_eval:
             on_eval(e)
 
-    # the precompiler builds what the measuring side will: the problem's own parameters (element
-    # type, radius, ...) under each configuration
-    base = rung.size_defaults(problem, device, None) if rung.size_defaults else {}
-
-    def complete(config):
-        return {**base, **space.complete(config)}
-
-    if on_start:
-        on_start(remaining)
-    extra = strategy_options(rung, settings.strategy)
+    complete = completion(rung, space, problem, device)
     with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
         try:
+            static = None
+            if settings.strategy == "model" and remaining:  # the cost model sees each build's static profile:
+                # every configuration compiled before the search (in parallel, cached for its evaluation)
+                from .static import profile_space
+
+                if on_static:
+                    on_static(len(configs))
+                profiles, unbuilt = profile_space(rung, configs, complete, problem, device, compiler,
+                                                  on_done=on_static_done)
+                configs = [c for c in configs if Space.key(c) in profiles]
+                refused = {**refused, **unbuilt}
+                if not configs:
+                    raise ValueError(f"no configuration of {rung.id}'s space builds and fits at {problem.label}: "
+                                     + "; ".join(f"{n} refused ({r})" for r, n in refused.items()))
+                static = lambda c: profiles.get(Space.key(c))  # noqa: E731 (None: stored history outside them)
+            if on_start:
+                on_start(remaining)
+            extra = strategy_options(rung, settings.strategy, static)
             result = tune(configs, objective, settings.strategy, remaining, settings.seed, history, on_eval=record,
                           time_budget_s=settings.time_budget, prefetch=compiler.submit,
                           batch=command_batch(compiler.workers), warm_start=seeds, identity=compiler.identity,

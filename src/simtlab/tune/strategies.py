@@ -3,8 +3,10 @@
 A strategy proposes configurations (`ask`) and learns from measured times
 (`tell`; None for a failure). Brute force walks the list; random shuffles it; TPE is Optuna's sampler;
 the cost model (gradient-boosted trees, scikit-learn) is trained on what has
-been measured - including history from the store - and proposes the batch it
-predicts fastest, keeping one random pick per batch to keep exploring.
+been measured - including history from the store - and on what each build says
+(tune.static), and proposes a batch: those it predicts fastest, neighbours of the
+best so far, and random picks to keep exploring, the most promising first (a batch
+cut by the budget keeps its first picks).
 """
 
 from __future__ import annotations
@@ -60,20 +62,27 @@ class CostModel(Strategy):
     best configuration so far (one parameter different) that the model likes best, and the rest
     the configurations predicted fastest. `members` > 1 fits that many trees on subsamples and
     ranks by mean - kappa * spread (an optimistic bound). The first batch, before any data, is
-    spread over the space (design "spread") or random. The defaults (explore 2, local 3, spread,
-    members 1) are what `simtlab tune` runs: the setting chosen in every leave-one-space-out fold over
-    the committed H200 tables, meeting the tuner's goal on each whole space left out
-    (docs/design/tune.md); other settings are for replays (benchmarks/strategy_benchmark.py
-    --model-option, benchmarks/strategy_loo.py)."""
+    spread over the space (design "spread") or random. `static` (config -> tune.static's
+    StaticProfile, what `simtlab tune` computes from each build) adds the build's rounds of work,
+    idle share, warps an SM and registers to the features, and the spread first batch is drawn from
+    the points whose last round idles at most `most_idle` of the GPU before the rest. The defaults
+    (explore 2, local 3, spread, members 1, most_idle 0.2) are what `simtlab tune` runs: the setting
+    chosen in every leave-one-space-out fold over the ten committed H200 tables; it meets the tuner's
+    goal on nine of them (docs/design/tune.md). Other settings are for replays
+    (benchmarks/strategy_benchmark.py --model-option, benchmarks/strategy_loo.py)."""
 
     def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,
-                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3, design: str = "spread"):
+                 explore: int = 2, members: int = 1, kappa: float = 0.0, local: int = 3, design: str = "spread",
+                 static: Callable[[Config], object] | None = None, most_idle: float | None = 0.2):
         super().__init__(configs, seed)
         self.initial, self.explore, self.members, self.kappa, self.local = initial, explore, members, kappa, local
         if design not in ("random", "spread"):
             raise ValueError(f"design {design!r}: random or spread")
-        self.design = design
-        self.features = features or (lambda c: [float(v) for _, v in sorted(c.items())])
+        self.design, self.static, self.most_idle = design, static, most_idle
+        own = features or (lambda c: [float(v) for _, v in sorted(c.items())])
+        # what the build says (tune.static: rounds of work, idle share, warps an SM, registers) beside
+        # the parameters' own features
+        self.features = own if static is None else (lambda c: own(c) + static(c).features())
 
     def _first(self, pending: list[Config], n: int) -> list[Config]:
         """Before the model has data: `n` random points, or (design "spread") points chosen one at a
@@ -82,8 +91,23 @@ class CostModel(Strategy):
         most pairs of values, are seen early."""
         if self.design == "random" or not pending:
             return self.rng.sample(pending, min(n, len(pending)))
+        if self.static is not None and self.most_idle is not None:  # spread over the points whose last
+            from .static import least_wasted  # round leaves at most most_idle of the GPU idle, then the rest
+
+            few = least_wasted(pending, self.static, self.most_idle)
+            if 0 < len(few) < len(pending):
+                picks = self._spread(few, n)
+                taken = {Space.key(c) for c in picks}
+                return picks + self._spread([c for c in pending if Space.key(c) not in taken], n - len(picks), picks)
+        return self._spread(pending, n)
+
+    def _spread(self, pending: list[Config], n: int, picked: list[Config] = ()) -> list[Config]:
+        """`n` points of `pending` chosen one at a time to differ in as many parameters as possible
+        from those measured, `picked` and already chosen (greedy max-min Hamming distance)."""
+        if n <= 0 or not pending:
+            return []
         names = list(pending[0])
-        seen = [dict(k) for k in self.measured]
+        seen = [dict(k) for k in self.measured] + list(picked)
         picks: list[Config] = []
         left = pending[:]
         self.rng.shuffle(left)
@@ -112,7 +136,8 @@ class CostModel(Strategy):
         pending = self.pending()
         if not pending:
             return []
-        known = [(k, v) for k, v in self.measured.items()]
+        known = [(k, v) for k, v in self.measured.items()  # (with static profiles: the points that have one)
+                 if self.static is None or self.static(dict(k)) is not None]
         good = [v for _, v in known if v is not None]
         if len(good) < max(self.initial, 2):
             return self._first(pending, n)

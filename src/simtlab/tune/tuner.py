@@ -75,8 +75,10 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
             break
         if seeds:
             proposals, seeds = seeds[:min(batch, budget - spent)], seeds[min(batch, budget - spent):]
-        else:
-            proposals = strat.ask(min(batch, budget - spent))
+        else:  # a whole batch, cut to what the budget leaves: a batch lists its picks most promising
+            # first, so a smaller budget runs the first evaluations a larger one would (and a replay's
+            # curve read at any budget is the search run at that budget)
+            proposals = strat.ask(batch)[:budget - spent]
         proposals = [c for c in proposals if Space.key(c) not in strat.measured]
         if not proposals:
             break

@@ -1,0 +1,70 @@
+"""The static profile of every configuration of the committed measured tables (tests/fixtures/*_h200_*.json):
+each built through NVRTC as `simtlab tune` builds it (the problem's own parameters and the space's
+fixed ones under it), its registers, the blocks an SM holds and the rounds of its work at the table's
+problem on the table's GPU (tune.static). Written beside each table as
+tests/fixtures/static/<table>.json, so the replays give the cost model what the command computes
+live - no GPU needed, about 20 minutes on two cores for all ten tables.
+
+    python benchmarks/table_static.py [--jobs 2] [--sms 132] [TABLE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from simtlab.tune.replay import load_table, static_path, table_rung
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+
+
+def _profile(job):
+    path, config, sms = job
+    from simtlab.compile import CompileError
+    from simtlab.tune.session import completion
+    from simtlab.tune.static import static_profile
+
+    t = load_table(path)
+    rung, space, problem = table_rung(t)
+    try:
+        p = static_profile(rung, rung.params(t.meta["arch"], completion(rung, space, problem)(config)), problem,
+                           t.meta["arch"], sms)
+    except (CompileError, ValueError) as exc:  # (ValueError: the launch refuses it at this size - the
+        return config, {"error": str(exc).splitlines()[0]}  # memory-bound tables hold such points)
+    return config, (p.as_dict() if p else {"error": "no block fits on an SM"})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tables", nargs="*", type=Path)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--sms", type=int, default=132, help="the table's GPU's SMs (the H200: 132)")
+    args = ap.parse_args()
+    from simtlab.compile import nvrtc_version
+
+    commit = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
+    tables = args.tables or sorted(FIXTURES.glob("*_h200_*.json"))
+    with ProcessPoolExecutor(args.jobs) as ex:
+        for path in tables:
+            t = load_table(path)
+            jobs = [(str(path), dict(k), args.sms) for k in t.times]
+            rows = [[*(c[n] for n in t.params), r] for c, r in ex.map(_profile, jobs, chunksize=4)]
+            out = static_path(path)
+            out.parent.mkdir(exist_ok=True)
+            out.write_text(json.dumps({
+                "table": path.name, "arch": t.meta["arch"], "sms": args.sms, "nvrtc": ".".join(map(str, nvrtc_version())),
+                "commit": commit, "date": datetime.date.today().isoformat(),
+                "command": "python benchmarks/table_static.py",
+                "note": "each configuration's static profile as simtlab tune computes it before the search "
+                        "(tune.static): registers, blocks and warps an SM, the work's units and slots",
+                "params": t.params, "rows": rows}, indent=None) + "\n")
+            bad = sum("error" in r[-1] for r in rows)
+            print(f"{path.name}: {len(rows)} configurations, {bad} without a profile -> {out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

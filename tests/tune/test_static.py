@@ -1,0 +1,130 @@
+"""The static profiles the cost model sees (tune.static): what a build says before it runs, the
+committed profiles of the measured tables, and how the search uses them."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from simtlab.catalog import family
+from simtlab.compile import CompileError
+from simtlab.hw.occupancy import occupancy
+from simtlab.space import Space
+from simtlab.tune import static as static_mod
+from simtlab.tune.replay import best_so_far, command_configs, load_table, static_path, table_rung
+from simtlab.tune.session import completion, runnable_at
+from simtlab.tune.static import StaticProfile, least_wasted, profile_space, static_profile
+from simtlab.tune.strategies import CostModel
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TABLES = sorted(FIXTURES.glob("*_h200_*.json"))
+H200 = SimpleNamespace(arch="sm_90", sms=132)
+
+
+def test_a_profile_is_its_builds_occupancy_and_the_rounds_of_its_grid(tmp_cache):
+    rung = family("gemm").rung("warptiling")
+    problem = family("gemm").op().parse_size("2048")
+    config = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "WMITER": 2, "WNITER": 2, "MINB": 2}
+    p = static_profile(rung, rung.params("sm_90", config), problem, "sm_90", 132)
+    occ = occupancy("sm_90", 128, p.registers, 12544, 0)  # 4 warps; the padded A tile and the B tile, 16 deep
+    assert (p.blocks_per_sm, p.warps_per_sm) == (occ.blocks_per_sm, occ.warps_per_sm)
+    assert p.units == (2048 // 64) * (2048 // 128) and p.slots == 132 * p.blocks_per_sm
+    assert p.idle_share == pytest.approx(1 - p.units / (-(-p.units // p.slots) * p.slots))
+
+
+def test_the_wave_cliff_the_profile_sees():
+    """gemm rung 8 at 2048³: one round of 512 blocks at 4 blocks an SM, two (the second 29% full) at 3."""
+    one = StaticProfile(127, 4, 16, 512, 528)
+    two = StaticProfile(139, 3, 12, 512, 396)
+    assert (one.features()[0], two.features()[0]) == (1.0, 2.0)
+    assert one.idle_share == pytest.approx(1 - 512 / 528) and two.idle_share == pytest.approx(1 - 512 / 792)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_every_measured_table_has_the_profiles_its_builds_give(path, tmp_cache):
+    """Committed by benchmarks/table_static.py; two points of each rebuilt here must agree (a kernel
+    change that moves its registers makes the committed profiles stale: rerun the script)."""
+    t = load_table(path)
+    assert t.static is not None and set(t.static) == set(t.times), f"run benchmarks/table_static.py {path}"
+    meta = json.loads(static_path(path).read_text())
+    rung, space, problem = table_rung(t)
+    complete = completion(rung, space, problem)
+    runnable = {Space.key(c) for c in runnable_at(rung, t.configs, problem, None, space.fixed)[0]}
+    assert {k for k, p in t.static.items() if p is not None} == runnable  # the others: refused at this size
+    for key in random.Random(path.stem).sample(sorted(runnable, key=str), 2):
+        got = static_profile(rung, rung.params(meta["arch"], complete(dict(key))), problem, meta["arch"], meta["sms"])
+        assert got == t.static[key], dict(key)
+
+
+def test_least_wasted_keeps_the_points_idling_at_most_a_fifth_of_the_gpu():
+    configs = [{"X": i} for i in range(6)]
+    idle = [0.0, 0.5, 0.1, 0.3, 0.0, 0.9]
+    prof = {i: StaticProfile(32, 1, 1, 100, 100) if s == 0 else StaticProfile(32, 1, 1, int(100 * (1 - s)), 100)
+            for i, s in enumerate(idle)}
+    got = least_wasted(configs, lambda c: prof[c["X"]])
+    assert sorted(c["X"] for c in got) == [0, 2, 4]
+    assert least_wasted(configs, lambda c: None) == []
+
+
+def _grid():
+    return [{"A": a, "B": b, "C": c} for a in range(4) for b in range(4) for c in range(4)]
+
+
+def test_the_first_batch_is_spread_over_the_least_wasted_points_first():
+    prof = lambda c: StaticProfile(32, 1, 1, 100 if c["A"] < 2 else 60, 100)  # noqa: E731
+    model = CostModel(_grid(), seed=3, static=prof)
+    first = model.ask(8)
+    assert len(first) == 8 and all(c["A"] < 2 for c in first)  # 32 least wasted: all eight among them
+    assert len({(c["B"], c["C"]) for c in first}) == 8  # and spread over the other parameters
+    more = model.ask(40)  # more than the least wasted hold: they all, then the rest
+    assert sum(c["A"] < 2 for c in more) == 32 and len({Space.key(c) for c in more}) == 40
+
+
+def test_the_model_sees_the_profiles_and_skips_points_without_one():
+    """The search holds only points with a profile; history from the store may hold others (A 3 here),
+    which the model's fit leaves out."""
+    prof = lambda c: None if c["A"] == 3 else StaticProfile(32 + c["B"], 1, 1, 100, 100)  # noqa: E731
+    model = CostModel([c for c in _grid() if c["A"] < 3], seed=1, static=prof, initial=4)
+    assert model.features({"A": 0, "B": 2, "C": 1}) == [0.0, 2.0, 1.0, 1.0, 0.0, 1.0, 34.0]
+    for c in _grid()[::3]:
+        model.tell(c, None if c["A"] == 3 else 1.0 + c["B"] + 0.1 * c["C"])
+    picks = model.ask(4)
+    assert len(picks) == 4 and all(c["A"] < 3 for c in picks)
+
+
+def test_the_replay_leaves_out_what_the_command_would_not_build():
+    t = load_table(FIXTURES / "gemm_warptiling_h200_2048.json")
+    key = next(iter(t.times))
+    static = {**t.static, key: None}
+    t2 = type(t)(t.params, t.times, t.meta, static)
+    assert key not in {Space.key(c) for c in command_configs(t2)}
+    assert len(command_configs(t2)) == len(command_configs(t)) - 1
+
+
+def test_a_smaller_budget_runs_the_first_evaluations_of_a_larger_one():
+    """A batch cut by the budget keeps its most promising picks, so the replays' curves read at 5% are
+    the command's search at 5% (not three model picks where the command would run one and two draws)."""
+    t = load_table(FIXTURES / "gemm_warptiling_h200_2048.json")
+    for seed in (0, 1):
+        long = best_so_far(t, "model", 35, seed)
+        assert best_so_far(t, "model", 18, seed) == long[:18]
+
+
+def test_profile_space_counts_what_does_not_build_or_fit(monkeypatch):
+    rung = SimpleNamespace(params=lambda arch, p: dict(p))
+    configs = [{"X": 0}, {"X": 1}, {"X": 2}]
+
+    def fake(rung, params, problem, arch, sms, device=None):
+        if params["X"] == 1:
+            raise CompileError("k.cu", "k.cu(3): error: too much shared data")
+        return None if params["X"] == 2 else StaticProfile(32, 1, 1, 1, 1)
+
+    monkeypatch.setattr(static_mod, "static_profile", fake)
+    done = []
+    profiles, refused = profile_space(rung, configs, dict, None, H200, on_done=lambda: done.append(1))
+    assert list(profiles) == [Space.key({"X": 0})] and len(done) == 3
+    assert refused == {"does not compile: k.cu:3: too much shared data": 1, "no block of it fits on an SM": 1}
