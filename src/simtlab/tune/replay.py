@@ -17,8 +17,8 @@ from ..space import Config, Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import tune
 
-__all__ = ["Table", "load_table", "static_path", "table_rung", "best_so_far", "StrategyScore", "score", "command_options", "command_configs",
-           "top_configs", "evaluations_to_reach", "GOAL", "goal_misses"]
+__all__ = ["Table", "load_table", "static_path", "table_rung", "best_so_far", "StrategyScore", "score",
+           "command_options", "command_configs", "top_configs", "evaluations_to_reach", "GOAL", "goal_misses"]
 
 # The tuner's goal on a measured space: at 10% of its evaluations the best found is on average within
 # 1% of the optimum and never beyond 3%; at 5%, within 2% on average (tests/tune/test_goal.py).

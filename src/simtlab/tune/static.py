@@ -1,6 +1,6 @@
 """What a configuration's build says about its speed before it runs: the registers ptxas gave it,
 the blocks an SM then holds, and how its grid's work falls into rounds of those slots at the
-problem's size (wave quantization). Two points of one space can differ by 70% on this alone - gemm
+problem's size (wave quantization). Two points of one space can differ by 65% on this alone - gemm
 rung 8's 64x128 tile at 2048³ runs 512 blocks in one round where ptxas gives it 127 registers (4
 blocks an SM, 528 slots) and in two, the second 29% full, at 139 (3 an SM) - a cliff a model of the
 parameters cannot see from a few measured points, and the tuner's cost model is given it
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from typing import Mapping
+
+from ..analyze.waves import Waves
 
 __all__ = ["StaticProfile", "static_profile", "least_wasted", "profile_space"]
 
@@ -25,12 +27,12 @@ class StaticProfile:
 
     @property
     def rounds(self) -> float:
-        return self.units / self.slots if self.slots else math.inf
+        return Waves(self.units, self.slots).rounds
 
     @property
     def idle_share(self) -> float:
         """Share of the slots' time the last round leaves idle (every unit taking the same time)."""
-        return 1.0 - self.units / (math.ceil(self.rounds) * self.slots) if self.slots else 1.0
+        return Waves(self.units, self.slots).idle_share
 
     def features(self) -> list[float]:
         """What the cost model sees: whole rounds, the idle share, warps an SM, registers."""
