@@ -128,3 +128,41 @@ def test_profile_space_counts_what_does_not_build_or_fit(monkeypatch):
     profiles, refused = profile_space(rung, configs, dict, None, H200, on_done=lambda: done.append(1))
     assert list(profiles) == [Space.key({"X": 0})] and len(done) == 3
     assert refused == {"does not compile: k.cu:3: too much shared data": 1, "no block of it fits on an SM": 1}
+
+
+def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_path, tmp_cache):
+    """simtlab tune's model search on the CPU with a stand-in GPU (a device record and an objective):
+    every runnable point of softmax rung 4's space is built and profiled before the first evaluation,
+    and the cost model gets the profiles."""
+    import cupy
+
+    from simtlab.device import DeviceInfo
+    from simtlab.store import Store
+    from simtlab.tune import session, strategies, worker
+    from simtlab.tune.session import TuneSettings, tune_rung
+
+    h200 = DeviceInfo(0, "stand-in H200", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
+                      52428800, 150 << 30, 6144, 1980, 2619, 13000, 13000)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 1)
+    monkeypatch.setattr(worker, "ladder_objective", lambda **kw: lambda c: 1.0 + c["BLOCK"] / 1024 + 0.1 * c["VPT"])
+    seen = {}
+    real = strategies.CostModel.__init__
+
+    def spy(self, configs, seed=0, **kw):
+        seen.update(configs=len(configs), static=kw.get("static"))
+        real(self, configs, seed, **kw)
+
+    monkeypatch.setattr(strategies.CostModel, "__init__", spy)
+    fam = family("softmax")
+    rung = fam.rung("vectorized")
+    built, events = [], []
+    outcome = tune_rung(fam, rung, "131072x1024", Store(tmp_path / "t.db"), h200,
+                        TuneSettings("model", budget=3, jobs=1, isolate=False, fresh=True), "test",
+                        on_static=built.append, on_static_done=lambda: events.append("built"),
+                        on_start=lambda n: events.append(f"start {n}"))
+    assert built == [71] and events[:71] == ["built"] * 71 and events[71] == "start 3"  # 110 less 39 refused
+    assert outcome.valid == seen["configs"] == 71 and sum(outcome.refused.values()) == 39
+    assert len(outcome.result.evaluations) == 3
+    profile = seen["static"](outcome.result.evaluations[0].config)
+    assert profile.slots == 132 * profile.blocks_per_sm and profile.registers > 0
+    assert session.strategy_options(rung, "random", seen["static"]) == {}
