@@ -166,3 +166,11 @@ def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_p
     profile = seen["static"](outcome.result.evaluations[0].config)
     assert profile.slots == 132 * profile.blocks_per_sm and profile.registers > 0
     assert session.strategy_options(rung, "random", seen["static"]) == {}
+    from rich.console import Console
+
+    from simtlab.report.table import tune_table
+
+    console = Console(width=250, record=True)
+    console.print(tune_table(outcome, "gbs"))
+    text = console.export_text()
+    assert "blocks/SM" in text and "rounds" in text and f"{profile.rounds:.2f}" in text

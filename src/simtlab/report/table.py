@@ -116,16 +116,23 @@ def sass_table(entries: Iterable[dict], arch: str) -> Table:
 
 def tune_table(outcome, metric: str = "tflops") -> Table:
     """The ten fastest configurations of a search (simtlab.tune.session.TuneOutcome), with the
-    family's headline figure (TFLOP/s or GB/s)."""
+    family's headline figure (TFLOP/s or GB/s) and, where the search profiled its builds, what each
+    build says: registers, blocks an SM and the rounds of its work (tune.static)."""
+    from ..space import Space
+
     p, flops = outcome.problem, metric == "tflops"
+    profiles = outcome.profiles or {}
     same = sum(e.status == "same code" for e in outcome.result.evaluations)
     t = Table(header_style="bold", title=f"{outcome.rung.id} {p.label}: {outcome.valid} valid configurations, "
                                          f"{len(outcome.result.measured)} measured now, {outcome.history} from history"
                                          + (f", {same} compiled to code already measured" if same else ""),
               title_justify="left")
-    for col in ("ms", "TFLOP/s" if flops else "GB/s", "configuration", "source"):
+    built = ("regs", "blocks/SM", "rounds") if profiles else ()
+    for col in ("ms", "TFLOP/s" if flops else "GB/s", *built, "configuration", "source"):
         t.add_column(col)
     for e in outcome.ranked[:10]:
         rate = p.flops / e.value / 1e9 if flops else p.bytes / e.value / 1e6
-        t.add_row(f"{e.value:.4f}", f"{rate:.2f}", " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
+        prof = profiles.get(Space.key(e.config))
+        facts = (str(prof.registers), str(prof.blocks_per_sm), f"{prof.rounds:.2f}") if prof else ("",) * len(built)
+        t.add_row(f"{e.value:.4f}", f"{rate:.2f}", *facts, " ".join(f"{k}={v}" for k, v in e.config.items()), e.status)
     return t

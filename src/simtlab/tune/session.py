@@ -41,6 +41,7 @@ class TuneOutcome:
     remaining: int  # evaluations this run was allowed
     result: TuneResult
     refused: dict[str, int] | None = None  # configurations the problem's launch refuses: reason -> how many
+    profiles: dict | None = None  # Space.key(config) -> its build's StaticProfile (a model search's, tune.static)
 
     @property
     def ranked(self) -> list[Evaluation]:
@@ -154,7 +155,7 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
     complete = completion(rung, space, problem, device)
     with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
         try:
-            static = None
+            static = profiles = None
             if settings.strategy == "model" and remaining:  # the cost model sees each build's static profile:
                 # every configuration compiled before the search (in parallel, cached for its evaluation)
                 from .static import profile_space
@@ -179,4 +180,4 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
         finally:
             for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
                 ev.close()
-    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result, refused)
+    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result, refused, profiles)
