@@ -174,3 +174,8 @@ def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_p
     console.print(tune_table(outcome, "gbs"))
     text = console.export_text()
     assert "blocks/SM" in text and "rounds" in text and f"{profile.rounds:.2f}" in text
+    built.clear()
+    again = tune_rung(fam, rung, "131072x1024", Store(tmp_path / "t2.db"), h200,  # --no-profile: measure at once
+                      TuneSettings("model", budget=2, jobs=1, isolate=False, fresh=True, profile=False), "test",
+                      on_static=built.append)
+    assert built == [] and seen["static"] is None and len(again.result.evaluations) == 2 and again.profiles is None

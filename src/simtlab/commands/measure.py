@@ -145,6 +145,9 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
              seed: int = typer.Option(0, help="strategy seed"),
              fresh: bool = typer.Option(False, "--fresh", help="ignore earlier evaluations in the store"),
              target_ms: float = typer.Option(150.0, help="measured time per evaluation"),
+             profile: bool = typer.Option(True, help="model: build the whole space first, so the cost model sees "
+                                                     "each build's registers, occupancy and rounds of work "
+                                                     "(--no-profile starts measuring at once)"),
              db: Optional[Path] = typer.Option(None, help="results database"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Search a rung's parameters on this GPU; every verified evaluation is stored, and the rungs
@@ -159,7 +162,7 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
 
     fam = _family(family)
     settings = TuneSettings(strategy, budget, time_budget, jobs, timeout, isolate, gpus, warm_start, seed, fresh,
-                            target_ms)
+                            target_ms, profile)
     try:
         r = fam.rung(rung)
         fam.op().parse_size(size)

@@ -29,6 +29,7 @@ class TuneSettings:
     seed: int = 0
     fresh: bool = False  # ignore earlier evaluations in the store
     target_ms: float = 150.0  # measured time per evaluation
+    profile: bool = True  # model: build the whole space first and give the model each build's static profile
 
 
 @dataclass
@@ -156,7 +157,7 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
     with Precompiler(fam.name, rung.name, device.arch, settings.jobs or None, complete) as compiler:
         try:
             static = profiles = None
-            if settings.strategy == "model" and remaining:  # the cost model sees each build's static profile:
+            if settings.strategy == "model" and settings.profile and remaining:  # each build's static profile:
                 # every configuration compiled before the search (in parallel, cached for its evaluation)
                 from .static import profile_space
 
