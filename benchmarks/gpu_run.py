@@ -162,7 +162,7 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("intrinsics", "python3 benchmarks/intrinsics_table.py --json {out}/intrinsics.json"),
         Run("simtlab transfers", "simtlab transfers"), Run("simtlab graphs", "simtlab graphs")]),
     "tune": ("the tuner on every family with a space: small searches, the CLI's resume", [
-        Tests("tune or ladder", "pytest_tune.txt", 240),
+        Tests("tune or ladder", "pytest_tune.txt", 300),  # (a model search builds its space first)
         Run("gemm rung 10", "simtlab tune gemm --rung tuned --size 2048 --strategy model --budget 24 --target-ms 20"),
         Run("gemm_tc rung 6", "simtlab tune gemm_tc --rung 6 --size 4096:bf16 --strategy random --budget 12 "
             "--target-ms 20"),
