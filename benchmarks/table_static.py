@@ -15,6 +15,7 @@ import datetime
 import json
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 from simtlab.tune.replay import load_table, static_path, table_rung
@@ -22,20 +23,24 @@ from simtlab.tune.replay import load_table, static_path, table_rung
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
 
-def _profile(job):
-    path, config, sms = job
-    from simtlab.compile import CompileError
+@lru_cache(maxsize=None)
+def _table(path: str):
+    """(in each worker, once a table) the table, its rung and problem, and how it completes a point."""
     from simtlab.tune.session import completion
-    from simtlab.tune.static import static_profile
 
     t = load_table(path)
     rung, space, problem = table_rung(t)
-    try:
-        p = static_profile(rung, rung.params(t.meta["arch"], completion(rung, space, problem)(config)), problem,
-                           t.meta["arch"], sms)
-    except (CompileError, ValueError) as exc:  # (ValueError: the launch refuses it at this size - the
-        return config, {"error": str(exc).splitlines()[0]}  # memory-bound tables hold such points)
-    return config, (p.as_dict() if p else {"error": "no block fits on an SM"})
+    return t, rung, problem, completion(rung, space, problem)
+
+
+def _profile(job):
+    path, config, sms = job
+    from simtlab.tune.static import profile_of
+
+    t, rung, problem, complete = _table(path)
+    arch = t.meta["arch"]
+    p, reason = profile_of(rung, rung.params(arch, complete(config)), problem, arch, sms)
+    return config, (p.as_dict() if p else {"error": reason})
 
 
 def main() -> None:

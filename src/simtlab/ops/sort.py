@@ -4,9 +4,9 @@ stable) over the keys padded to a power of two; rung 3 is an LSD radix sort, sta
 key-value pairs; rung 4 the one-sweep radix sort (a histogram launch, then one launch a digit with
 decoupled look-back); rung 5 skips, on the device, the passes whose digit every key shares (keys
 that span fewer bits than 32: `2^28:bits16`). Every rung reads the input and writes the output
-arrays (the input is kept, so every timed run sorts the same keys), as `cupy.sort` does. Verified against CuPy's stable sort:
-the keys exactly (floats compared as numbers: ±0 are equal keys, NaN matches NaN) and, for pairs,
-the values exactly - a stable sort has one right answer.
+arrays (the input is kept, so every timed run sorts the same keys), as `cupy.sort` does. Verified
+against CuPy's stable sort: the keys exactly (floats compared as numbers: ±0 are equal keys, NaN
+matches NaN) and, for pairs, the values exactly - a stable sort has one right answer.
 """
 
 from __future__ import annotations

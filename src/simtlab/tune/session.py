@@ -166,7 +166,7 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
                 profiles, unbuilt = profile_space(rung, configs, complete, problem, device, compiler,
                                                   on_done=on_static_done)
                 configs = [c for c in configs if Space.key(c) in profiles]
-                refused = {**refused, **unbuilt}
+                refused = {r: refused.get(r, 0) + unbuilt.get(r, 0) for r in {**refused, **unbuilt}}
                 if not configs:
                     raise ValueError(f"no configuration of {rung.id}'s space builds and fits at {problem.label}: "
                                      + "; ".join(f"{n} refused ({r})" for r, n in refused.items()))

@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..analyze.waves import Waves
 
-__all__ = ["StaticProfile", "static_profile", "least_wasted", "profile_space"]
+__all__ = ["StaticProfile", "static_profile", "profile_of", "least_wasted", "profile_space"]
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,25 @@ def least_wasted(configs: list, profile, most_idle: float = 0.2) -> list:
     return out
 
 
+def profile_of(rung, params: Mapping[str, int], problem, arch: str, sms: int, device=None) -> tuple:
+    """(its StaticProfile, None), or (None, why it has none): it does not compile, the launch
+    refuses it at this size, or no block of it fits on an SM."""
+    from ..compile import CompileError
+
+    try:
+        p = static_profile(rung, params, problem, arch, sms, device)
+    except CompileError as exc:
+        return None, f"does not compile: {str(exc).splitlines()[0]}"
+    except ValueError as exc:  # (the launch's refusal, as session.runnable_at counts it)
+        return None, str(exc)
+    return (p, None) if p is not None else (None, "no block of it fits on an SM")
+
+
 def profile_space(rung, configs: list, complete, problem, device, compiler=None, on_done=None) -> tuple[dict, dict]:
     """Every configuration's profile on `device` (Space.key -> StaticProfile), built by `compiler`'s
     processes where given (tune.worker.Precompiler), and the configurations that have none, counted
-    by reason (they do not compile, or no block fits on an SM: they would fail without running).
-    `complete(config)` gives the parameters it is built with; `on_done()` hears each one."""
-    from ..compile import CompileError
+    by reason (profile_of's: they would fail without running). `complete(config)` gives the
+    parameters it is built with; `on_done()` hears each one."""
     from ..space import Space
 
     if compiler is not None:
@@ -84,11 +97,7 @@ def profile_space(rung, configs: list, complete, problem, device, compiler=None,
     for c in configs:
         if compiler is not None:
             compiler.wait(c)
-        try:
-            p = static_profile(rung, rung.params(device.arch, complete(c)), problem, device.arch, device.sms, device)
-            reason = None if p is not None else "no block of it fits on an SM"
-        except CompileError as exc:
-            p, reason = None, f"does not compile: {str(exc).splitlines()[0]}"
+        p, reason = profile_of(rung, rung.params(device.arch, complete(c)), problem, device.arch, device.sms, device)
         if p is not None:
             profiles[Space.key(c)] = p
         else:
