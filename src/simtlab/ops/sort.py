@@ -141,11 +141,11 @@ def geometry_radix(params, p: SortProblem, device=None) -> Launch:
     return Launch((tiles(params, p.n), 1, 1), (params["BLOCK"], 1, 1))
 
 
-def radix_digits(params, default_bits: int = 8) -> tuple[int, int]:
-    """The radix rungs' digits: (values a digit takes, passes) - BITS bits each, 32 / BITS passes
-    rounded up (the last digit may be narrower)."""
+def radix_digits(params, default_bits: int = 8, key_bits: int = 32) -> tuple[int, int]:
+    """The radix rungs' digits: (values a digit takes, passes) - BITS bits each, `key_bits` / BITS
+    passes rounded up (the last digit may be narrower)."""
     bits = params.get("BITS", default_bits)
-    return 1 << bits, -(-32 // bits)
+    return 1 << bits, -(-key_bits // bits)
 
 
 def onesweep_bytes(params, p: SortProblem, passes: int | None = None) -> int:
@@ -161,8 +161,7 @@ def moving_passes(params, p: SortProblem) -> int:
     """Rung 5: the passes that move keys drawn below 2^bits - those whose digit holds some of the
     bits; a digit above them is 0 for every key (the workspace's keys: whole digits of random bits;
     a digit that happened to be one value for every key would be skipped too)."""
-    bits = params.get("BITS", 8)
-    return -(-p.bits // bits) if p.n > 1 else 0
+    return radix_digits(params, key_bits=p.bits)[1] if p.n > 1 else 0
 
 
 def skip_bytes(params, p: SortProblem) -> int:
