@@ -92,6 +92,54 @@ def test_other_strides_are_named():
         simtlab.gemm_tc(A, cupy.ones((128, 64), cupy.float16))
 
 
+def test_gemm_tc_builds_what_the_store_found_for_the_shape(tmp_path, monkeypatch):
+    """`simtlab tune gemm_tc` feeds the library call: a plan for a shape builds rung 6 at the store's
+    fastest verified row for it on this GPU (a row as the tuner writes one); a row that no longer
+    launches (here: a ring of stages beyond a block's shared memory) warns and runs the shipped
+    parameters; both products right."""
+    import simtlab
+    from simtlab import plans
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import rung_source
+    from simtlab.store import Store
+
+    torch = _torch()
+    fam = family("gemm_tc")
+    rung = fam.rung("wgmma_cluster")
+    info = device_info()
+    if not rung.supports(info.compute_capability):
+        pytest.skip(f"rung 6 needs {rung.requirement}")
+    M, N, K = 384, 512, 320
+    problem = fam.op().parse_size(f"{M}x{N}x{K}:bf16")
+    shipped = rung.size_defaults(problem, info, None)
+    full = dict(rung.params(info.arch, shipped))
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    A = _operand(torch, M, K, False, torch.bfloat16, gen=gen)
+    B = _operand(torch, K, N, False, torch.bfloat16, gen=gen)
+    ref = A.double() @ B.double()
+    for row, stale in (({**full, "STAGES": 3, "GROUP_M": 8}, False), ({**full, "STAGES": 16}, True)):
+        db = tmp_path / f"{len(list(tmp_path.iterdir()))}.db"
+        store = Store(db)
+        run = store.start_run("test", info)
+        store.add_result(run, family="gemm_tc", rung=rung.id, problem=problem.label, median_ms=0.01, status="ok",
+                         params=row, extra={"source": rung_source(rung)})
+        store.close()
+        monkeypatch.setenv("SIMTLAB_DB", str(db))
+        plans._store_params.cache_clear()
+        try:
+            if stale:
+                with pytest.warns(RuntimeWarning, match="shipped parameters"):
+                    plan = simtlab.gemm_tc_plan(A, B)
+                assert plan._direct.params == full
+            else:
+                plan = simtlab.gemm_tc_plan(A, B)
+                assert plan._direct.params == row
+            assert _error(plan(A, B), ref) <= _tolerance(M, N, K, "bfloat16", "float32"), row
+        finally:
+            plans._store_params.cache_clear()
+
+
 def _slow_producer(torch, dst, value):
     """Work on the current stream that takes ~10 ms before it writes dst: a GEMM enqueued on
     another stream (or run before it) reads the old contents."""

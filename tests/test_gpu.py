@@ -470,7 +470,8 @@ def test_tune_cli_small(tmp_path):
     again = CliRunner().invoke(app, args)  # --budget is the problem's total: all three are in history
     assert again.exit_code == 0, again.output
     rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
-    assert len(rows) == 3
+    # three searched, then the shipped configuration unless the search drew it (measured once, beyond the budget)
+    assert len(rows) in (3, 4) and len({r["params"] for r in rows}) == len(rows) and all(r["status"] == "ok" for r in rows)
     more = CliRunner().invoke(app, [*args[:5], "6", *args[6:]])  # a larger total runs only what is left
     assert more.exit_code == 0, more.output
     rows = [r for r in Store(db).results() if r["rung"] == "gemm/10_tuned"]
@@ -480,7 +481,8 @@ def test_tune_cli_small(tmp_path):
 @pytest.mark.gemm
 @pytest.mark.tune
 def test_tune_cli_model_builds_the_space_first(tmp_path):
-    """The cost model's static profiles: rung 8's 354 points built before the search, then 3 measured."""
+    """The cost model's static profiles: rung 8's 354 points built before the search, then 3 measured
+    (its shipped configuration is not a point of its space: nothing measured after the search)."""
     from typer.testing import CliRunner
 
     from simtlab.cli import app

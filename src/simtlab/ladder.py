@@ -71,6 +71,9 @@ class LadderOptions:
     verify: bool = True
     overrides: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # rung name -> params
     clocks: bool = True  # sample the SM clock and power while timing (NVML, where present)
+    # rungs that read the store (Rung.from_store: what `simtlab tune` found) take its fastest verified
+    # row for the device and problem; False: every rung at its shipped parameters
+    stored: bool = True
 
 
 def _free_gpu_memory() -> None:
@@ -157,6 +160,13 @@ def store_row(store: Store, run_id: int, row: Row, dtype: str | None, ref_name: 
                             **({"source": row.source} if row.source else {})})
 
 
+def ladder_params(rung: Rung, problem, device, vec: bool | None, store: Store | None, opts: LadderOptions):
+    """A rung's parameters in a ladder: those the options set for it (a sweep's point), else the
+    store's fastest verified row for the device and problem where the rung reads the store and
+    `opts.stored`, else its size defaults."""
+    return choose_params(rung, problem, device, vec, store if opts.stored else None, opts.overrides.get(rung.name))
+
+
 def run_ladder(
     fam: Family,
     sizes: Iterable[str],
@@ -239,7 +249,7 @@ def run_ladder(
                         continue
                     ws = op.workspace(problem, _seed(opts))
                     vec = ws.vec_ok() if rung.vec_variant else None
-                    params = choose_params(rung, problem, device, vec, store, opts.overrides.get(rung.name))
+                    params = ladder_params(rung, problem, device, vec, store, opts)
                     inst = build(rung, params, device.arch)
                     row.params = inst.params
                     launch = inst.geometry(problem, device)

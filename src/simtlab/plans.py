@@ -11,13 +11,15 @@ through the caller's own allocator), so calls can be captured in CUDA graphs."""
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 from functools import lru_cache
 
 from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
 from .catalog import family
+from .compile import CompileError
 from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
-from .launch import build, choose_params, function_handle, prepare
+from .launch import LaunchError, build, choose_params, function_handle, prepare
 from .ops.gemm_tc import CLUSTER, TMA
 
 __all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
@@ -239,11 +241,14 @@ class TcPlan(_Plan):
 
     # --- building -------------------------------------------------------------------------------
     def _cluster(self, p):
+        """Rung 6 for these shapes, at the store's fastest verified row for them where there is one
+        (what `simtlab tune gemm_tc` found), else at its shipped parameters."""
         from .ops.gemm_tc import ClusterKernel
 
-        params = choose_params(self.rung, p, self.info, None)
-        inst = _instance("gemm_tc", self.rung.name, _frozen(params), self.info.arch)
-        return ClusterKernel(inst, p, self.info, prepare)
+        def make(params):
+            return ClusterKernel(_instance("gemm_tc", self.rung.name, params, self.info.arch), p, self.info, prepare)
+
+        return _with_store_params("gemm_tc", self.rung, p, None, self.info, make)
 
     def _pointer_kernels(self, p):
         """Rungs 1-5 through their pointer arguments (M, N, K, A, B, C) - rungs 1-3, and a VEC
@@ -518,21 +523,24 @@ class GemmPlan(_Plan):
         ops.tf32x3.Tf32x3MmaGemm); `sums` (KAHAN_PARAMS, F64_SUMS_PARAMS) overrides its
         accumulation."""
         info = self.info
-        params = _store_params(rung.name, problem, vec, info)
-        if sums:
-            params = tuple(sorted({**dict(params or ()), **dict(sums)}.items()))
-        inst = _instance("gemm", rung.name, params, info.arch)
-        if rung.name == "tf32x3_mma":
-            from .ops.tf32x3 import Tf32x3MmaGemm
 
-            return Tf32x3MmaGemm(inst, problem, info, prepare, bool(vec))
-        geometry = inst.geometry(problem, info)
-        func = prepare(inst, geometry, vec, info)
-        packed = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
-                              (I32, I32, I32, F32, PTR, PTR, F32, PTR), self.device)
-        for i, v in enumerate((problem.M, problem.N, problem.K)):
-            packed.values[i].value = v
-        return packed
+        def make(params):
+            if sums:
+                params = tuple(sorted({**dict(params or ()), **dict(sums)}.items()))
+            inst = _instance("gemm", rung.name, params, info.arch)
+            if rung.name == "tf32x3_mma":
+                from .ops.tf32x3 import Tf32x3MmaGemm
+
+                return Tf32x3MmaGemm(inst, problem, info, prepare, bool(vec))
+            geometry = inst.geometry(problem, info)
+            func = prepare(inst, geometry, vec, info)
+            packed = PackedLaunch(function_handle(func), geometry.grid, geometry.block, geometry.shared,
+                                  (I32, I32, I32, F32, PTR, PTR, F32, PTR), self.device)
+            for i, v in enumerate((problem.M, problem.N, problem.K)):
+                packed.values[i].value = v
+            return packed
+
+        return _with_store_params("gemm", rung, problem, vec, info, make)
 
     def _run(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
         lib = self.lib
@@ -594,11 +602,12 @@ class GemmPlan(_Plan):
 
 
 @lru_cache(maxsize=256)
-def _store_params(rung_name: str, problem, vec: bool | None, device) -> tuple | None:
-    """Launch parameters for a problem: the results store's best, else size defaults (cached per shape)."""
+def _store_params(rung_name: str, problem, vec: bool | None, device, fam: str = "gemm") -> tuple | None:
+    """Launch parameters for a problem: the results store's best (rungs that read it), else size
+    defaults (cached per shape)."""
     from .store import Store, default_path
 
-    rung = family("gemm").rung(rung_name)
+    rung = family(fam).rung(rung_name)
     store = None
     if rung.from_store and default_path().exists():
         try:
@@ -609,6 +618,22 @@ def _store_params(rung_name: str, problem, vec: bool | None, device) -> tuple | 
     if store is not None:
         store.close()
     return _frozen(params)
+
+
+def _with_store_params(fam: str, rung, problem, vec: bool | None, device, make):
+    """`make(params)` at the parameters `_store_params` chooses; where the store's row no longer
+    builds or launches (its kernel changed since it was measured), a warning and the shipped ones -
+    a stale row must not stop a matrix product."""
+    chosen = _store_params(rung.name, problem, vec, device, fam)
+    try:
+        return make(chosen)
+    except (CompileError, LaunchError, ValueError) as exc:
+        shipped = _frozen(choose_params(rung, problem, device, vec))
+        if chosen == shipped:
+            raise
+        warnings.warn(f"{rung.id} at {problem.label}: the results store's fastest row ({dict(chosen or ())}) does not "
+                      f"run now ({str(exc).splitlines()[0]}); using the shipped parameters", RuntimeWarning, stacklevel=2)
+        return make(shipped)
 
 
 def _cupy_view(x):

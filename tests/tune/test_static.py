@@ -162,7 +162,12 @@ def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_p
                         on_start=lambda n: events.append(f"start {n}"))
     assert built == [71] and events[:71] == ["built"] * 71 and events[71] == "start 3"  # 110 less 39 refused
     assert outcome.valid == seen["configs"] == 71 and sum(outcome.refused.values()) == 39
-    assert len(outcome.result.evaluations) == 3
+    search, after = outcome.result.evaluations[:3], outcome.result.evaluations[3:]
+    assert all(e.status == "ok" for e in search)  # then the shipped point, unless the search measured it
+    shipped = session.shipped_point(rung, outcome.space, outcome.problem, h200)
+    assert outcome.shipped == shipped is not None
+    assert [(e.config, e.status) for e in after] == ([] if any(e.config == shipped for e in search)
+                                                      else [(shipped, "shipped")])
     profile = seen["static"](outcome.result.evaluations[0].config)
     assert profile.slots == 132 * profile.blocks_per_sm and profile.registers > 0
     assert session.strategy_options(rung, "random", seen["static"]) == {}
@@ -174,8 +179,48 @@ def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_p
     console.print(tune_table(outcome, "gbs"))
     text = console.export_text()
     assert "blocks/SM" in text and "rounds" in text and f"{profile.rounds:.2f}" in text
+    assert "the shipped configuration: " in text and ("% more than the fastest measured" in text or "ms, the fastest measured" in text)
     built.clear()
     again = tune_rung(fam, rung, "131072x1024", Store(tmp_path / "t2.db"), h200,  # --no-profile: measure at once
                       TuneSettings("model", budget=2, jobs=1, isolate=False, fresh=True, profile=False), "test",
                       on_static=built.append)
-    assert built == [] and seen["static"] is None and len(again.result.evaluations) == 2 and again.profiles is None
+    assert built == [] and seen["static"] is None and again.profiles is None
+    assert [e.status for e in again.result.evaluations][:2] == ["ok", "ok"] and len(again.result.evaluations) <= 3
+
+
+def test_the_shipped_configuration_is_measured_once_after_the_search():
+    """After a search `simtlab tune` measures the rung's shipped configuration for the problem (the one
+    the library calls and ladders run without a store row), once and beyond the budget, unless the
+    search or the store has it or the budget was spent - so the store's fastest row, which those
+    then run, is never one the search found slower."""
+    from simtlab.tune.session import _measure_shipped, shipped_point
+    from simtlab.tune.tuner import Evaluation, TuneResult
+
+    fam = family("softmax")
+    rung = fam.rung("vectorized")
+    space = rung.space(232448)
+    problem = fam.op().parse_size("131072x1024")
+    point = shipped_point(rung, space, problem, H200)
+    assert point == {"BLOCK": 128, "VPT": 8, "WARP_ROWS": 1}
+    configs = space.valid()
+    other = next(c for c in configs if c != point)
+
+    def run(history=(), measured=(), remaining=5, objective=lambda c: 2.5):
+        result, recorded = TuneResult([Evaluation(c, 1.0, "ok") for c in measured]), []
+        got = _measure_shipped(rung, space, problem, H200, configs, list(history), result, remaining, objective,
+                               recorded.append)
+        assert got == point
+        return [(e.config, e.value, e.status) for e in result.evaluations[len(measured):]], recorded
+
+    added, recorded = run(measured=[other])
+    assert added == [(point, 2.5, "shipped")] and len(recorded) == 1
+    assert run(measured=[other, point])[0] == [] and run(history=[(point, 3.0)])[0] == []
+    assert run(remaining=0)[0] == []
+
+    def broken(c):
+        raise RuntimeError("verification failed")
+
+    (config, value, status), = run(objective=broken)[0]
+    assert config == point and value is None and status == "failed"
+    warptiling = family("gemm").rung("warptiling")  # (its shipped point breaks a restriction of its space)
+    assert shipped_point(warptiling, warptiling.space(232448), family("gemm").op().parse_size("2048"), H200) is None

@@ -64,6 +64,9 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
            plot: Optional[Path] = typer.Option(None, help="write a bar chart of the ladder (PNG)"),
            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or tables; failures only"),
            json_out: Optional[Path] = typer.Option(None, "--json-out", help="also write the rows as JSON"),
+           stored: bool = typer.Option(True, "--stored/--shipped", help="the rungs that read the store (gemm 10, "
+                                       "gemm_tc 6, conv2d 6) take its fastest verified row for this GPU and size "
+                                       "(what simtlab tune found), or run at their shipped parameters"),
            isolate: bool = typer.Option(True, help="measure in a child process, so a hang or a sticky CUDA error "
                                                    "costs one rung (its row stored with the reason)"),
            timeout: float = typer.Option(300.0, help="seconds a rung may take (compile, check and timing) "
@@ -105,7 +108,8 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
                   TimeElapsedColumn(), console=console, transient=True, disable=quiet) as progress:
         task = progress.add_task("starting", total=total)
         run = (lambda *a, **k: run_ladder_isolated(*a, timeout_s=timeout, **k)) if isolate else run_ladder
-        rows = run(fam, sizes, rungs, store, run_id, LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms),
+        opts = LadderOptions(alpha=alpha, beta=beta, seed=seed, target_ms=target_ms, stored=stored)
+        rows = run(fam, sizes, rungs, store, run_id, opts,
                    on_row=lambda r: progress.advance(task), on_step=lambda s: progress.update(task, description=s))
     for prob in ([] if quiet else dict.fromkeys(r.problem for r in rows)):
         sub = [r for r in rows if r.problem == prob]
@@ -151,7 +155,9 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
              db: Optional[Path] = typer.Option(None, help="results database"),
              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
     """Search a rung's parameters on this GPU; every verified evaluation is stored, and the rungs
-    that read the store (gemm's tuned rung, simtlab.gemm) use the fastest one for this device and size."""
+    that read the store (gemm 10 and simtlab.gemm, gemm_tc 6 and simtlab.gemm_tc, conv2d 6) use the
+    fastest one for this device and size; after the search the shipped configuration is measured
+    once too, so they never run slower than they ship."""
     from rich.progress import Progress
 
     from ..device import NoGpuError, current_sm_clock_mhz, device_info

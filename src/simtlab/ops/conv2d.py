@@ -384,7 +384,7 @@ FAMILY = Family(
              frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
              "a block walks NT tiles down a strip; cp.async fills the next tile (16-byte copies) while "
              "this one computes",
-             geometry_pipelined, min_cc=(8, 0), size_defaults=pipelined_params,
+             geometry_pipelined, min_cc=(8, 0), size_defaults=pipelined_params, from_store=True,
              sass_expect=("LDGSTS", "LDS.128"), capabilities=frozenset({CONSTANT_FILTER}), space=pipeline_space,
              traffic=pipelined_bytes, features=pipeline_features),
         Rung("conv2d", 7, "tma", "conv2d/07_tma.cu", "conv2d_tma", ("BX", "BY", "TX", "TY", "R", "NT"),

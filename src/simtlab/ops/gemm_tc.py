@@ -502,7 +502,7 @@ class ClusterKernel:
         from ..driver import F32, I32, MAP, PTR, PackedLaunch
         from .tma import tensor_map_encoder
 
-        params = inst.params
+        self.params = params = inst.params  # (what it was built with: the store's row, or the shipped ones)
         if params.get("OUT", 0) != OUT[p.out]:
             raise LaunchError(f"rung 6 built with OUT {params.get('OUT', 0)} cannot write a {p.out} C (OUT {OUT[p.out]})")
         if (params.get("TA", 0), params.get("TB", 0)) != (int(p.ta), int(p.tb)):
@@ -844,7 +844,7 @@ FAMILY = Family(
              "clusters of 2 blocks share each B slice by TMA multicast (a third less L2 traffic); results leave "
              "through swizzled shared memory and TMA stores",
              geometry_wgmma_cluster, min_cc=(9, 0), arch_specific=True, size_defaults=cluster_params,
-             tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
+             from_store=True, tunable=("BM", "BN", "STAGES", "GROUP_M", "CM", "CN", "EPI", "KEEP", "WIDE", "LEAN"),
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space,
              work=cluster_work_units, features=cluster_features),

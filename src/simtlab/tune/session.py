@@ -13,7 +13,8 @@ from ..space import Space
 from .strategies import DEFAULT_STRATEGY
 from .tuner import Evaluation, TuneResult, history_from_store, tune, warm_start_from_store
 
-__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "runnable_at", "completion", "tune_rung"]
+__all__ = ["TuneSettings", "TuneOutcome", "rung_space", "strategy_options", "runnable_at", "completion", "shipped_point",
+           "tune_rung"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class TuneOutcome:
     result: TuneResult
     refused: dict[str, int] | None = None  # configurations the problem's launch refuses: reason -> how many
     profiles: dict | None = None  # Space.key(config) -> its build's StaticProfile (a model search's, tune.static)
+    shipped: dict | None = None  # the rung's shipped parameters here as a point of the space (None: not one)
 
     @property
     def ranked(self) -> list[Evaluation]:
@@ -101,6 +103,21 @@ def completion(rung: Rung, space: Space, problem, device=None) -> Callable[[dict
     radius, ...) under it, and the space's fixed ones."""
     base = rung.size_defaults(problem, device, None) if rung.size_defaults else {}
     return lambda config: {**base, **space.complete(config)}
+
+
+def shipped_point(rung: Rung, space: Space, problem, device=None) -> dict | None:
+    """The parameters the rung ships with for this problem - what a library call or a ladder runs
+    where the store has no row for it - as a point of `space`, or None where they are not one (a
+    parameter the space fixes set otherwise, a value outside its lists, a restriction broken)."""
+    vec = True if rung.vec_variant else None
+    base = rung.size_defaults(problem, device, vec) if rung.size_defaults else None
+    shipped = rung.params(device.arch if device is not None else None, base)
+    if any(shipped.get(k) != v for k, v in space.fixed.items()) or any(n not in shipped for n in space.names):
+        return None
+    point = {n: shipped[n] for n in space.names}
+    if any(point[n] not in space.params[n] for n in space.names) or space.violations(point):
+        return None
+    return point
 
 
 def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneSettings, command: str,
@@ -178,7 +195,30 @@ def tune_rung(fam: Family, rung: Rung, size: str, store, device, settings: TuneS
                           time_budget_s=settings.time_budget, prefetch=compiler.submit,
                           batch=command_batch(compiler.workers), warm_start=seeds, identity=compiler.identity,
                           **extra)
+            shipped = _measure_shipped(rung, space, problem, device, configs, history, result, remaining,
+                                       objective[0] if isinstance(objective, list) else objective, record)
         finally:
             for ev in (objective if isinstance(objective, list) else [objective] if settings.isolate else []):
                 ev.close()
-    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result, refused, profiles)
+    return TuneOutcome(rung, problem, space, len(configs), len(history), remaining, result, refused, profiles, shipped)
+
+
+def _measure_shipped(rung, space, problem, device, configs, history, result, remaining, objective, record):
+    """After the search: the shipped configuration measured once (beyond the budget) where neither
+    the search nor the store has - the rungs that read the store then run its fastest row, which is
+    so never one the search found slower than what they ship, and the table shows what tuning
+    gained over it (status "shipped"). Returns the shipped point (None: not a point of the space)."""
+    from dataclasses import replace
+
+    from .tuner import _measure
+
+    point = shipped_point(rung, space, problem, device)
+    if point is None or not remaining or Space.key(point) not in {Space.key(c) for c in configs}:
+        return point
+    if Space.key(point) in {Space.key(c) for c, _ in history} | {Space.key(e.config) for e in result.evaluations}:
+        return point
+    ev = _measure(objective, point)
+    ev = replace(ev, status="shipped") if ev.status == "ok" else ev
+    record(ev)
+    result.evaluations.append(ev)
+    return point
