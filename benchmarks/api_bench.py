@@ -223,7 +223,9 @@ def call_times(rounds: int = ROUNDS, only: str | None = None) -> list[dict]:
         rows.append({"call": label, "simtlab_ms": round(o, 4), "torch_ms": round(t, 4), "pct_of_torch": round(100 * t / o, 1),
                      "target_pct": target, "simtlab_tflops": round(flops / o / 1e9, 1),
                      "torch_tflops": round(flops / t / 1e9, 1), "diff_vs_torch": f"{diff:.1e}",
-                     "ok": diff <= bound, "spread_pct": round(100 * (max(ms_ours) - min(ms_ours)) / o, 1)})
+                     "ok": diff <= bound, "spread_pct": round(100 * (max(ms_ours) - min(ms_ours)) / o, 1),
+                     # (rung 6's parameters for the shape: the store's fastest row there, or the shipped ones)
+                     **({} if dtype == torch.float32 else {"params": simtlab.gemm_tc_plan(A, B, out_dtype=name).params})})
         print(rows[-1], flush=True)
         A = B = got = want = None  # (freed before the next case's operands)
         torch.cuda.empty_cache()

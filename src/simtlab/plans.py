@@ -239,6 +239,12 @@ class TcPlan(_Plan):
             else:
                 self._pointer = self._pointer_kernels(row_major)
 
+    @property
+    def params(self) -> dict | None:
+        """The parameters of the kernel this plan launches where it reads the operands in place (rung
+        6: the store's row for the shape, or the shipped ones); None on the other paths."""
+        return dict(self._direct.params) if self._direct is not None else None
+
     # --- building -------------------------------------------------------------------------------
     def _cluster(self, p):
         """Rung 6 for these shapes, at the store's fastest verified row for them where there is one
