@@ -130,14 +130,15 @@ def tune_table(outcome, metric: str = "tflops") -> Table:
     built = ("regs", "blocks/SM", "rounds") if profiles else ()
     for col in ("ms", "TFLOP/s" if flops else "GB/s", *built, "configuration", "source"):
         t.add_column(col)
-    shipped = next((e for e in outcome.ranked if outcome.shipped is not None and e.config == outcome.shipped), None)
-    best = outcome.ranked[0] if outcome.ranked else None
-    if shipped is not None and best is not None:  # what tuning gained over the shipped parameters
+    ranked = outcome.ranked  # (sorted once)
+    shipped = next((e for e in ranked if e.config == outcome.shipped), None) if outcome.shipped is not None else None
+    if shipped is not None:  # what tuning gained over the shipped parameters
+        best = ranked[0]
         t.caption = (f"the shipped configuration: {shipped.value:.4f} ms, " +
                      ("the fastest measured" if shipped is best else
                       f"{100 * (shipped.value / best.value - 1):.1f}% more than the fastest measured"))
         t.caption_justify = "left"
-    for e in outcome.ranked[:10]:
+    for e in ranked[:10]:
         rate = p.flops / e.value / 1e9 if flops else p.bytes / e.value / 1e6
         prof = profiles.get(Space.key(e.config))
         facts = (str(prof.registers), str(prof.blocks_per_sm), f"{prof.rounds:.2f}") if prof else ("",) * len(built)

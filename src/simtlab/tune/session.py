@@ -109,9 +109,10 @@ def shipped_point(rung: Rung, space: Space, problem, device=None) -> dict | None
     """The parameters the rung ships with for this problem - what a library call or a ladder runs
     where the store has no row for it - as a point of `space`, or None where they are not one (a
     parameter the space fixes set otherwise, a value outside its lists, a restriction broken)."""
-    vec = True if rung.vec_variant else None
-    base = rung.size_defaults(problem, device, vec) if rung.size_defaults else None
-    shipped = rung.params(device.arch if device is not None else None, base)
+    from ..launch import choose_params
+
+    shipped = rung.params(device.arch if device is not None else None,
+                          choose_params(rung, problem, device, True if rung.vec_variant else None))
     if any(shipped.get(k) != v for k, v in space.fixed.items()) or any(n not in shipped for n in space.names):
         return None
     point = {n: shipped[n] for n in space.names}
