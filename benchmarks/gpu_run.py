@@ -193,13 +193,13 @@ PHASES: dict[str, tuple[str, list]] = {
         live_step("layernorm", "two_sums", "131072x1024", 18, "live_layernorm_131072x1024"),
         live_step("gemm", "warptiling", "2048", 35, "live_gemm_warptiling_2048")]),
     "tune-api": ("simtlab tune gemm_tc rung 6 at 10% of its space at the API shapes under target (bf16 C: batched "
-                 "64x512^3, 2048^3, 8192x1024x8192), then those calls beside torch from the same store - the tuned "
-                 "rows are what simtlab.gemm_tc builds there", [
+                 "64x512^3, 2048^3, 8192x1024x8192), then the API table beside torch from the same store - the "
+                 "tuned rows are what simtlab.gemm_tc builds at those shapes", [
         *(Run(f"simtlab tune gemm_tc rung 6 at {s}", f"simtlab tune gemm_tc --rung 6 --size {s} --budget 42 --json "
               f"> {{out}}/tune_api_{s.split(':')[0]}.json", 240)
           for s in ("64x512x512x512:bf16:bf16", "2048:bf16:bf16", "8192x1024x8192:bf16:bf16")),
-        Run("the calls beside torch at those shapes, tuned", "python3 benchmarks/api_bench.py --only call "
-            "--case batched,2048^3,8192x1024x8192 --json {out}/api_tuned.json", 300)]),
+        Run("the calls beside torch, every case, tuned where tuned", "python3 benchmarks/api_bench.py "
+            "--json {out}/api_tuned.json", 400)]),
     "sort-space": ("every configuration of sort rung 4 (BLOCK, ITEMS, STAGED, EARLY) at 2^28 keys, 2^28 float32 keys and "
                    "2^24 pairs", [
         table_step("sort", "radix_onesweep", s, f"table_sort_{s.replace(':', '_')}", seconds=100)
