@@ -101,7 +101,8 @@ def runnable_at(rung: Rung, configs: list, problem, device=None, fixed: dict | N
 def completion(rung: Rung, space: Space, problem, device=None) -> Callable[[dict], dict]:
     """A configuration completed as it is built and run: the problem's own parameters (element type,
     radius, ...) under it, and the space's fixed ones."""
-    base = rung.size_defaults(problem, device, None) if rung.size_defaults else {}
+    vec = True if rung.vec_variant else None  # (as the evaluations build it: tune.static, shipped_point)
+    base = rung.size_defaults(problem, device, vec) if rung.size_defaults else {}
     return lambda config: {**base, **space.complete(config)}
 
 
