@@ -206,6 +206,10 @@ PHASES: dict[str, tuple[str, list]] = {
         for s in ("268435456", "268435456:float32", "16777216:pairs")]),
     "table-warptiling": ("every configuration of gemm/08_warptiling at 2048^3 (354: another kernel's space)",
                          [table_step("gemm", "warptiling", "2048", "table_gemm_warptiling_2048", seconds=330)]),
+    "table-warptiling-more": ("every configuration of gemm/08_warptiling at 4096^3 and 4096x4096x1024 (measured after "
+                              "the tuner's default was chosen: its held-out test)", [
+        table_step("gemm", "warptiling", s, f"table_gemm_warptiling_{s}", seconds=330 if s == "4096" else 200)
+        for s in ("4096", "4096x4096x1024")]),
     "table-tc": ("every configuration of gemm_tc rung 6 at 4096^3 bf16 (416), then simtlab tune at 10% of it", [
         table_step("gemm_tc", "wgmma_cluster", "4096:bf16", "table_gemm_tc_4096", seconds=220),
         live_step("gemm_tc", "wgmma_cluster", "4096:bf16", 42, "live_gemm_tc_4096")]),

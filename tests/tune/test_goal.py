@@ -27,6 +27,11 @@ KNOWN_MISSES = {
     "gemm_warptiling_h200_2048": "held out from the default's first choice (10% mean +1.0%, worst +6.2%; 5% mean "
                                  "+2.7%); with the builds' static profiles, chosen leaving it out: 10% mean +0.65%, "
                                  "worst +5.0%; 5% mean +2.35% - still missed (docs/design/tune.md)",
+    # measured after the default was chosen (run 2026-12-05_h200_134060_warptiling_tables): the honest test
+    "gemm_warptiling_h200_4096": "measured after the default was chosen, never used to choose it: 10% mean +2.29%, "
+                                 "worst +9.50%; 5% mean +3.77% (docs/design/tune.md)",
+    "gemm_warptiling_h200_4096x4096x1024": "measured after the default was chosen, never used to choose it: 10% mean "
+                                           "+2.17%, worst +9.55%; 5% mean +3.78% (docs/design/tune.md)",
 }
 
 
