@@ -202,7 +202,8 @@ def skip_params(p: SortProblem, device=None, vec=None) -> dict:
     choice of arrays costs rung 4's 80-register build 16 bytes of spills (and 12 a thread at 80
     fits). Rung 4 at that point (run afc1b6_pairs_words): 0.707 / 10.59 ms at 2^24 / 2^28 against
     0.690 / 10.71 at 80 registers. Rung 5 itself (run 134060_sort_bits_skip): 0.754 / 11.29 ms
-    against rung 4's 0.703 / 10.94 on full-range pairs - the lost block an SM costs 3-7%."""
+    against rung 4's 0.703 / 10.94 on full-range pairs - more than the lost block an SM costs rung 4
+    (docs/design/sort.md, rung 5)."""
     params = onesweep_params(p, device, vec)
     if p.pairs and p.dtype == "uint32":
         params["REGS"] = 0
