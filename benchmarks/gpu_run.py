@@ -338,6 +338,13 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder sort, keys below 2^16 and 2^24", "simtlab ladder sort --rung 4 --rung 5 "
             f"{sizes('2^28:bits16 2^28:bits24 2^24:bits16:pairs 2^28:bits24:pairs')} "
             "--json-out {out}/sort_ladder_bits.json", 200)]),
+    "sort-global": ("sort rung 5 with its chosen arrays asserted global (GLOBAL 1: LDG/STG instead of generic "
+                    "LD/ST) beside GLOBAL 0, keys and pairs at 2^24 and 2^28, one process each point; the sort GPU "
+                    "tests first", [
+        Run("sort GPU tests", "python3 -m pytest -q -p no:cacheprovider -rfE tests/test_sort_gpu.py", 300),
+        Run("GLOBAL 0 and 1", "for s in 2^24 2^28 2^28:float32 2^24:pairs 2^28:pairs; do python3 "
+            "benchmarks/param_sweep.py sort radix_skip --size $s --param GLOBAL=0,1 --timeout 120 "
+            "--json {out}/sort_global_$(echo $s | tr '^:' '__').json; done", 300)]),
     "call-cost": ("where a large 3xTF32 call's time goes besides its kernels (allocations by the call, a plan, a "
                   "kernel call), and the libraries' kernels at the batched and 2048^3 shapes (bf16 C)", [
         Run("3xTF32 at 8192^3 and 4096^3", "for s in 8192 4096; do python3 benchmarks/tf32x3_call_cost.py --size $s "

@@ -184,6 +184,13 @@ SKIPPED_DIGITS = {  # name: (size, rung 5's parameters over its defaults, edit o
     "floats in [1, 2): the top digit skipped": ("1000003:float32:pairs", {}, _set_keys(_floats_in_one_to_two)),
     "7-bit digits below 2^20: three of five passes": ("1000003:bits20:pairs", {"BITS": 7}, None),
     "ranked by match_any, tiles by ticket": ("1000003:bits16", {"MATCH": 0, "ORDER": 0}, None),
+    "arrays asserted global (GLOBAL 1), keys": ("1000003:bits16", {"GLOBAL": 1}, None),
+    "arrays asserted global (GLOBAL 1), full-range float pairs: no pass skipped": (
+        "1000003:float32:pairs", {"GLOBAL": 1}, None),
+    "arrays asserted global (GLOBAL 1), pairs, the first pass skipped": (
+        "1000003:pairs", {"GLOBAL": 1}, _set_keys(lambda k: (k & 0xFFFFFF00) | 0x5A)),
+    "arrays asserted global (GLOBAL 1), every key equal: a copy": (
+        "100003:pairs", {"GLOBAL": 1}, _set_keys(lambda k: k * 0 + 0x12345678)),
 }
 
 

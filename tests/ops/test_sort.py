@@ -155,6 +155,25 @@ def test_every_rung_builds_spill_free(rung, size):
     assert res.spill_bytes == 0 and res.stack_frame == 0
 
 
+def test_global_asserts_the_skipping_rungs_chosen_arrays_are_global_memory():
+    """Rung 5 reads its arrays' addresses from shared memory, where the compiler cannot see their
+    space: generic loads and stores (LD/ST) unless GLOBAL 1 asserts it (LDG/STG only) - the pairs
+    build without spills either way (what the GPU sweep `gpu_run.py sort-global` weighs)."""
+    from collections import Counter
+
+    from simtlab.analyze.sass import disassemble, parse_sass
+
+    rung = family("sort").rung("radix_skip")
+    p = sort.parse_size("1000:pairs")
+    ops = {}
+    for g in (0, 1):
+        inst = build(rung, {**rung.size_defaults(p), "GLOBAL": g}, "sm_90")
+        ops[g] = Counter(i.opcode.split(".")[0] for f in parse_sass(disassemble(inst.cubin.path)).values() for i in f)
+        assert inst.resources(None).spill_bytes == 0
+    assert ops[0]["LD"] > 0 and ops[0]["ST"] > 0
+    assert ops[1]["LD"] == 0 and ops[1]["ST"] == 0 and ops[1]["LDG"] > ops[0]["LDG"]
+
+
 def test_the_float_key_orders_random_bits_as_numpy_sorts():
     bits = np.random.default_rng(0).integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
     bits[::97] = 0x80000000  # -0.0 among +0.0 (bits[::89])

@@ -68,7 +68,8 @@ class CostModel(Strategy):
     the points whose last round idles at most `most_idle` of the GPU before the rest. The defaults
     (explore 2, local 3, spread, members 1, most_idle 0.2) are what `simtlab tune` runs: the setting
     chosen in every leave-one-space-out fold over the ten committed H200 tables; it meets the tuner's
-    goal on nine of them (docs/design/tune.md). Other settings are for replays
+    goal on nine of them, and on neither of the two measured after it (gemm rung 8 at 4096^3 and
+    4096x4096x1024: docs/design/tune.md). Other settings are for replays
     (benchmarks/strategy_benchmark.py --model-option, benchmarks/strategy_loo.py)."""
 
     def __init__(self, configs, seed: int = 0, initial: int = 8, features: Callable[[Config], list[float]] | None = None,

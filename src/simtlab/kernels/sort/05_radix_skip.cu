@@ -7,21 +7,29 @@
 // same for any keys (a CUDA graph replays them). Where no pass moves keys (n = 1, all keys equal)
 // the last launch copies the input. What it should buy: keys that span fewer bits than their type
 // (indices, small counts, timestamps of one day) sort in the passes their bits need - 2^28 keys
-// below 2^16 in two passes instead of four - and full-range keys at rung 4's speed.
+// below 2^16 in two passes instead of four - and full-range keys at rung 4's speed. GLOBAL 1 tells
+// the compiler those arrays are global memory, which it cannot see through shared memory.
 #include "sort/04_radix_onesweep.cu"
 
 // The arrays a launch was given by the block's first thread, in shared memory (keys in, keys out,
 // values in, values out): read where they are used, so no register holds them across the ranking.
+// A pointer read from shared memory has no known space: the passes address it generically (LD/ST)
+// unless GLOBAL asserts it is global (LDG/STG; costs the 64-register keys build 12 bytes of spills).
+template <int GLOBAL>
 struct ChosenArrays {
   unsigned* const* at;
-  __device__ __forceinline__ const unsigned* keys_in() const { return at[0]; }
-  __device__ __forceinline__ unsigned* keys_out() const { return at[1]; }
-  __device__ __forceinline__ const unsigned* vals_in() const { return at[2]; }
-  __device__ __forceinline__ unsigned* vals_out() const { return at[3]; }
+  __device__ __forceinline__ static unsigned* space(unsigned* p) {
+    if constexpr (GLOBAL) __builtin_assume(__isGlobal(p));
+    return p;
+  }
+  __device__ __forceinline__ const unsigned* keys_in() const { return space(at[0]); }
+  __device__ __forceinline__ unsigned* keys_out() const { return space(at[1]); }
+  __device__ __forceinline__ const unsigned* vals_in() const { return space(at[2]); }
+  __device__ __forceinline__ unsigned* vals_out() const { return space(at[3]); }
 };
 
 template <int BLOCK, int ITEMS, int FLOAT, int PAIRS, int STAGED, int EARLY, int LOOK, int MATCH, int ORDER, int REGS,
-          int VALS, int BITS = 8>
+          int VALS, int BITS = 8, int GLOBAL = 0>
 __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_radix_skip(
     int phase, const unsigned* __restrict__ keys_in, unsigned* __restrict__ keys_tmp, unsigned* __restrict__ keys_out,
     const unsigned* __restrict__ vals_in, unsigned* __restrict__ vals_tmp, unsigned* __restrict__ vals_out,
@@ -66,5 +74,5 @@ __global__ void __launch_bounds__(BLOCK, MinBlocks<BLOCK, REGS>::value) sort_rad
     chosen[3] = to_out ? vals_out : vals_tmp;
   }
   onesweep_launch<BLOCK, ITEMS, FLOAT, PAIRS, STAGED, EARLY, LOOK, MATCH, ORDER, REGS, VALS, BITS>(
-      phase, ChosenArrays{chosen}, hist, status, tickets, n, tiles, pass);
+      phase, ChosenArrays<GLOBAL>{chosen}, hist, status, tickets, n, tiles, pass);
 }
