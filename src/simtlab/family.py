@@ -87,6 +87,12 @@ class Rung:
             args.append("true" if (vec is None or vec) else "false")
         return f"{self.kernel}<{', '.join(args)}>"
 
+    @property
+    def widest_vec(self) -> bool | None:
+        """The `vec` of a build no workspace chose (static reports, the tuner's builds, the shipped
+        point): the 128-bit path where the rung has one."""
+        return True if self.vec_variant else None
+
     def name_expressions(self, params: Mapping[str, int]) -> tuple[str, ...]:
         if self.vec_variant:
             return (self.name_expression(params, True), self.name_expression(params, False))

@@ -29,7 +29,7 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
     from .sass import SassUnavailable, kernel_sass, loop_cycles
 
     inst = build(rung, None, arch)
-    vec = True if rung.vec_variant else None
+    vec = rung.widest_vec
     launch = inst.geometry(problem, None)
     res = inst.resources(vec)
     occ = inst.occupancy(launch, vec)

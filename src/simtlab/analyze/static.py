@@ -25,7 +25,7 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
             entries.append({**base, "error": f"unsupported: {reason}", "log": reason, "unsupported": True})
             continue
         try:  # at the parameters a run of this problem would use (its dtype, radius, row length...)
-            inst = build(rung, choose_params(rung, problem, None, True if rung.vec_variant else None), arch)
+            inst = build(rung, choose_params(rung, problem, None, rung.widest_vec), arch)
         except (CompileError, UnsupportedArchError) as exc:
             entries.append({**base, "error": str(exc).splitlines()[0], "log": getattr(exc, "log", str(exc)),
                             "unsupported": isinstance(exc, UnsupportedArchError)})

@@ -101,8 +101,7 @@ def runnable_at(rung: Rung, configs: list, problem, device=None, fixed: dict | N
 def completion(rung: Rung, space: Space, problem, device=None) -> Callable[[dict], dict]:
     """A configuration completed as it is built and run: the problem's own parameters (element type,
     radius, ...) under it, and the space's fixed ones."""
-    vec = True if rung.vec_variant else None  # (as the evaluations build it: tune.static, shipped_point)
-    base = rung.size_defaults(problem, device, vec) if rung.size_defaults else {}
+    base = rung.size_defaults(problem, device, rung.widest_vec) if rung.size_defaults else {}
     return lambda config: {**base, **space.complete(config)}
 
 
@@ -113,7 +112,7 @@ def shipped_point(rung: Rung, space: Space, problem, device=None) -> dict | None
     from ..launch import choose_params
 
     shipped = rung.params(device.arch if device is not None else None,
-                          choose_params(rung, problem, device, True if rung.vec_variant else None))
+                          choose_params(rung, problem, device, rung.widest_vec))
     if any(shipped.get(k) != v for k, v in space.fixed.items()) or any(n not in shipped for n in space.names):
         return None
     point = {n: shipped[n] for n in space.names}

@@ -51,7 +51,7 @@ def static_profile(rung, params: Mapping[str, int], problem, arch: str, sms: int
 
     inst = build(rung, params, arch)
     launch = inst.geometry(problem, device)
-    vec = True if rung.vec_variant else None
+    vec = rung.widest_vec
     occ = inst.occupancy(launch, vec)
     w = waves(rung, inst.params, problem, launch.blocks, occ.blocks_per_sm, sms)
     if w is None:
