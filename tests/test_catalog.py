@@ -63,10 +63,10 @@ def test_gemm_geometry_covers_every_output(rung, mnk):
     elif rung.name == "tuned":  # a 1D grid in grouped tile order
         tiles = -(-p.M // params["BM"]) * -(-p.N // params["BN"])
         assert L.grid == (tiles, 1, 1)
-    elif rung.name == "tf32x3":  # persistent clusters walking every cluster tile (rung 6's grid)
-        from simtlab.ops import gemm_tc
+    elif rung.name in ("tf32x3", "f16x3"):  # persistent clusters walking every cluster tile (rung 6's grid)
+        from simtlab.ops import f16x3, gemm_tc, tf32x3
 
-        work = gemm_tc.cluster_work(params, gemm_tc.TcProblem(p.M, p.N, p.K, "float32"))
+        work = gemm_tc.cluster_work(params, (tf32x3 if rung.name == "tf32x3" else f16x3).tc_problem(p))
         assert work * params["CM"] * params["BM"] * params["BN"] >= p.M * p.N
         assert L.grid[0] == min(132 // params["CM"], work) * params["CM"] and L.threads == 3 * 128
     else:

@@ -261,6 +261,8 @@ def make_runner(instance, problem, ws, device, vec, prepare):
     flag and exponents allocated once); on CuPy's current stream. The others: one launch (None)."""
     if instance.rung.name == "tf32x3_mma":
         return _tf32x3_mma_runner(instance, problem, ws, device, vec, prepare)
+    if instance.rung.name == "f16x3":
+        return _f16x3_runner(instance, problem, ws, device, prepare)
     if not instance.rung.can(TF32X3):
         return None
     import cupy
@@ -297,6 +299,49 @@ def _tf32x3_mma_runner(instance, p, ws, device, vec, prepare):
 
     run.scratch = scratch  # (alive as long as the runner)
     return run
+
+
+def _f16x3_runner(instance, p, ws, device, prepare):
+    """Rung 13: its scratch (parts, maxima, exponents) allocated once, outside the timed call."""
+    import cupy
+
+    from .f16x3 import F16x3Gemm
+
+    kernel = F16x3Gemm(instance, p.M, p.N, p.K, device, prepare)
+    scratch = cupy.empty(kernel.scratch_bytes, dtype=cupy.uint8)
+    A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
+    if C.data.ptr % 16 and instance.params["EPI"]:
+        raise ValueError("rung 13's TMA stores need C on a 16-byte boundary (or EPI 0)")
+    stream = cupy.cuda.get_current_stream
+
+    def run():
+        kernel.run(A.data.ptr, p.K, B.data.ptr, p.N, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
+
+    run.scratch = scratch  # (alive as long as the runner)
+    return run
+
+
+def f16x3_bytes(params, p: GemmProblem) -> int:
+    """Rung 13: the maxima pass (reads A and B), the split (reads them again, writes two 2-byte parts
+    of each, K padded), then three passes of block-tile panels over the 2-byte parts."""
+    from .f16x3 import padded_k
+
+    kp = padded_k(p.K)
+    split = 8 * p.K * (p.M + p.N) + 4 * kp * (p.M + p.N)
+    return split + 3 * _panels(p, params["BM"], params["BN"], kp) // 2 + _c_bytes(p)
+
+
+def _f16x3_rung() -> Rung:
+    from . import f16x3, gemm_tc
+
+    cluster = gemm_tc.FAMILY.rung("wgmma_cluster")
+    return Rung("gemm", 13, "f16x3", "gemm/13_f16x3.cu", cluster.kernel, cluster.template_params + ("SPLIT", "SK", "AREG"),
+                frozen({**cluster.defaults, "DT": 0, "TA": 0, "TB": 1, "SPLIT": 1, "BN": 128, "SK": 0, "AREG": 0}),
+                "rung 11 with fp16 parts: rows and columns scaled by powers of two into fp16's range, small parts "
+                "stored times 2^11; the tensor cores' fp16 rate is twice TF32's",
+                f16x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=f16x3.size_defaults,
+                tunable=("STAGES", "GROUP_M", "CM", "SPLIT"), traffic=f16x3_bytes, work=f16x3.work,
+                sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
 
 
 def tf32x3_work(params, problem, sms: int) -> tuple[int, int]:
@@ -543,6 +588,7 @@ FAMILY = Family(
              "mma.sync from registers, sm_80 and later, no pre-pass",
              geometry_tf32x3_mma, vec_variant=True, min_cc=(8, 0), space=tf32x3_mma_space,
              sass_expect=("HMMA", "LDGSTS.128"), aliases=("tf32x3_sm80",)),
+        _f16x3_rung(),
     ),
     check_size="127x129x65",
 )

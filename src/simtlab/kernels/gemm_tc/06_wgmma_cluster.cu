@@ -182,8 +182,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
   // rows of A the rescaling pass gave an exponent are scaled by it as they are split.
   static_assert(AREG == 0 || (SPLIT && LEAN && BK == 32), "AREG: 3xTF32 (SPLIT) with LEAN bookkeeping");
   static_assert(SPLIT >= 0 && SPLIT <= 8, "SPLIT: 0 one pass; 1-8 3xTF32, promoting every SPLIT slices of big x big");
-  static_assert(SPLIT == 0 || (DT == 2 && OUT == 0), "3xTF32 takes fp32 operands (DT 2) and writes fp32");
-  constexpr int SMALL_WINDOW = 16;
+  static_assert(SPLIT == 0 || ((DT == 2 || (DT == 0 && TA == 0 && TB == 1)) && OUT == 0),
+                "split products: TF32 parts (DT 2), or fp16 parts (DT 0, rung 13: B^T's K-major copy), fp32 out");
+  static_assert(DT == 2 || (SK == 0 && AREG == 0), "rung 13 (fp16 parts): whole tiles, both operands from the split");
+  // rung 13's small parts are stored times 2^11 (kept in fp16's normal range): their windows' sums
+  // come back down by 2^-11 as they are promoted (exact: a power of two)
+  constexpr float SMALL_SCALE = DT == 2 ? 1.0f : 1.0f / 2048.0f;
+  constexpr int SMALL_WINDOW = DT == 2 ? 16 : 8;  // (512 k either way)
   const int KP = (K + BK - 1) / BK;  // slices of one pass over K
   const int KT = SPLIT ? 3 * KP : KP;
   // SK 1 (split-K over the last round): where the tiles leave a partial last round of `rest` on
@@ -503,8 +508,13 @@ gemm_tc_wgmma_cluster(int M, int N, int K, int batch, const __grid_constant__ si
         if constexpr (SPLIT) {
           if (window_end(kt) && kt < ke - 1) {  // the window's sums into `total` (the last: below)
             simtlab::wgmma_wait<0>();
+            if (DT != 2 && kt < 2 * KP) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
+              for (int i = 0; i < BN / 2; ++i) total[i] += acc[i] * SMALL_SCALE;
+            } else {
+#pragma unroll
+              for (int i = 0; i < BN / 2; ++i) total[i] += acc[i];
+            }
           }
         }
         if constexpr (EPI == 3) {  // kept piece i leaves at slice i + 1, this slice's multiplies in flight

@@ -1,0 +1,112 @@
+"""The fp32 ladder's rung 13 (three fp16 products, rows and columns scaled) on the GPU: odd sizes,
+alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the inputs that stress the
+scaling (N(0,1), positive sums, rows 2^60 apart, values near the smallest normal), Inf and NaN where
+SGEMM gives them."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.gemm]
+
+
+def _hopper():
+    from simtlab.device import device_info
+
+    if device_info().compute_capability != (9, 0):
+        pytest.skip("rung 13 (wgmma, TMA) runs on sm_90")
+
+
+@pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
+                                  "2048x2048x2048"])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
+def test_rung_13_matches_float64_on_a_poisoned_c(size, alpha, beta):
+    """The ladder's runner (maxima, split and main loop; N % 4 != 0 through EPI 0) three times on a
+    poisoned C (NaN where beta == 0: C must not be read), then the float64 product within the fp32
+    family's tolerance."""
+    import cupy
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, choose_params, runner
+    from simtlab.ops import gemm
+
+    _hopper()
+    fam, dev = family("gemm"), device_info()
+    rung = fam.rung("f16x3")
+    p = gemm.parse_size(size, alpha=alpha, beta=beta)
+    ws = fam.op().workspace(p, seed=7)
+    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
+    assert inst.params["EPI"] == (0 if p.N % 4 else 3)
+    run = runner(inst, p, ws, None, dev)
+    for _ in range(3):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    assert not bool(cupy.isnan(out).any())
+    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    assert err <= gemm.tolerance(p), (size, err)
+
+
+def _rung_13(A, B):
+    import torch
+
+    from simtlab.catalog import family
+    from simtlab.device import device_info
+    from simtlab.launch import build, prepare
+    from simtlab.ops import f16x3, gemm
+
+    M, K = A.shape
+    N = B.shape[1]
+    rung, info = family("gemm").rung("f16x3"), device_info()
+    params = f16x3.size_defaults(gemm.GemmProblem(M, N, K), info)
+    k = f16x3.F16x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
+    C = torch.empty(M, N, device=A.device)
+    scratch = torch.empty(-(-k.scratch_bytes // 4), device=A.device)
+    k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
+          torch.cuda.current_stream().cuda_stream)
+    return C
+
+
+@pytest.mark.parametrize("kind", ["normal", "uniform", "rows 2^+-30", "tiny A", "tiny B"])
+def test_rung_13_error_at_most_sgemms(kind):
+    """Against float64 on the same inputs, the relative Frobenius error of rung 13 is at most cuBLAS
+    SGEMM's (torch.mm, TF32 off): the scales keep every row's values within fp16's range however
+    far apart the rows are, or however near the smallest normal fp32."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(11)
+    M, N, K = 2048, 2048, 4096
+    if kind == "uniform":
+        A, B = torch.rand(M, K, device="cuda", generator=g), torch.rand(K, N, device="cuda", generator=g)
+    elif kind.startswith("tiny"):  # one operand in [2^-125, 2^-124), the other in [0.5, 1)
+        A = (1 + torch.rand(M, K, device="cuda", generator=g)) * 2.0 ** -125
+        B = 0.5 + torch.rand(K, N, device="cuda", generator=g) / 2
+        if kind == "tiny B":
+            A, B = B.T.contiguous(), A.T.contiguous()
+    else:
+        A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)
+        if kind == "rows 2^+-30":
+            A *= torch.where(torch.arange(M, device="cuda") % 2 == 0, 2.0 ** 30, 2.0 ** -30)[:, None]
+    ref = A.double() @ B.double()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sgemm = float(((A @ B).double() - ref).norm() / ref.norm())
+    ours = float((_rung_13(A, B).double() - ref).norm() / ref.norm())
+    assert ours <= sgemm, (kind, ours, sgemm)
+
+
+def test_rung_13_gives_inf_and_nan_where_sgemm_does():
+    """Infinities and NaNs in A (B finite) set no scale: the same entries of C are infinite or NaN
+    as in SGEMM's C, with the same signs; the finite ones agree."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
+    A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want, got = A @ B, _rung_13(A, B)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    inf = torch.isinf(want)
+    assert torch.equal(torch.sign(got[inf]), torch.sign(want[inf]))
+    fin = torch.isfinite(want)
+    assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
