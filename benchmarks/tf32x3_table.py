@@ -11,7 +11,8 @@ beside what a user would call instead, in one process (GPU, sm_90):
    Beside simtlab: cuBLAS SGEMM (torch.mm, TF32 off), cuBLAS TF32 (one pass), Triton tf32x3.
 2. speed, L2 cleared before each call (triton.testing.do_bench, median), the four calls
    interleaved over five rounds; the split pre-pass alone (its two kernels) beside them. With
-   --f16x3: rung 13 (the same split with fp16 parts, rows and columns scaled) beside them.
+   --f16x3: simtlab.gemm(precision="f16x3") - rung 13, the same split with fp16 parts, rows and
+   columns scaled - beside them.
 
     python benchmarks/tf32x3_table.py [--json out.json] [--only accuracy,speed]
 """
@@ -115,7 +116,7 @@ def _rung_13(overrides: dict):
             params = {**f16x3.size_defaults(gemm.GemmProblem(M, N, K), info), **overrides}
             k = kernels[(M, N, K)] = f16x3.F16x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
         C = torch.empty(M, N, device=A.device)
-        scratch = torch.empty(-(-k.scratch_bytes // 4), device=A.device)
+        scratch = torch.empty(-(-k.parts_bytes // 4), device=A.device)
         k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
               torch.cuda.current_stream().cuda_stream)
         return C
@@ -217,7 +218,7 @@ def speed() -> list[dict]:
         row["x SGEMM"] = round(med["cuBLAS SGEMM"] / med["simtlab tf32x3"], 2)
         row["x Triton tf32x3"] = round(med["Triton tf32x3"] / med["simtlab tf32x3"], 2)
         for name in med:
-            if name.startswith("rung 13"):
+            if name.startswith(("rung 13", "simtlab f16x3")):
                 row[f"{name} x SGEMM"] = round(med["cuBLAS SGEMM"] / med[name], 2)
         row["spread_pct"] = round(100 * (max(times["simtlab tf32x3"]) - min(times["simtlab tf32x3"]))
                                   / med["simtlab tf32x3"], 1)
@@ -245,9 +246,12 @@ def main() -> None:
     ap.add_argument("--splits", default="", help="rung 11 also at these promotion periods (kernel calls), e.g. 2,4")
     ap.add_argument("--variant", action="append", default=[],
                     help="rung 11 also built with these parameters (a kernel call), e.g. SK=1,KEEP=3 (repeatable)")
-    ap.add_argument("--f16x3", default="", help="rung 13 (fp16 parts) at these promotion periods (kernel calls), e.g. 1,2")
+    ap.add_argument("--f16x3", action="store_true", help="also simtlab.gemm(precision='f16x3'): rung 13 (fp16 parts)")
+    ap.add_argument("--f16x3-splits", default="", help="rung 13 also at these promotion periods (kernel calls), e.g. 2")
     args = ap.parse_args()
-    for split in filter(None, args.f16x3.split(",")):
+    if args.f16x3:
+        METHODS.append(("simtlab f16x3", lambda A, B: simtlab.gemm(A, B, precision="f16x3")))
+    for split in filter(None, args.f16x3_splits.split(",")):
         METHODS.append((f"rung 13 SPLIT {split} (kernel call)", _rung_13({"SPLIT": int(split)})))
     parts = set(args.only.split(","))
     if args.rung12:

@@ -61,7 +61,7 @@ def _rung_13(A, B):
     params = f16x3.size_defaults(gemm.GemmProblem(M, N, K), info)
     k = f16x3.F16x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
     C = torch.empty(M, N, device=A.device)
-    scratch = torch.empty(-(-k.scratch_bytes // 4), device=A.device)
+    scratch = torch.empty(-(-k.parts_bytes // 4), device=A.device)
     k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
           torch.cuda.current_stream().cuda_stream)
     return C
@@ -110,3 +110,35 @@ def test_rung_13_gives_inf_and_nan_where_sgemm_does():
     assert torch.equal(torch.sign(got[inf]), torch.sign(want[inf]))
     fin = torch.isfinite(want)
     assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
+
+
+@pytest.mark.api
+@pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "257x250x4099", "1024x1024x1024"])
+def test_gemm_f16x3_call_matches_float64(size):
+    """simtlab.gemm(precision="f16x3") as a user calls it: a new C, then alpha and beta into a given
+    C, and into a C that starts off a 16-byte boundary (the register epilogue); K < 64 sums in
+    float64. Within the fp32 family's tolerance of the float64 product each time."""
+    import simtlab
+    from simtlab.ops import gemm
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    M, N, K = map(int, size.split("x"))
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)
+    C0 = torch.randn(M, N, device="cuda", generator=g)
+    ref = A.double() @ B.double()
+    tol = gemm.tolerance(gemm.GemmProblem(M, N, K))
+
+    def err(C, want):
+        return float((C.double() - want).norm() / want.norm())
+
+    assert err(simtlab.gemm(A, B, precision="f16x3"), ref) <= tol
+    C = C0.clone()
+    simtlab.gemm(A, B, C, alpha=-0.75, beta=1.5, precision="f16x3")
+    assert err(C, -0.75 * ref + 1.5 * C0.double()) <= tol
+    flat = torch.empty(M * N + 1, device="cuda")
+    Cs = flat[1:].view(M, N)  # (4 bytes past a 16-byte boundary)
+    Cs.copy_(C0)
+    simtlab.gemm(A, B, Cs, alpha=2.0, beta=-1.0, precision="f16x3")
+    assert err(Cs, 2.0 * ref - C0.double()) <= tol

@@ -376,7 +376,10 @@ class TcPlan(_Plan):
             runner(self._pointer, ws.p, ws, None, self.info)()
 
 
-PRECISIONS = ("ieee", "tf32x3")  # simtlab.gemm's: fp32 FMAs on the CUDA cores, or 3xTF32 on the tensor cores
+# simtlab.gemm's: fp32 FMAs on the CUDA cores, 3xTF32 on the tensor cores, or three fp16 products of
+# scaled parts (rung 13, Hopper)
+PRECISIONS = ("ieee", "tf32x3", "f16x3")
+F16X3_RUNGS = ("f16x3", 13, "13")
 # Below this depth precision="tf32x3" sums in float64 on the CUDA cores (rung 8, KAHAN 2) instead:
 # three TF32 products keep ~22 bits of each product, and a short SGEMM rounds too few times to lose
 # more - at K = 16 3xTF32's error is 1.4x SGEMM's (run 2026-12-04_h200_ea66d4_tf32x3_mma, Triton's
@@ -403,6 +406,22 @@ def tf32x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = Fals
         raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; this GPU is {arch} - "
                          f"use precision='ieee'")
     return "tf32x3_mma"  # rung 12: sm_80 and later, the split in registers
+
+
+def f16x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = False) -> str:
+    """Which rung precision="f16x3" runs for `rung` ("best" or one of F16X3_RUNGS) at depth K:
+    "warptiling" (float64 sums) below TF32X3_MIN_K (three 11-bit products lose to a short SGEMM
+    there, as 3xTF32 does: K = 16 / 32 9.3 / 10.5e-8 against 7.4 / 10.3e-8, run
+    2026-12-05_h200_54605b_f16x3), rung 13 on Hopper; a clear error otherwise."""
+    if kahan or (rung != "best" and rung not in F16X3_RUNGS):
+        raise ValueError("precision='f16x3' is rung 13 (three fp16 products on Hopper); it takes no other rung "
+                         "and no kahan")
+    if rung == "best" and K < TF32X3_MIN_K:
+        return "warptiling"
+    if not family("gemm").rung("f16x3").supports(cc):
+        raise ValueError(f"precision='f16x3' runs on sm_90 (wgmma, TMA); this GPU is {arch} - use "
+                         f"precision='tf32x3' (its sm_80 path) or 'ieee'")
+    return "f16x3"
 
 
 class GemmPlan(_Plan):
@@ -451,14 +470,22 @@ class GemmPlan(_Plan):
         name = rung
         if rung in TF32X3_RUNGS:
             precision = "tf32x3"
+        if rung in F16X3_RUNGS:
+            precision = "f16x3"
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
         self.split = None
         sums = KAHAN_PARAMS if kahan else None
+        if precision == "f16x3":
+            name = f16x3_rung(rung, K, info.compute_capability, info.arch, kahan)
+            if name == "f16x3":
+                self._init_split(M, N, K, info, "f16x3")
+                return
+            sums = F64_SUMS_PARAMS  # (K < TF32X3_MIN_K: one rounding in float64, as tf32x3 there)
         if precision == "tf32x3":
             name = tf32x3_rung(rung, K, info.compute_capability, info.arch, kahan)
             if name == "tf32x3":
-                self._init_split(M, N, K, info)
+                self._init_split(M, N, K, info, "tf32x3")
                 return
             if name == "warptiling":
                 sums = F64_SUMS_PARAMS  # too short for 3xTF32 to match SGEMM (see TF32X3_MIN_K)
@@ -488,11 +515,12 @@ class GemmPlan(_Plan):
                     if not (vec and (K % 4 or N % 4)):
                         self.launches[vec] = self._launch(r, problem, vec, sums)
 
-    def _init_split(self, M: int, N: int, K: int, info) -> None:
-        """Rung 11: the split kernels and the tensor-core main loop, built for this shape."""
+    def _init_split(self, M: int, N: int, K: int, info, name: str) -> None:
+        """Rung 11 (`name` "tf32x3") or 13 ("f16x3"): the split kernels and the tensor-core main loop,
+        built for this shape."""
         from .ops.gemm import GemmProblem
 
-        r = family("gemm").rung("tf32x3")
+        r = family("gemm").rung(name)
         if not r.supports(info.compute_capability):
             raise ValueError(f"rung 11 (3xTF32 with wgmma and TMA) runs on sm_90; GPU {self.device} is {info.arch} "
                              f"- leave rung at 'best' (rung 12 there) or use precision='ieee'")
@@ -500,14 +528,17 @@ class GemmPlan(_Plan):
         self._split_args = (M, N, K)
         guard = _current(self.lib, self.device)
         with guard if guard is not None else nullcontext():
-            self.split = self._split_kernel(_store_params("tf32x3", self.problem, None, info))
+            self.split = self._split_kernel(_store_params(name, self.problem, None, info))
         self._split_epi0 = None  # (built on the first C that is not on a 16-byte boundary)
 
     def _split_kernel(self, params):
-        from .ops.tf32x3 import Tf32x3Gemm
+        if self.rung.name == "f16x3":
+            from .ops.f16x3 import F16x3Gemm as kernel
+        else:
+            from .ops.tf32x3 import Tf32x3Gemm as kernel
 
-        inst = _instance("gemm", "tf32x3", params, self.info.arch)
-        return Tf32x3Gemm(inst, *self._split_args, self.info, prepare)
+        inst = _instance("gemm", self.rung.name, params, self.info.arch)
+        return kernel(inst, *self._split_args, self.info, prepare)
 
     def _run_split(self, A, B, C, alpha, beta):
         lib, kernel = self.lib, self.split
@@ -517,7 +548,7 @@ class GemmPlan(_Plan):
                 guard = _current(lib, self.device)
                 with guard if guard is not None else nullcontext():
                     self._split_epi0 = self._split_kernel(tuple(sorted({**dict(_store_params(
-                        "tf32x3", self.problem, None, self.info)), "EPI": 0}.items())))
+                        self.rung.name, self.problem, None, self.info)), "EPI": 0}.items())))
             kernel = self._split_epi0
         scratch = lib.empty((kernel.parts_bytes // 4,), "float32", self.device)
         M, N, K = self._split_args

@@ -68,7 +68,7 @@ class Scratch:
 
 class F16x3Gemm:
     """Rung 13 on one problem's shape: `run(...)` is a memset (B's column maxima) and three driver
-    launches on the given stream (the maxima, the split, the main loop); `scratch_bytes` a call hold
+    launches on the given stream (the maxima, the split, the main loop); `parts_bytes` a call hold
     the parts, the maxima and the exponents (the caller allocates them on its stream)."""
 
     def __init__(self, inst, M: int, N: int, K: int, device, prepare):
@@ -100,7 +100,7 @@ class F16x3Gemm:
         v[1].value, v[2].value, v[5].value, v[7].value, v[15].value, v[16].value = M, K, N, self.kp, a_blocks, tiles_n
 
     @property
-    def scratch_bytes(self) -> int:
+    def parts_bytes(self) -> int:
         return 2 * 2 * (self.M + self.N) * self.kp + 4 * (self.M + self.N) + 16 + scale_bytes(self.M, self.N)
 
     def scratch(self, base: int) -> Scratch:
@@ -115,7 +115,7 @@ class F16x3Gemm:
     def run(self, pa: int, lda: int, pb: int, ldb: int, pc: int, alpha: float, beta: float, scratch: int,
             stream: int) -> None:
         """C = alpha * A @ B + beta * C: A row-major (M x K, row stride lda elements), B row-major
-        (K x N, ldb), C row-major (M x N); the parts in `scratch` (scratch_bytes)."""
+        (K x N, ldb), C row-major (M x N); the parts in `scratch` (parts_bytes)."""
         from ..driver import memset32
 
         s = self.scratch(scratch)

@@ -308,7 +308,7 @@ def _f16x3_runner(instance, p, ws, device, prepare):
     from .f16x3 import F16x3Gemm
 
     kernel = F16x3Gemm(instance, p.M, p.N, p.K, device, prepare)
-    scratch = cupy.empty(kernel.scratch_bytes, dtype=cupy.uint8)
+    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
     A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
     if C.data.ptr % 16 and instance.params["EPI"]:
         raise ValueError("rung 13's TMA stores need C on a 16-byte boundary (or EPI 0)")

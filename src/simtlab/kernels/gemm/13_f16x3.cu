@@ -7,8 +7,8 @@
 //  * the small part x - big is stored times 2^11, in fp16's normal range for every value within
 //    2^27 of its row's largest (below, absolute error 2^-49 of that largest); the small passes'
 //    sums come back down by 2^-11 as they are promoted out of the tensor cores;
-//  * B's parts are transposed to K-major as rung 11's (any N), the windows cover the same k
-//    (SPLIT slices of 64 in big x big, 8 in the small passes); whole tiles only (no SK).
+//  * the main loop is rung 11's (gemm_tc_wgmma_cluster with SPLIT) over fp16 parts, B's transposed
+//    to K-major (any N); windows cover rung 11's k (SPLIT 64-deep slices of big x big); no SK.
 //  Should buy: rung 11's error at up to 1.5x its speed. Inf and NaN ride in the small part.
 #include "gemm_tc/06_wgmma_cluster.cu"
 
