@@ -233,6 +233,17 @@ PHASES: dict[str, tuple[str, list]] = {
             f"{sizes('4096 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 240),
         Run("compute-sanitizer on rung 11", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung tf32x3 --size $s --jobs 8; done", 200)]),
+    "f16x3": ("fp32 from three fp16 products (rung 13) through simtlab.gemm(precision='f16x3'): the fp32 "
+              "tensor-core GPU tests (rungs 11-13, the plans), the accuracy and speed table beside rung 11, "
+              "cuBLAS and Triton, the ladder's top rows, the sanitizer", [
+        Run("the fp32 tensor-core GPU tests", "python3 -m pytest -q -m gpu tests/test_f16x3_gpu.py tests/test_tf32x3_gpu.py "
+            "tests/test_gpu.py -k 'f16x3 or rung_13 or tf32x3 or rung_11 or rung_12' -p no:cacheprovider 2>&1 | tail -8", 240),
+        Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --f16x3 --json {out}/f16x3.json",
+            300),
+        Run("rungs 10, 11 and 13 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 --rung 13 "
+            f"{sizes('4096 8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 300),
+        Run("compute-sanitizer on rung 13", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
+            "--rung f16x3 --size $s --jobs 8; done", 200)]),
     "tf32x3-sk": ("rung 11 with the last round's tiles cut into chunks of K (SK 1): its GPU tests, the speed table "
                   "beside SK 0 and KEEP 3 / 4 in one process, memcheck and initcheck on a cut tile's scratch", [
         Run("rung 11's GPU tests", "python3 -m pytest -q -m gpu tests/test_tf32x3_gpu.py -k 'rung_11' "
