@@ -89,3 +89,20 @@ def test_tf32x3_picks_float64_sums_below_min_k_then_rung_11_on_hopper_and_12_els
         tf32x3_rung("tuned", k, (9, 0), "sm_90")
     with pytest.raises(ValueError, match="no kahan"):
         tf32x3_rung("best", k, (9, 0), "sm_90", kahan=True)
+
+
+def test_f16x3_picks_float64_sums_below_min_k_then_rung_13_on_hopper_only():
+    """precision="f16x3": float64 sums (rung 8) below TF32X3_MIN_K (three 11-bit products lose to a
+    short SGEMM there), rung 13 on Hopper; off Hopper, a rung that is not rung 13, or kahan: an
+    error that names what to use instead."""
+    from simtlab.plans import TF32X3_MIN_K, f16x3_rung
+
+    k = TF32X3_MIN_K
+    assert f16x3_rung("best", k - 1, (9, 0), "sm_90") == f16x3_rung("best", k - 1, (8, 0), "sm_80") == "warptiling"
+    assert f16x3_rung("best", k, (9, 0), "sm_90") == f16x3_rung(13, 16, (9, 0), "sm_90") == "f16x3"
+    with pytest.raises(ValueError, match="runs on sm_90.*this GPU is sm_80 - use precision='tf32x3'"):
+        f16x3_rung("best", k, (8, 0), "sm_80")
+    with pytest.raises(ValueError, match="no other rung"):
+        f16x3_rung("tf32x3", k, (9, 0), "sm_90")
+    with pytest.raises(ValueError, match="no kahan"):
+        f16x3_rung("best", k, (9, 0), "sm_90", kahan=True)
