@@ -66,15 +66,16 @@ def _ours_rung_12(A, B):
 METHODS = [("simtlab tf32x3", _ours), ("cuBLAS SGEMM", _sgemm), ("cuBLAS TF32", _tf32), ("Triton tf32x3", _triton)]
 
 
-def _rung_11(overrides: dict):
-    """Rung 11 built with other parameters than simtlab.gemm's defaults (a promotion period SPLIT,
-    the last round in chunks of K SK, kept pieces KEEP), called through its kernel object (split kernels and main loop,
-    scratch from torch): labelled as such in the tables."""
+def _kernel_call(rung_name: str, overrides: dict):
+    """Rung 11 ("tf32x3") or 13 ("f16x3") at its size defaults and `overrides` (a promotion period
+    SPLIT, the last round in chunks of K SK, kept pieces KEEP), called through its kernel object
+    (split kernels and main loop, scratch from torch): labelled as such in the tables."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, prepare
-    from simtlab.ops import gemm, tf32x3
+    from simtlab.ops import f16x3, gemm, tf32x3
 
+    module, kind = (tf32x3, tf32x3.Tf32x3Gemm) if rung_name == "tf32x3" else (f16x3, f16x3.F16x3Gemm)
     kernels = {}
 
     def call(A, B):
@@ -82,39 +83,12 @@ def _rung_11(overrides: dict):
         N = B.shape[1]
         k = kernels.get((M, N, K))
         if k is None:
-            rung, info = family("gemm").rung("tf32x3"), device_info()
-            defaults = tf32x3.size_defaults(gemm.GemmProblem(M, N, K), info)
+            rung, info = family("gemm").rung(rung_name), device_info()
+            defaults = module.size_defaults(gemm.GemmProblem(M, N, K), info)
             params = {**defaults, **overrides}
             if defaults.get("EPI") == 0:  # (C's rows not whole 16-byte units: no TMA stores, whatever the variant)
                 params["EPI"] = 0
-            k = kernels[(M, N, K)] = tf32x3.Tf32x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
-        C = torch.empty(M, N, device=A.device)
-        scratch = torch.empty(k.parts_bytes // 4, device=A.device)
-        k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
-              torch.cuda.current_stream().cuda_stream)
-        return C
-
-    return call
-
-
-def _rung_13(overrides: dict):
-    """Rung 13 (fp16 parts, scaled) at its size defaults and `overrides`, called through its kernel
-    object (maxima, split and main loop; scratch from torch): labelled as a kernel call."""
-    from simtlab.catalog import family
-    from simtlab.device import device_info
-    from simtlab.launch import build, prepare
-    from simtlab.ops import f16x3, gemm
-
-    kernels = {}
-
-    def call(A, B):
-        M, K = A.shape
-        N = B.shape[1]
-        k = kernels.get((M, N, K))
-        if k is None:
-            rung, info = family("gemm").rung("f16x3"), device_info()
-            params = {**f16x3.size_defaults(gemm.GemmProblem(M, N, K), info), **overrides}
-            k = kernels[(M, N, K)] = f16x3.F16x3Gemm(build(rung, params, info.arch), M, N, K, info, prepare)
+            k = kernels[(M, N, K)] = kind(build(rung, params, info.arch), M, N, K, info, prepare)
         C = torch.empty(M, N, device=A.device)
         scratch = torch.empty(-(-k.parts_bytes // 4), device=A.device)
         k.run(A.data_ptr(), K, B.data_ptr(), N, C.data_ptr(), 1.0, 0.0, scratch.data_ptr(),
@@ -252,14 +226,14 @@ def main() -> None:
     if args.f16x3:
         METHODS.append(("simtlab f16x3", lambda A, B: simtlab.gemm(A, B, precision="f16x3")))
     for split in filter(None, args.f16x3_splits.split(",")):
-        METHODS.append((f"rung 13 SPLIT {split} (kernel call)", _rung_13({"SPLIT": int(split)})))
+        METHODS.append((f"rung 13 SPLIT {split} (kernel call)", _kernel_call("f16x3", {"SPLIT": int(split)})))
     parts = set(args.only.split(","))
     if args.rung12:
         METHODS.append(("simtlab rung 12 (sm_80 path)", _ours_rung_12))
     for variant in [f"SPLIT={split}" for split in filter(None, args.splits.split(","))] + args.variant:
         overrides = {k: int(v) for k, v in (item.split("=") for item in variant.split(","))}
         label = " ".join(f"{k} {v}" for k, v in overrides.items())
-        METHODS.append((f"rung 11 {label} (kernel call)", _rung_11(overrides)))
+        METHODS.append((f"rung 11 {label} (kernel call)", _kernel_call("tf32x3", overrides)))
     out = {"device": torch.cuda.get_device_properties(0).name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "commit": os.environ.get("SIMTLAB_COMMIT", "unknown"), "torch": torch.__version__,
            "command": "python benchmarks/tf32x3_table.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v)}

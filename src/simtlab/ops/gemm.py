@@ -256,25 +256,32 @@ TF32X3 = "tf32x3"  # rung capability: fp32 products from TF32 parts on the tenso
 
 
 def make_runner(instance, problem, ws, device, vec, prepare):
-    """Rung 11: the split kernels and rung 6's SPLIT build (its scratch for the parts allocated once,
+    """Rungs 11 and 13: the split kernels and rung 6's SPLIT build (their scratch allocated once,
     outside the timed call); rung 12: its note and exponents passes before the main kernel (the
     flag and exponents allocated once); on CuPy's current stream. The others: one launch (None)."""
     if instance.rung.name == "tf32x3_mma":
         return _tf32x3_mma_runner(instance, problem, ws, device, vec, prepare)
     if instance.rung.name == "f16x3":
-        return _f16x3_runner(instance, problem, ws, device, prepare)
+        from .f16x3 import F16x3Gemm
+
+        return _split_runner(F16x3Gemm, instance, problem, ws, device, prepare)
     if not instance.rung.can(TF32X3):
         return None
-    import cupy
-
     from .tf32x3 import Tf32x3Gemm
 
-    p = problem
-    kernel = Tf32x3Gemm(instance, p.M, p.N, p.K, device, prepare)
+    return _split_runner(Tf32x3Gemm, instance, problem, ws, device, prepare)
+
+
+def _split_runner(kind, instance, p, ws, device, prepare):
+    """Rungs 11 and 13 (`kind`: ops.tf32x3.Tf32x3Gemm, ops.f16x3.F16x3Gemm): the split kernels and
+    rung 6's SPLIT build, their scratch (parts, exponents) allocated once, outside the timed call."""
+    import cupy
+
+    kernel = kind(instance, p.M, p.N, p.K, device, prepare)
     scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
     A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
     if C.data.ptr % 16 and instance.params["EPI"]:
-        raise ValueError("rung 11's TMA stores need C on a 16-byte boundary (or EPI 0)")
+        raise ValueError(f"rung {instance.rung.stage}'s TMA stores need C on a 16-byte boundary (or EPI 0)")
     stream = cupy.cuda.get_current_stream
 
     def run():
@@ -296,26 +303,6 @@ def _tf32x3_mma_runner(instance, p, ws, device, vec, prepare):
 
     def run():
         kernel.run(A.data.ptr, B.data.ptr, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
-
-    run.scratch = scratch  # (alive as long as the runner)
-    return run
-
-
-def _f16x3_runner(instance, p, ws, device, prepare):
-    """Rung 13: its scratch (parts, maxima, exponents) allocated once, outside the timed call."""
-    import cupy
-
-    from .f16x3 import F16x3Gemm
-
-    kernel = F16x3Gemm(instance, p.M, p.N, p.K, device, prepare)
-    scratch = cupy.empty(kernel.parts_bytes, dtype=cupy.uint8)
-    A, B, C, base = ws.A, ws.B, ws.C, scratch.data.ptr
-    if C.data.ptr % 16 and instance.params["EPI"]:
-        raise ValueError("rung 13's TMA stores need C on a 16-byte boundary (or EPI 0)")
-    stream = cupy.cuda.get_current_stream
-
-    def run():
-        kernel.run(A.data.ptr, p.K, B.data.ptr, p.N, C.data.ptr, p.alpha, p.beta, base, stream().ptr)
 
     run.scratch = scratch  # (alive as long as the runner)
     return run
