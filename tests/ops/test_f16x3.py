@@ -4,7 +4,7 @@ its three kernels compile spill-free for sm_90, and where its scratch puts thing
 import pytest
 
 from simtlab.catalog import family
-from simtlab.ops import f16x3
+from simtlab.ops import f16x3, tf32x3
 from simtlab.ops.gemm import GemmProblem
 
 
@@ -43,4 +43,4 @@ def test_scratch_keeps_every_part_and_the_exponents_on_16_byte_boundaries():
         assert all(p % 16 == 0 for p in parts) and s.scale % 16 == 0
         assert s.a_small - s.a_big == 2 * M * k.kp and s.b_small - s.b_big == 2 * N * k.kp
         assert s.bmax == s.b_small + 2 * N * k.kp and s.amax == s.bmax + 4 * N and s.scale >= s.amax + 4 * M
-        assert s.scale + f16x3.scale_bytes(M, N) <= (1 << 20) + k.parts_bytes
+        assert s.scale + tf32x3.scale_bytes(M, N) <= (1 << 20) + k.parts_bytes

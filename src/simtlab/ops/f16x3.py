@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..launch import Launch, LaunchError, function_handle
-from . import gemm_tc
+from . import gemm_tc, tf32x3
 from .base import sm_count
 
 BLOCK = 256  # threads of a max or split block
@@ -35,24 +35,15 @@ def geometry(params, p, device=None) -> Launch:
 
 
 def size_defaults(p, device=None, vec=None) -> dict:
-    """Rung 11's shape (128x128 tiles: the promoted sums take the registers of 128x256), fp16 parts
-    promoted after every 64-deep slice of big x big (rung 11's SPLIT 2 covers the same k); the
-    register epilogue (EPI 0) where C's rows are not whole 16-byte units for TMA stores."""
+    """Rung 11's tile shape (tf32x3.split_tiles), fp16 parts promoted after every 64-deep slice of
+    big x big (rung 11's SPLIT 2 covers the same k), whole tiles."""
     params = gemm_tc.cluster_params(tc_problem(p), device)
-    params.update(DT=0, TA=0, TB=1, SPLIT=1, SK=0, AREG=0, BN=128, KEEP=4,
-                  CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
-    if p.N % 4:
-        params["EPI"] = 0
-    return params
+    params.update(DT=0, TA=0, TB=1, SPLIT=1, SK=0, AREG=0)
+    return tf32x3.split_tiles(params, p, device)
 
 
 def work(params, problem, sms: int) -> tuple[int, int]:
     return gemm_tc.cluster_work(params, tc_problem(problem)), sms // (params["CM"] * params["CN"])
-
-
-def scale_bytes(M: int, N: int) -> int:
-    """The exponent words: a flag, one a row of A, one a column of B (whole 16 bytes)."""
-    return -(-4 * (1 + M + N) // 16) * 16
 
 
 @dataclass
@@ -77,7 +68,9 @@ class F16x3Gemm:
         if inst.params.get("SPLIT", 0) < 1 or inst.params.get("DT") != 0 or inst.params.get("TB") != 1:
             raise LaunchError(f"rung 13 needs SPLIT >= 1, DT 0 and TB 1, got {inst.params}")
         self.M, self.N, self.K, self.kp = M, N, K, padded_k(K)
-        self.main = gemm_tc.ClusterKernel(inst, tc_problem(_Shape(M, N, K)), device, prepare)
+        from .gemm import GemmProblem
+
+        self.main = gemm_tc.ClusterKernel(inst, tc_problem(GemmProblem(M, N, K)), device, prepare)
         module = inst.module()
         index = device.index if device is not None else 0
         sms = sm_count(device)
@@ -101,7 +94,7 @@ class F16x3Gemm:
 
     @property
     def parts_bytes(self) -> int:
-        return 2 * 2 * (self.M + self.N) * self.kp + 4 * (self.M + self.N) + 16 + scale_bytes(self.M, self.N)
+        return 2 * 2 * (self.M + self.N) * self.kp + 4 * (self.M + self.N) + 16 + tf32x3.scale_bytes(self.M, self.N)
 
     def scratch(self, base: int) -> Scratch:
         """The parts (each 16-byte aligned: kp is a multiple of 8 halves), then B's and A's maxima
@@ -129,10 +122,3 @@ class F16x3Gemm:
         v[12].value, v[13].value, v[14].value = s.amax, s.bmax, s.scale
         self.split_launch.launch(stream)
         self.main.launch_split(s.a_big, s.b_big, pc, s.a_small, s.b_small, alpha, beta, stream, s.scale)
-
-
-@dataclass(frozen=True)
-class _Shape:
-    M: int
-    N: int
-    K: int

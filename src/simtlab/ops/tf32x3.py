@@ -49,9 +49,8 @@ def size_defaults(p, device=None, vec=None) -> dict:
     # 1.35e-7 against SGEMM's 1.45 / 2.03e-7, SPLIT 2 1.97 / 1.98e-7 (run 2026-12-04_h200_ee62a6_
     # tf32x3_windows); below K = 64 simtlab.gemm sums in float64 instead (plans.TF32X3_MIN_K).
     split = 1 if p.K < SPLIT_1_BELOW_K else 2
-    params.update(DT=2, SPLIT=split, BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
-    if p.N % 4:
-        params["EPI"] = 0
+    params.update(DT=2, SPLIT=split)
+    split_tiles(params, p, device)
     # The last round's tiles cut into chunks of K (SK 1; spill-free with 3 kept pieces) where that
     # round is at most a quarter full: 4097x4095x4093, 16 of 66, 1.485 against 1.581 ms; fuller
     # last rounds lost to the chunks' hand-overs (4096^3, 50 of 66: -1.4%; 8192x1024x8192, 58:
@@ -61,6 +60,17 @@ def size_defaults(p, device=None, vec=None) -> dict:
     rest, parts = gemm_tc.tail_split(sk, tc_problem(p), clusters)
     if parts > 1 and gemm_tc.cluster_work(sk, tc_problem(p)) >= clusters and 4 * rest <= clusters:
         params.update(SK=1, KEEP=3)
+    return params
+
+
+def split_tiles(params: dict, p, device=None) -> dict:
+    """The tiles of the split rungs (11, 13), set in `params`: 128x128 (the second set of sums, promoted
+    out of the tensor cores, needs the registers 128x256 gives its accumulators), 4 kept pieces,
+    unpaired blocks where the tiles make one round; the register epilogue (EPI 0) where C's rows are
+    not whole 16-byte units for TMA stores."""
+    params.update(BN=128, KEEP=4, CM=1 if -(-p.M // 128) * -(-p.N // 128) <= sm_count(device) else 2)
+    if p.N % 4:
+        params["EPI"] = 0
     return params
 
 
