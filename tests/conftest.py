@@ -67,3 +67,36 @@ def _session_cache(tmp_path_factory):
     if "SIMTLAB_CACHE_DIR" not in os.environ:
         os.environ["SIMTLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cubin"))
     yield
+
+
+def _skip_unless_sm90(what: str) -> None:
+    from simtlab.device import device_info
+
+    if device_info().compute_capability != (9, 0):
+        pytest.skip(f"{what} (wgmma, TMA) runs on sm_90")
+
+
+@pytest.fixture
+def needs_sm90():
+    """`needs_sm90("rung 11")` skips the test unless the GPU is Hopper (sm_90)."""
+    return _skip_unless_sm90
+
+
+def _poisoned_error(run, ws, times: int = 1) -> float:
+    import cupy
+
+    for _ in range(times):
+        ws.poison()
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    out, ref = ws.output().astype(cupy.float64), ws.expected()
+    assert not bool(cupy.isnan(out).any())
+    return float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+
+
+@pytest.fixture
+def poisoned_error():
+    """`poisoned_error(run, ws, times)`: `run` on a poisoned C `times` times, then the relative
+    Frobenius error of C against the workspace's float64 product (no NaN allowed: beta == 0 poisons
+    C with NaN, which must not be read)."""
+    return _poisoned_error

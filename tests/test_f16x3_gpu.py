@@ -8,42 +8,26 @@ import pytest
 pytestmark = [pytest.mark.gpu, pytest.mark.gemm]
 
 
-def _hopper():
-    from simtlab.device import device_info
-
-    if device_info().compute_capability != (9, 0):
-        pytest.skip("rung 13 (wgmma, TMA) runs on sm_90")
-
-
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
                                   "2048x2048x2048"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_13_matches_float64_on_a_poisoned_c(size, alpha, beta):
+def test_rung_13_matches_float64_on_a_poisoned_c(size, alpha, beta, needs_sm90, poisoned_error):
     """The ladder's runner (maxima, split and main loop; N % 4 != 0 through EPI 0) three times on a
     poisoned C (NaN where beta == 0: C must not be read), then the float64 product within the fp32
     family's tolerance."""
-    import cupy
-
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, choose_params, runner
     from simtlab.ops import gemm
 
-    _hopper()
+    needs_sm90("rung 13")
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("f16x3")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=7)
     inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
     assert inst.params["EPI"] == (0 if p.N % 4 else 3)
-    run = runner(inst, p, ws, None, dev)
-    for _ in range(3):
-        ws.poison()
-        run()
-    cupy.cuda.get_current_stream().synchronize()
-    out, ref = ws.output().astype(cupy.float64), ws.expected()
-    assert not bool(cupy.isnan(out).any())
-    err = float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
+    err = poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 
 
@@ -68,12 +52,12 @@ def _rung_13(A, B):
 
 
 @pytest.mark.parametrize("kind", ["normal", "uniform", "rows 2^+-30", "tiny A", "tiny B"])
-def test_rung_13_error_at_most_sgemms(kind):
+def test_rung_13_error_at_most_sgemms(kind, needs_sm90):
     """Against float64 on the same inputs, the relative Frobenius error of rung 13 is at most cuBLAS
     SGEMM's (torch.mm, TF32 off): the scales keep every row's values within fp16's range however
     far apart the rows are, or however near the smallest normal fp32."""
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 13")
     g = torch.Generator(device="cuda").manual_seed(11)
     M, N, K = 2048, 2048, 4096
     if kind == "uniform":
@@ -94,11 +78,11 @@ def test_rung_13_error_at_most_sgemms(kind):
     assert ours <= sgemm, (kind, ours, sgemm)
 
 
-def test_rung_13_gives_inf_and_nan_where_sgemm_does():
+def test_rung_13_gives_inf_and_nan_where_sgemm_does(needs_sm90):
     """Infinities and NaNs in A (B finite) set no scale: the same entries of C are infinite or NaN
     as in SGEMM's C, with the same signs; the finite ones agree."""
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 13")
     g = torch.Generator(device="cuda").manual_seed(5)
     A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
     A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
@@ -114,7 +98,7 @@ def test_rung_13_gives_inf_and_nan_where_sgemm_does():
 
 @pytest.mark.api
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "257x250x4099", "1024x1024x1024"])
-def test_gemm_f16x3_call_matches_float64(size):
+def test_gemm_f16x3_call_matches_float64(size, needs_sm90):
     """simtlab.gemm(precision="f16x3") as a user calls it: a new C, then alpha and beta into a given
     C, and into a C that starts off a 16-byte boundary (the register epilogue); K < 64 sums in
     float64. Within the fp32 family's tolerance of the float64 product each time."""
@@ -122,7 +106,7 @@ def test_gemm_f16x3_call_matches_float64(size):
     from simtlab.ops import gemm
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 13")
     M, N, K = map(int, size.split("x"))
     g = torch.Generator(device="cuda").manual_seed(M + N + K)
     A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)

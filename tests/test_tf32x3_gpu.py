@@ -7,19 +7,12 @@ import pytest
 pytestmark = [pytest.mark.gpu, pytest.mark.gemm, pytest.mark.api]
 
 
-def _hopper():
-    from simtlab.device import device_info
-
-    if device_info().compute_capability != (9, 0):
-        pytest.skip("rung 11 (wgmma, TMA) runs on sm_90")
-
-
-def _needs(rung: str) -> None:
+def _needs(rung: str, needs_sm90) -> None:
     """Rung 11 ("best" on Hopper) needs sm_90; rung 12 (tf32x3_mma) sm_80 or later."""
     from simtlab.device import device_info
 
     if rung == "best":
-        _hopper()
+        needs_sm90("rung 11")
     elif device_info().compute_capability < (8, 0):
         pytest.skip("rung 12 (mma.sync tf32) runs on sm_80 and later")
 
@@ -27,24 +20,10 @@ def _needs(rung: str) -> None:
 RUNGS = ["best", "tf32x3_mma"]  # rung 11 on Hopper; rung 12 (asked for by name there)
 
 
-def _poisoned_error(run, ws, times: int = 1) -> float:
-    """`run` on a poisoned C `times` times, then the relative Frobenius error of C against the
-    workspace's float64 product (no NaN allowed: beta == 0 poisons C with NaN, which must not be read)."""
-    import cupy
-
-    for _ in range(times):
-        ws.poison()
-        run()
-    cupy.cuda.get_current_stream().synchronize()
-    out, ref = ws.output().astype(cupy.float64), ws.expected()
-    assert not bool(cupy.isnan(out).any())
-    return float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref))
-
-
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
                                   "2048x2048x2048"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
+def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta, needs_sm90, poisoned_error):
     """The ladder's runner (split kernels and the main loop, N % 4 != 0 through EPI 0), three
     launches on a poisoned C (NaN where beta == 0: C must not be read), then the float64 product
     within the fp32 family's tolerance."""
@@ -54,20 +33,20 @@ def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta):
     from simtlab.launch import build, choose_params, runner
     from simtlab.ops import gemm
 
-    _hopper()
+    needs_sm90("rung 11")
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("tf32x3")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=7)
     inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
     assert inst.params["EPI"] == (0 if p.N % 4 else 3)
-    err = _poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
+    err = poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 
 
 @pytest.mark.parametrize("size", ["127x129x64", "300x264x512", "1000x1016x1024", "4096x4096x4096"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta):
+def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta, needs_sm90, poisoned_error):
     """AREG 1: A read as fp32 by the main loop and split in registers, B's parts in A's fragment
     order - three calls on a poisoned C against float64 (EPI 0 where C's rows are not 16-byte units)."""
     from simtlab.catalog import family
@@ -75,25 +54,25 @@ def test_rung_11_areg_matches_float64_on_a_poisoned_c(size, alpha, beta):
     from simtlab.launch import build, choose_params, runner
     from simtlab.ops import gemm
 
-    _hopper()
+    needs_sm90("rung 11")
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("tf32x3")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=3)
     params = {**choose_params(rung, p, dev, None), "AREG": 1}
     params["EPI"] = min(params.get("EPI", 3), 2)
-    err = _poisoned_error(runner(build(rung, params, dev.arch), p, ws, None, dev), ws, times=3)
+    err = poisoned_error(runner(build(rung, params, dev.arch), p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 
 
-def _areg_kernel(M: int, N: int, K: int):
+def _areg_kernel(M: int, N: int, K: int, needs_sm90):
     """Rung 11 with AREG 1 (EPI 2: its registers leave none for kept pieces) on one shape."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, choose_params, prepare
     from simtlab.ops import gemm, tf32x3
 
-    _hopper()
+    needs_sm90("rung 11")
     dev = device_info()
     rung = family("gemm").rung("tf32x3")
     params = {**choose_params(rung, gemm.GemmProblem(M, N, K), dev, None), "AREG": 1, "EPI": 2}
@@ -114,7 +93,7 @@ def _areg_product(kernel, a, B):
     return cupy.asnumpy(c).astype(np.float64)
 
 
-def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
+def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split(needs_sm90):
     """AREG 1 with Inf and NaN in A: the note pass flags them, so the main loop splits with the
     guards (Inf whole in the small part), and C's non-finite entries fall where float64's do."""
     import cupy
@@ -124,7 +103,7 @@ def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
     rng = np.random.default_rng(4)
     A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     A[3, 7], A[40, 100], A[41, 5] = np.inf, -np.inf, np.nan
-    out = _areg_product(_areg_kernel(M, N, K), cupy.asarray(A), B)
+    out = _areg_product(_areg_kernel(M, N, K, needs_sm90), cupy.asarray(A), B)
     with np.errstate(invalid="ignore"):
         ref = A.astype(np.float64) @ B.astype(np.float64)
     assert np.array_equal(np.isnan(out), np.isnan(ref)) and np.array_equal(np.isinf(out), np.isinf(ref))
@@ -133,7 +112,7 @@ def test_rung_11_areg_takes_inf_and_nan_through_the_guarded_split():
 
 
 @pytest.mark.parametrize("offset", [0, 1])
-def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset):
+def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset, needs_sm90):
     """AREG 1 with tiny rows of A and columns of B (the rescaling pass's exponents applied as A is
     split in registers), A where it lies (offset 0) or 4 bytes off a 16-byte boundary (the split
     copies it for TMA): the float64 product, the tiny rows' too."""
@@ -145,7 +124,7 @@ def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset)
     A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     A[::3] = np.ldexp(A[::3], -120)
     B[:, ::5] = np.ldexp(B[:, ::5], -110)
-    kernel = _areg_kernel(M, N, K)
+    kernel = _areg_kernel(M, N, K, needs_sm90)
     buf = cupy.empty(M * K + 4, dtype=cupy.float32)
     a = buf[offset:offset + M * K]
     a.set(A.ravel())  # (memory copies: subnormal values kept)
@@ -163,7 +142,7 @@ def test_rung_11_areg_scales_tiny_rows_and_reads_a_copy_where_tma_cannot(offset)
 @pytest.mark.parametrize("size,extra", [("1500x1500x1000", {"CM": 1}), ("3001x2901x333", {}), ("1000x1000x5000", {}),
                                         ("3000x2900x333", {}), ("4096x4096x4096", {})])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_11_split_last_round_matches_float64_on_a_poisoned_c(size, extra, alpha, beta):
+def test_rung_11_split_last_round_matches_float64_on_a_poisoned_c(size, extra, alpha, beta, needs_sm90, poisoned_error):
     """SK 1: the last round's tiles cut into chunks of K, each chunk's sums through scratch to the
     tile's last chunk - three calls on one scratch (the flags cleared by each call) against float64."""
     from simtlab.catalog import family
@@ -171,7 +150,7 @@ def test_rung_11_split_last_round_matches_float64_on_a_poisoned_c(size, extra, a
     from simtlab.launch import build, choose_params, runner
     from simtlab.ops import gemm, gemm_tc, tf32x3
 
-    _hopper()
+    needs_sm90("rung 11")
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("tf32x3")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
@@ -180,14 +159,14 @@ def test_rung_11_split_last_round_matches_float64_on_a_poisoned_c(size, extra, a
     params = inst.params
     rest, parts = gemm_tc.tail_split(params, tf32x3.tc_problem(p), dev.sms // (params["CM"] * params["CN"]))
     assert rest > 0 and parts > 1  # (it cuts tiles)
-    err = _poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
+    err = poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
     assert err <= gemm.tolerance(p), (size, err)
 
 
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "1000x1013x37", "33x1x300", "512x512x4099"])
 @pytest.mark.parametrize("once", [0, 1])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta):
+def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta, needs_sm90, poisoned_error):
     """Rung 12, each value split on every read (ONCE 0) or each slice split once in shared memory
     (ONCE 1), both copy paths (K or N not a multiple of 4: element loads), on a poisoned C (NaN where
     beta == 0: C must not be read), within the fp32 family's tolerance of the float64 product."""
@@ -197,22 +176,22 @@ def test_rung_12_matches_float64_on_a_poisoned_c(size, once, alpha, beta):
     from simtlab.launch import build, runner
     from simtlab.ops import gemm
 
-    _needs("tf32x3_mma")
+    _needs("tf32x3_mma", needs_sm90)
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("tf32x3_mma")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=3)
     vec = ws.vec_ok()
-    err = _poisoned_error(runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, vec, dev), ws)
+    err = poisoned_error(runner(build(rung, {**rung.params(dev.arch), "ONCE": once}, dev.arch), p, ws, vec, dev), ws)
     assert err <= gemm.tolerance(p), (size, once, err)
 
 
-def _error_against_sgemm_and_triton(kind: str, rung: str) -> None:
+def _error_against_sgemm_and_triton(kind: str, rung: str, needs_sm90) -> None:
     import simtlab
     from simtlab.references.triton_gemm import triton_tf32x3_runner
 
     torch = pytest.importorskip("torch")
-    _needs(rung)
+    _needs(rung, needs_sm90)
     g = torch.Generator(device="cuda").manual_seed(11)
     M, N, K = 2048, 2048, 4096
     if kind == "normal":
@@ -241,29 +220,29 @@ def _error_against_sgemm_and_triton(kind: str, rung: str) -> None:
 
 @pytest.mark.parametrize("kind", ["normal", "uniform"])
 @pytest.mark.parametrize("rung", RUNGS)
-def test_tf32x3_error_against_sgemm_and_triton(kind, rung):
+def test_tf32x3_error_against_sgemm_and_triton(kind, rung, needs_sm90):
     """Against float64, on the same inputs, the relative Frobenius error of
     simtlab.gemm(precision="tf32x3"): at most cuBLAS SGEMM's (torch.mm, TF32 off) on N(0,1) and on
     uniform [0, 1) inputs, and at most twice that of Triton's tf32x3, the same three products
     (promoting every two slices leaves 64 k in the tensor cores' truncating sums: 1.46x Triton's
     on the uniform inputs, 1.0x on N(0,1), run 2026-12-04_h200_342a5b_tf32x3; without promotion it
     was 40x)."""
-    _error_against_sgemm_and_triton(kind, rung)
+    _error_against_sgemm_and_triton(kind, rung, needs_sm90)
 
 
 @pytest.mark.parametrize("kind", ["tiny A", "tiny B"])
 @pytest.mark.parametrize("rung", RUNGS)
-def test_tf32x3_error_near_the_smallest_normal(kind, rung):
+def test_tf32x3_error_near_the_smallest_normal(kind, rung, needs_sm90):
     """A (or B) in [2^-125, 2^-124), the other operand in [0.5, 1): the split (rung 11) or a note
     pass (rung 12) sees the tiny values and those rows of A (columns of B) are scaled by a power of
     two, undone in the epilogue, so the error stays at most SGEMM's (Triton's tf32x3 has no such
     step: 6x SGEMM's, benchmarks/tf32x3_table.py)."""
-    _error_against_sgemm_and_triton(kind, rung)
+    _error_against_sgemm_and_triton(kind, rung, needs_sm90)
 
 
 @pytest.mark.parametrize("once", [0, 1])
 @pytest.mark.parametrize("size", ["127x129x65", "300x264x520"])
-def test_rung_12_scales_tiny_rows_and_columns(size, once):
+def test_rung_12_scales_tiny_rows_and_columns(size, once, needs_sm90):
     """Rung 12 through the ladder's runner, each way of splitting (on every read, once a slice), on
     a workspace whose A has every third row and B every fifth column near the smallest normal,
     alpha -0.75 on a poisoned C: within the fp32 family's tolerance of float64, and the tiny rows'
@@ -278,7 +257,7 @@ def test_rung_12_scales_tiny_rows_and_columns(size, once):
     from simtlab.launch import build, runner
     from simtlab.ops import gemm
 
-    _needs("tf32x3_mma")
+    _needs("tf32x3_mma", needs_sm90)
     fam, dev = family("gemm"), device_info()
     rung = fam.rung("tf32x3_mma")
     p = gemm.parse_size(size, alpha=-0.75, beta=0.0)
@@ -300,14 +279,14 @@ def test_rung_12_scales_tiny_rows_and_columns(size, once):
     assert rel < 1e-5, (size, once, rel)
 
 
-def test_tf32x3_rescales_only_the_rows_that_need_it():
+def test_tf32x3_rescales_only_the_rows_that_need_it(needs_sm90):
     """Tiny rows of A beside ordinary ones, one subnormal in an ordinary row, an infinity in a tiny
     row and tiny columns of B, with alpha and beta: Inf and NaN where the float64 product has them,
     every finite entry within fp32 accuracy of its own scale, the tiny rows' products too."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 11")
     g = torch.Generator(device="cuda").manual_seed(13)
     M, N, K = 300, 264, 520
     A, B = torch.randn(M, K, device="cuda", generator=g), torch.randn(K, N, device="cuda", generator=g)
@@ -333,14 +312,14 @@ def test_tf32x3_rescales_only_the_rows_that_need_it():
     assert rel < 1e-6, rel
 
 
-def test_tf32x3_plan_alternating_tiny_and_ordinary_operands():
+def test_tf32x3_plan_alternating_tiny_and_ordinary_operands(needs_sm90):
     """One plan called on tiny, ordinary, tiny, ordinary A in turn (the scratch the allocator hands
     back is likely the same memory each call): each call's result matches float64, so no call
     inherits an earlier one's rescaling (each clears the split's flag first)."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 11")
     g = torch.Generator(device="cuda").manual_seed(17)
     M, N, K = 512, 384, 640
     B = torch.randn(K, N, device="cuda", generator=g)
@@ -381,13 +360,13 @@ def test_tf32x3_short_k_sums_in_float64(K):
     assert float((C.double() - want).norm() / want.norm()) < 1e-7
 
 
-def test_tf32x3_split_reads_misaligned_and_odd_rows():
+def test_tf32x3_split_reads_misaligned_and_odd_rows(needs_sm90):
     """The pre-pass's scalar reads: A a view one float past a 16-byte boundary (lda a multiple of
     4, the address not), B with rows of 1013 floats; the product still matches float64."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 11")
     g = torch.Generator(device="cuda").manual_seed(3)
     buf = torch.randn(300 * 256 + 1, device="cuda", generator=g)
     A = buf[1:].view(300, 256)
@@ -398,13 +377,13 @@ def test_tf32x3_split_reads_misaligned_and_odd_rows():
 
 
 @pytest.mark.parametrize("rung", RUNGS)
-def test_tf32x3_gives_inf_and_nan_where_sgemm_does(rung):
+def test_tf32x3_gives_inf_and_nan_where_sgemm_does(rung, needs_sm90):
     """Infinities and NaNs in A (B finite): the same entries of C are infinite or NaN as in SGEMM's
     C, with the same signs; the finite ones agree."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _needs(rung)
+    _needs(rung, needs_sm90)
     g = torch.Generator(device="cuda").manual_seed(5)
     A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
     A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
@@ -418,14 +397,14 @@ def test_tf32x3_gives_inf_and_nan_where_sgemm_does(rung):
     assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
 
 
-def test_tf32x3_call_follows_the_callers_stream_and_views():
+def test_tf32x3_call_follows_the_callers_stream_and_views(needs_sm90):
     """A producer kernel and the call on a side stream (the result read after that stream only),
     transposed views (copied to row-major inside the call), a C that is not 16-byte aligned (the
     register epilogue), a plan, and alpha/beta."""
     import simtlab
 
     torch = pytest.importorskip("torch")
-    _hopper()
+    needs_sm90("rung 11")
     g = torch.Generator(device="cuda").manual_seed(9)
     At = torch.randn(300, 200, device="cuda", generator=g)  # A = At.T: 200 x 300
     B = torch.randn(300, 256, device="cuda", generator=g)
