@@ -522,8 +522,8 @@ class GemmPlan(_Plan):
 
         r = family("gemm").rung(name)
         if not r.supports(info.compute_capability):
-            raise ValueError(f"rung 11 (3xTF32 with wgmma and TMA) runs on sm_90; GPU {self.device} is {info.arch} "
-                             f"- leave rung at 'best' (rung 12 there) or use precision='ieee'")
+            raise ValueError(f"rung {r.stage} ({name}: wgmma and TMA) runs on sm_90; GPU {self.device} is {info.arch} "
+                             f"- use precision='tf32x3' with rung 'best' (rung 12 there) or precision='ieee'")
         self.problem, self.rung, self.info, self.pad = GemmProblem(M, N, K), r, info, None
         self._split_args = (M, N, K)
         guard = _current(self.lib, self.device)
