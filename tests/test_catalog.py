@@ -18,6 +18,20 @@ def test_every_rung_is_one_file_with_a_header_lesson():
         assert callable(r.geometry) and r.ops is family(r.family).op()
 
 
+def test_each_rung_builds_on_the_rung_its_header_names():
+    """A header that says what changed "from rung N" names the rung `explain` compares it with
+    (Rung.base_stage: the one before unless the catalog says builds_on)."""
+    import re
+
+    for r in all_rungs():
+        lines = (KERNELS_DIR / r.source).read_text().splitlines()
+        header = " ".join(line[2:].strip() for line in itertools.takewhile(lambda s: s.startswith("//"), lines))
+        named = re.search(r"changed from rung (\d+)", header, re.IGNORECASE)
+        want = int(named.group(1)) if named else r.stage - 1
+        assert r.base_stage == want, f"{r.id}: its header builds on rung {want}, the catalog on {r.base_stage}"
+        assert any(o.stage == r.base_stage for o in family(r.family).rungs) or r.stage == 1, r.id
+
+
 def test_stages_are_consecutive():
     for f in FAMILIES.values():
         assert [r.stage for r in f.rungs] == list(range(1, len(f.rungs) + 1))

@@ -65,11 +65,17 @@ class Rung:
     features: Callable[[Mapping[str, int]], list[float]] | None = None  # what a cost model sees of a configuration
     traffic: Callable[[Mapping[str, int], Any], int] | None = None  # (params, problem) -> bytes, where not the family's
     work: Callable[[Mapping[str, int], Any, int], tuple[int, int]] | None = None  # persistent: (units, slots) on sms
+    builds_on: int | None = None  # the stage it changes (its header's "what changed from rung N"), where not stage - 1
     ops: Any = field(default=None, compare=False, repr=False)  # its family's operations (set by Family)
 
     @property
     def id(self) -> str:
         return f"{self.family}/{self.stage:02d}_{self.name}"
+
+    @property
+    def base_stage(self) -> int:
+        """The stage of the rung this one changes: what `explain` compares it with."""
+        return self.builds_on if self.builds_on is not None else self.stage - 1
 
     def params(self, arch: str | None = None, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         p = dict(self.defaults)

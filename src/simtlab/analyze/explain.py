@@ -1,8 +1,8 @@
 """`simtlab explain`: why a rung runs at the speed it does.
 
 One page per rung: its lesson and the header of its kernel file (what changed
-and what it should buy), the predicted effect against the previous rung from
-static facts (registers, occupancy, bytes requested per FLOP, the SASS: access
+and what it should buy), the predicted effect against the rung it changes (the
+one before, or the one its header names: Rung.builds_on) from static facts (registers, occupancy, bytes requested per FLOP, the SASS: access
 widths, shared loads, barriers, main-loop FMA share), the measured effect from
 the store, and the limiter that the numbers point to.
 """
@@ -118,7 +118,7 @@ def limiter(fam: Family, facts: dict, pct_of_reference: float | None, copy: floa
 
 def explain(fam: Family, rung: Rung, arch: str, store=None, device: str | None = None, size: str | None = None) -> dict:
     problem = fam.op().parse_size(size or fam.default_sizes[-1])
-    prev = next((r for r in fam.rungs if r.stage == rung.stage - 1), None)
+    prev = next((r for r in fam.rungs if r.stage == rung.base_stage), None)
     here = static_facts(rung, arch, problem)
     before = static_facts(prev, arch, problem) if prev else None
     got, earlier = measured(store, fam, rung, device)

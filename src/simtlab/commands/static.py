@@ -190,8 +190,8 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
                  + (": none measured on this kernel's source as it stands - these are earlier versions'" if
                     page.get("measured_on_earlier_source") else "") + ")")
         m = Table(title=title, title_justify="left", header_style="bold")
-        for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference",
-                    "speedup over previous"):
+        over = f"speedup over {page['previous'].split('/')[-1]}" if page["previous"] else "speedup"
+        for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference", over):
             m.add_column(col, justify="left" if col == "problem" else "right")
         for prob, v in page["measured"].items():
             value = v["gflops"] / 1e3 if fam.metric == "tflops" else v["gbs"]

@@ -328,7 +328,7 @@ def _f16x3_rung() -> Rung:
                 "stored times 2^11; the tensor cores' fp16 rate is twice TF32's",
                 f16x3.geometry, min_cc=(9, 0), arch_specific=True, size_defaults=f16x3.size_defaults,
                 tunable=("STAGES", "GROUP_M", "CM", "SPLIT"), traffic=f16x3_bytes, work=f16x3.work,
-                sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"))
+                sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"), builds_on=11)
 
 
 def tf32x3_work(params, problem, sms: int) -> tuple[int, int]:

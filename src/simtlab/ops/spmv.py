@@ -598,7 +598,7 @@ FAMILY = Family(
              "SELL for rows up to CHUNK nonzeros; longer rows cut into CHUNK-nonzero pieces, a warp a piece, "
              "added by atomicAdd: no warp walks a long row alone",
              geometry_sell_split, capabilities=frozenset({SELL_SPLIT}), space=split_space,
-             sass_expect=("SHFL", "RED|REDG")),
+             sass_expect=("SHFL", "RED|REDG"), builds_on=3),
         Rung("spmv", 6, "row_blocks", "spmv/06_row_blocks.cu", "spmv_row_blocks", ("BLOCK",),  # ROWS, LONG: host's
              frozen({"BLOCK": 1024, "ROWS": 32768, "LONG": 1024}),
              "blocks of rows summed in shared memory, each block's nonzeros in column order: neighbouring lanes "
