@@ -23,11 +23,13 @@ def padded_k(K: int) -> int:
 
 
 def tc_problem(p) -> gemm_tc.TcProblem:
-    """The tensor-core problem rung 6 sees: fp16 parts, A row-major and B^T K-major (layout nt), K
-    padded, fp32 C."""
-    if isinstance(p, gemm_tc.TcProblem):
-        return p
-    return gemm_tc.TcProblem(p.M, p.N, padded_k(p.K), "float16", out="float32", layout="nt")
+    """The tensor-core problem rung 6 sees for an fp32 problem `p`: fp16 parts, A row-major and B^T
+    K-major (layout nt), K padded, fp32 C."""
+    return p if isinstance(p, gemm_tc.TcProblem) else _tc_shape(p.M, p.N, p.K)
+
+
+def _tc_shape(M: int, N: int, K: int) -> gemm_tc.TcProblem:
+    return gemm_tc.TcProblem(M, N, padded_k(K), "float16", out="float32", layout="nt")
 
 
 def geometry(params, p, device=None) -> Launch:
@@ -68,9 +70,7 @@ class F16x3Gemm:
         if inst.params.get("SPLIT", 0) < 1 or inst.params.get("DT") != 0 or inst.params.get("TB") != 1:
             raise LaunchError(f"rung 13 needs SPLIT >= 1, DT 0 and TB 1, got {inst.params}")
         self.M, self.N, self.K, self.kp = M, N, K, padded_k(K)
-        from .gemm import GemmProblem
-
-        self.main = gemm_tc.ClusterKernel(inst, tc_problem(GemmProblem(M, N, K)), device, prepare)
+        self.main = gemm_tc.ClusterKernel(inst, _tc_shape(M, N, K), device, prepare)
         module = inst.module()
         index = device.index if device is not None else 0
         sms = sm_count(device)
