@@ -1,7 +1,9 @@
 """The static profile of every configuration of the committed measured tables (tests/fixtures/*_h200_*.json):
 each built through NVRTC as `simtlab tune` builds it (the problem's own parameters and the space's
 fixed ones under it), its registers, the blocks an SM holds and the rounds of its work at the table's
-problem on the table's GPU (tune.static). Written beside each table as
+problem on the table's GPU (tune.static), and its compiled code's identity (hw.resources.code_identity:
+two configurations with one identity are one kernel, which the command measures once). Written beside
+each table as
 tests/fixtures/static/<table>.json, so the replays give the cost model what the command computes
 live - no GPU needed, about 20 minutes on two cores for all ten tables.
 
@@ -35,12 +37,20 @@ def _table(path: str):
 
 def _profile(job):
     path, config, sms = job
+    from simtlab.compile import CompileError
+    from simtlab.hw.resources import code_identity
+    from simtlab.launch import build
     from simtlab.tune.static import profile_of
 
     t, rung, problem, complete = _table(path)
     arch = t.meta["arch"]
-    p, reason = profile_of(rung, rung.params(arch, complete(config)), problem, arch, sms)
-    return config, (p.as_dict() if p else {"error": reason})
+    params = rung.params(arch, complete(config))
+    p, reason = profile_of(rung, params, problem, arch, sms)
+    try:  # the compiled code's identity, as the command's compilers hand it back (tune.worker)
+        code = code_identity(build(rung, params, arch).cubin.data())
+    except CompileError:
+        code = None
+    return config, {**(p.as_dict() if p else {"error": reason}), "code": code}
 
 
 def main() -> None:
@@ -65,7 +75,8 @@ def main() -> None:
                 "commit": commit, "date": datetime.date.today().isoformat(),
                 "command": "python benchmarks/table_static.py",
                 "note": "each configuration's static profile as simtlab tune computes it before the search "
-                        "(tune.static): registers, blocks and warps an SM, the work's units and slots",
+                        "(tune.static): registers, blocks and warps an SM, the work's units and slots; and "
+                        "its compiled code's identity (code), by which the command measures one kernel once",
                 "params": t.params, "rows": rows}, indent=None) + "\n")
             bad = sum("error" in r[-1] for r in rows)
             print(f"{path.name}: {len(rows)} configurations, {bad} without a profile -> {out}", flush=True)

@@ -118,3 +118,28 @@ def test_a_recorded_failure_fails_the_evaluation_as_it_would_live():
     result = tune(broken.configs[:8], broken, "brute", budget=8, batch=4)  # (the failing one first)
     statuses = {Space.key(e.config): e.status for e in result.evaluations}
     assert statuses[failing] == "failed" and sum(s == "ok" for s in statuses.values()) == 7
+
+
+def test_the_replay_measures_one_kernel_once_as_the_command_does():
+    """Where a table's code identities are committed, configurations that compile to one kernel cost
+    one evaluation: the others take its time ("same code", as `simtlab tune`'s compilers tell it),
+    and the curve counts only the evaluations spent - `budget` of them."""
+    import dataclasses
+
+    from simtlab.tune import tune
+
+    t = load_table(TABLES[0])
+    keys = sorted(t.times)
+    code = {k: str(i // 2) for i, k in enumerate(keys)}  # every two neighbours one kernel
+    twins = dataclasses.replace(t, identity=code)
+    curve = best_so_far(twins, "random", 40, seed=1)
+    assert len(curve) == 40 and curve == sorted(curve, reverse=True)
+    configs = command_configs(twins)
+    result = tune(configs, twins, "random", 40, seed=1, batch=15, identity=lambda c: code[Space.key(c)])
+    same = [e for e in result.evaluations if e.status == "same code"]
+    assert same and sum(e.status == "ok" for e in result.evaluations) == 40
+    for e in same:  # the twin's time
+        i = keys.index(Space.key(e.config))
+        assert e.value == t.times[keys[i ^ 1]]
+    # without the identities every point costs an evaluation
+    assert all(e.status == "ok" for e in tune(configs, t, "random", 40, seed=1, batch=15).evaluations)

@@ -36,6 +36,7 @@ class Table:
     times: dict[tuple, float | None]  # Space.key(config) -> median ms, None for a failed configuration
     meta: dict
     static: dict | None = None  # Space.key(config) -> its StaticProfile (None: no block fits), where committed
+    identity: dict | None = None  # Space.key(config) -> its compiled code's identity, where committed
 
     @property
     def configs(self) -> list[Config]:
@@ -72,19 +73,27 @@ def load_table(path: str | Path) -> Table:
     names = data["params"]
     times = {Space.key(dict(zip(names, row[:-1]))): row[-1] for row in data["rows"]}
     return Table(names, times, {k: v for k, v in data.items() if k not in ("params", "rows")},
-                 _load_static(static_path(path), names))
+                 *_load_static(static_path(path), names))
 
 
-def _load_static(path: Path, names: list[str]) -> dict | None:
+def _load_static(path: Path, names: list[str]) -> tuple[dict | None, dict | None]:
+    """The committed static profiles (key -> StaticProfile, None where no block fits or it did not
+    build) and code identities (key -> identity; None where no row has one) of a table's points."""
     if not path.exists():
-        return None
+        return None, None
     from .static import StaticProfile
 
     data = json.loads(path.read_text())
     if data["params"] != names:
         raise ValueError(f"{path}: parameters {data['params']} are not its table's {names}")
-    return {Space.key(dict(zip(names, row[:-1]))): None if "error" in row[-1] else StaticProfile(**row[-1])
-            for row in data["rows"]}
+    static, codes = {}, {}
+    for row in data["rows"]:
+        key, facts = Space.key(dict(zip(names, row[:-1]))), dict(row[-1])
+        code = facts.pop("code", None)
+        if code is not None:
+            codes[key] = code
+        static[key] = None if "error" in facts else StaticProfile(**facts)
+    return static, codes or None
 
 
 H200_HOST_CPUS = 16  # the machine `simtlab tune` runs on beside the H200
@@ -155,17 +164,22 @@ def best_so_far(table: Table, strategy: str, budget: int, seed: int, batch: int 
     """The best time found after 1, 2, ... `budget` evaluations (inf until the first success), the
     search run as the command runs it: the configurations it would search (command_configs), `batch`
     proposals at a time (default: the H200 host's), the strategy's options as the command sets them
-    (command_options; `kw` adds or overrides), in an order shuffled by `seed`."""
+    (command_options; `kw` adds or overrides), in an order shuffled by `seed`; where the table's
+    code identities are committed, a configuration that compiles to the code of one measured takes
+    its time without spending an evaluation, as the command's compilers let it."""
     configs = command_configs(table)
     if shuffle:
         random.Random(seed).shuffle(configs)
     batch = batch or command_batch_for(H200_HOST_CPUS)
     kw = {**command_options(table, strategy), **kw}
+    if table.identity and "identity" not in kw:
+        kw["identity"] = lambda c: table.identity.get(Space.key(c))
     curve, best = [], float("inf")
     for e in tune(configs, table, strategy, budget, seed, batch=batch, **kw).evaluations:
         if e.value is not None:
             best = min(best, e.value)
-        curve.append(best)
+        if e.status != "same code":  # (free: not an evaluation)
+            curve.append(best)
     return curve
 
 
@@ -195,7 +209,7 @@ def score(table: Table, strategies, fractions=(0.05, 0.10, 0.20), seeds: int = 1
         extra = kw.get(strategy, {})
         curves = [best_so_far(table, strategy, top, seed, batch=batch, **extra) for seed in range(seeds)]
         for f, b in budgets.items():
-            gaps = [c[b - 1] / table.optimum - 1 for c in curves]
+            gaps = [c[min(b, len(c)) - 1] / table.optimum - 1 for c in curves]  # (a search may run out of points)
             out.append(StrategyScore(strategy, f, b, statistics.fmean(gaps), max(gaps), seeds,
                                      statistics.median(gaps), sum(g <= 0 for g in gaps) / len(gaps), batch))
     return out
