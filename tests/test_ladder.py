@@ -88,3 +88,28 @@ def test_a_sweep_measures_each_point_in_the_child_and_a_hung_point_costs_itself(
     assert [r.status for r in rows] == ["reference", "ok", "timeout", "ok"]
     assert rows[2].params == {"BK": 16}
     assert [req.get("overrides") for req in child.requests] == [None] + [{rung.name: p} for p in points]
+
+
+def test_the_fp32_ladder_times_each_precision_of_the_public_call_where_it_runs(monkeypatch):
+    """The gemm ladder's API rows: simtlab.gemm at the default precision, tf32x3 and f16x3. Off
+    Hopper the f16x3 call (rung 13, sm_90 only) is a row marked unsupported, not a failure; the
+    others are attempted (here, with no GPU, they fail and are reported, as any reference would)."""
+    from types import SimpleNamespace
+
+    import simtlab.device
+    import simtlab.ladder
+    from simtlab.api_calls import GEMM_CALL, GEMM_F16X3_CALL, GEMM_TF32X3_CALL
+    from simtlab.ladder import run_ladder
+
+    monkeypatch.setattr(simtlab.ladder, "_free_gpu_memory", lambda: None)  # (no GPU here)
+
+    for cc, arch in (((8, 0), "sm_80"), ((9, 0), "sm_90")):
+        monkeypatch.setattr(simtlab.device, "device_info",
+                            lambda cc=cc, arch=arch: SimpleNamespace(compute_capability=cc, arch=arch, name="stand-in"))
+        rows = {r.name: r for r in run_ladder(family("gemm"), ["64"], rungs=[], opts=LadderOptions(clocks=False))}
+        assert {GEMM_CALL, GEMM_TF32X3_CALL, GEMM_F16X3_CALL} <= set(rows)
+        assert rows[GEMM_TF32X3_CALL].status == "error"  # (attempted: sm_80 runs rung 12)
+        if arch == "sm_80":
+            assert rows[GEMM_F16X3_CALL].status == "unsupported" and "sm_80" in rows[GEMM_F16X3_CALL].error
+        else:
+            assert rows[GEMM_F16X3_CALL].status == "error"

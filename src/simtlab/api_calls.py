@@ -1,5 +1,5 @@
-"""The public functions as rows of their ladders: `simtlab.gemm` and `simtlab.gemm_tc` timed exactly as
-a user calls them (plan lookup and launch inside the timed call), beside the libraries and the
+"""The public functions as rows of their ladders: `simtlab.gemm` (at each precision) and `simtlab.gemm_tc`
+timed exactly as a user calls them (plan lookup and launch inside the timed call), beside the libraries and the
 rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
 ops' kernels); the ladder asks here for a family's extra rows."""
 
@@ -7,18 +7,33 @@ from __future__ import annotations
 
 from .ops.base import Reference
 
-__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL"]
+__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL"]
 
 GEMM_CALL = "simtlab.gemm (API call)"
+GEMM_TF32X3_CALL = "simtlab.gemm tf32x3 (API call)"
+GEMM_F16X3_CALL = "simtlab.gemm f16x3 (API call)"
 GEMM_TC_CALL = "simtlab.gemm_tc (API call)"
 
 
-def _gemm(ws):
-    """simtlab.gemm on the workspace's arrays, alpha and beta from the problem."""
-    from .api import gemm
+def _gemm(precision: str = "ieee"):
+    def make(ws):
+        """simtlab.gemm on the workspace's arrays, alpha and beta from the problem, at `precision`."""
+        from .api import gemm
 
-    p = ws.p
-    return lambda: gemm(ws.A, ws.B, ws.C, p.alpha, p.beta)
+        p = ws.p
+        return lambda: gemm(ws.A, ws.B, ws.C, p.alpha, p.beta, precision=precision)
+
+    return make
+
+
+def _runs(rung: str):
+    """Whether gemm rung `rung` (the one a precision runs on) runs on a compute capability."""
+    def supports(cc) -> bool:
+        from .catalog import family
+
+        return family("gemm").rung(rung).supports(cc)
+
+    return supports
 
 
 def _gemm_tc(ws):
@@ -37,7 +52,9 @@ def _gemm_tc(ws):
 
 
 _CALLS = {
-    "gemm": [Reference(GEMM_CALL, _gemm)],
+    "gemm": [Reference(GEMM_CALL, _gemm()),  # fp32 on the CUDA cores; then on the tensor cores, three products
+             Reference(GEMM_TF32X3_CALL, _gemm("tf32x3"), supports=_runs("tf32x3_mma")),  # (rung 12 off Hopper)
+             Reference(GEMM_F16X3_CALL, _gemm("f16x3"), supports=_runs("f16x3"))],
     "gemm_tc": [Reference(GEMM_TC_CALL, _gemm_tc, applies=lambda p: p.dtype != "float32")],  # (16-bit inputs)
 }
 

@@ -213,6 +213,10 @@ def run_ladder(
                 if on_step:
                     on_step(f"{problem.label} {ref.name}")
                 row = Row(fam.name, problem.label, ref.name, None, "reference")
+                if ref.supports is not None and not ref.supports(device.compute_capability):
+                    row.status, row.error = "unsupported", f"does not run on {device.arch}"
+                    emit(row, problem.dtype, ref_name)
+                    continue
                 oom = None
                 try:
                     ws = op.workspace(problem, _seed(opts))

@@ -48,6 +48,7 @@ class Reference:
     make: Callable[[Any], Callable[[], None]]
     verifiable: bool = True
     applies: Callable[[Any], bool] | None = None  # problem -> whether this reference takes it (None: all)
+    supports: Callable[[tuple[int, int]], bool] | None = None  # compute capability -> whether it runs there
 
 
 @dataclass(frozen=True)
