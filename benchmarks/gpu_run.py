@@ -240,7 +240,8 @@ PHASES: dict[str, tuple[str, list]] = {
             "tests/test_gpu.py -k 'f16x3 or rung_13 or tf32x3 or rung_11 or rung_12' -p no:cacheprovider 2>&1 | tail -8", 240),
         Run("accuracy and speed beside cuBLAS and Triton", "python3 benchmarks/tf32x3_table.py --f16x3 --json {out}/f16x3.json",
             300),
-        Run("rungs 10, 11 and 13 beside cuBLAS and Triton", f"simtlab ladder gemm --rung 10 --rung 11 --rung 13 "
+        Run("rungs 10, 11 and 13 beside cuBLAS and simtlab.gemm at each precision (API rows)",
+            f"simtlab ladder gemm --rung 10 --rung 11 --rung 13 "
             f"{sizes('4096 8192 4097x4095x4093')} --json-out {{out}}/gemm_top.json", 300),
         Run("compute-sanitizer on rung 13", "for s in 127x129x65 300x264x520 1000x1013x37; do simtlab sanitize gemm "
             "--rung f16x3 --size $s --jobs 8; done", 200)]),
