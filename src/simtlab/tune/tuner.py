@@ -74,19 +74,19 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
         if time_budget_s is not None and time.monotonic() - start > time_budget_s:
             break
         if seeds:
-            proposals, seeds = seeds[:min(batch, budget - spent)], seeds[min(batch, budget - spent):]
-        else:  # a whole batch, cut to what the budget leaves: a batch lists its picks most promising
-            # first, so a smaller budget runs the first evaluations a larger one would (and a replay's
-            # curve read at any budget is the search run at that budget)
-            proposals = strat.ask(batch)[:budget - spent]
+            proposals, seeds = seeds[:batch], seeds[batch:]
+        else:
+            proposals = strat.ask(batch)
         proposals = [c for c in proposals if Space.key(c) not in strat.measured]
         if not proposals:
             break
         if prefetch:
             prefetch(proposals + strat.lookahead(proposals, batch))
-        twins = []
-        if identity is not None:
-            proposals, twins = _same_code(proposals, identity, codes)
+        # a whole batch, cut to what the budget leaves counting only new code: a batch lists its picks
+        # most promising first and a configuration that compiles to a measured kernel costs nothing,
+        # so a smaller budget runs the first evaluations a larger one would (and a replay's curve
+        # read at any budget is the search run at that budget)
+        proposals, twins = _take(proposals, budget - spent, identity, codes)
         for ev in _evaluate(proposals, workers, pool):
             strat.tell(ev.config, ev.value)
             result.evaluations.append(ev)
@@ -109,16 +109,19 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
     return result
 
 
-def _same_code(proposals: list[Config], identity: Callable[[Config], str | None],
-               codes: dict[str, tuple]) -> tuple[list[Config], list[tuple[Config, tuple]]]:
-    """Split a batch into configurations to measure and those whose compiled code is that of one
-    measured before or earlier in the batch (each with that one's key)."""
+def _take(proposals: list[Config], room: int, identity: Callable[[Config], str | None] | None,
+          codes: dict[str, tuple]) -> tuple[list[Config], list[tuple[Config, tuple]]]:
+    """A batch, in order, split into at most `room` configurations to measure and those before the
+    cut whose compiled code is that of one measured before or earlier in the batch (each with that
+    one's key); what lies after the cut is left pending."""
     fresh, twins = [], []
     for config in proposals:
-        code = identity(config)
+        code = identity(config) if identity is not None else None
         if code is not None and code in codes:
             twins.append((config, codes[code]))
             continue
+        if len(fresh) == room:
+            break
         if code is not None:
             codes[code] = Space.key(config)
         fresh.append(config)
