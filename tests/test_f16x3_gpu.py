@@ -1,34 +1,12 @@
-"""The fp32 ladder's rung 13 (three fp16 products, rows and columns scaled) on the GPU: odd sizes,
-alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the inputs that stress the
-scaling (N(0,1), positive sums, rows 2^60 apart, values near the smallest normal), Inf and NaN where
-SGEMM gives them."""
+"""The fp32 ladder's rung 13 (three fp16 products, rows and columns scaled) on the GPU: accuracy no
+worse than cuBLAS SGEMM's on the inputs that stress the scaling (N(0,1), positive sums, rows 2^60
+apart, values near the smallest normal), Inf and NaN where SGEMM gives them, simtlab.gemm(precision=
+"f16x3") at odd sizes with alpha and beta. Odd sizes on a poisoned C through the ladder's runner:
+tests/test_tf32x3_gpu.py, beside rung 11."""
 
 import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gemm]
-
-
-@pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
-                                  "2048x2048x2048"])
-@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_13_matches_float64_on_a_poisoned_c(size, alpha, beta, needs_sm90, poisoned_error):
-    """The ladder's runner (maxima, split and main loop; N % 4 != 0 through EPI 0) three times on a
-    poisoned C (NaN where beta == 0: C must not be read), then the float64 product within the fp32
-    family's tolerance."""
-    from simtlab.catalog import family
-    from simtlab.device import device_info
-    from simtlab.launch import build, choose_params, runner
-    from simtlab.ops import gemm
-
-    needs_sm90("rung 13")
-    fam, dev = family("gemm"), device_info()
-    rung = fam.rung("f16x3")
-    p = gemm.parse_size(size, alpha=alpha, beta=beta)
-    ws = fam.op().workspace(p, seed=7)
-    inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
-    assert inst.params["EPI"] == (0 if p.N % 4 else 3)
-    err = poisoned_error(runner(inst, p, ws, None, dev), ws, times=3)
-    assert err <= gemm.tolerance(p), (size, err)
 
 
 def _rung_13(A, B):

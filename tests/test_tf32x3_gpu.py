@@ -1,6 +1,7 @@
 """The fp32 ladder's rungs 11 and 12 (3xTF32 on the tensor cores: Hopper's, and the sm_80 path)
-and simtlab.gemm(precision="tf32x3") on the GPU: odd sizes, alpha and beta, a poisoned C, accuracy no worse than cuBLAS SGEMM's on the
-same inputs, Inf and NaN as SGEMM gives them, the caller's stream."""
+and simtlab.gemm(precision="tf32x3") on the GPU: odd sizes, alpha and beta, a poisoned C (rung 13's
+too: the same split over fp16 parts), accuracy no worse than cuBLAS SGEMM's on the same inputs, Inf
+and NaN as SGEMM gives them, the caller's stream."""
 
 import pytest
 
@@ -23,19 +24,20 @@ RUNGS = ["best", "tf32x3_mma"]  # rung 11 on Hopper; rung 12 (asked for by name 
 @pytest.mark.parametrize("size", ["1x1x1", "127x129x65", "300x264x520", "1000x1013x37", "64x64x1", "257x250x4099",
                                   "2048x2048x2048"])
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (-0.75, 1.5)])
-def test_rung_11_matches_float64_on_a_poisoned_c(size, alpha, beta, needs_sm90, poisoned_error):
-    """The ladder's runner (split kernels and the main loop, N % 4 != 0 through EPI 0), three
-    launches on a poisoned C (NaN where beta == 0: C must not be read), then the float64 product
-    within the fp32 family's tolerance."""
-
+@pytest.mark.parametrize("name", ["tf32x3", "f16x3"], ids=["rung_11", "rung_13"])
+def test_split_rungs_match_float64_on_a_poisoned_c(name, size, alpha, beta, needs_sm90, poisoned_error):
+    """Rung 11 (TF32 parts) and rung 13 (fp16 parts, rows and columns scaled): the ladder's runner
+    (the split kernels - rung 13's maxima pass first - and the main loop, N % 4 != 0 through EPI 0),
+    three launches on a poisoned C (NaN where beta == 0: C must not be read), then the float64
+    product within the fp32 family's tolerance."""
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import build, choose_params, runner
     from simtlab.ops import gemm
 
-    needs_sm90("rung 11")
     fam, dev = family("gemm"), device_info()
-    rung = fam.rung("tf32x3")
+    rung = fam.rung(name)
+    needs_sm90(f"rung {rung.stage}")
     p = gemm.parse_size(size, alpha=alpha, beta=beta)
     ws = fam.op().workspace(p, seed=7)
     inst = build(rung, choose_params(rung, p, dev, None), dev.arch)
