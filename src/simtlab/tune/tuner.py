@@ -93,11 +93,7 @@ def tune(configs: Sequence[Config], objective: Callable[[Config], float] | Seque
             spent += 1
             if on_eval:
                 on_eval(ev)
-            if spent >= budget:
-                break
-        for config, twin in twins:  # (their twins' times are known now; one cut by the budget: left pending)
-            if twin not in strat.measured:
-                continue
+        for config, twin in twins:  # (each twin measured before or in this batch: its time is known now)
             ev = Evaluation(dict(config), strat.measured[twin], "same code",
                             f"compiles to the same code as {dict(twin)}")
             strat.tell(ev.config, ev.value)
