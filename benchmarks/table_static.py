@@ -38,16 +38,15 @@ def _table(path: str):
 def _profile(job):
     path, config, sms = job
     from simtlab.compile import CompileError
-    from simtlab.hw.resources import code_identity
-    from simtlab.launch import build
     from simtlab.tune.static import profile_of
+    from simtlab.tune.worker import build_identity
 
     t, rung, problem, complete = _table(path)
     arch = t.meta["arch"]
     params = rung.params(arch, complete(config))
     p, reason = profile_of(rung, params, problem, arch, sms)
-    try:  # the compiled code's identity, as the command's compilers hand it back (tune.worker)
-        code = code_identity(build(rung, params, arch).cubin.data())
+    try:  # the compiled code's identity, as the command's compilers hand it back
+        code = build_identity(rung.family, rung.name, params, arch)
     except CompileError:
         code = None
     return config, {**(p.as_dict() if p else {"error": reason}), "code": code}

@@ -27,8 +27,9 @@ def compile_workers(jobs: int = 0, cpus: int | None = None) -> int:
     return jobs or max(1, (cpus or os.cpu_count() or 2) - 1)
 
 
-def _compile(family: str, rung: str, params: Mapping[str, int], arch: str) -> str:
-    """Build one configuration into the shared on-disk cache; its compiled code's identity back."""
+def build_identity(family: str, rung: str, params: Mapping[str, int], arch: str) -> str:
+    """Build one configuration into the shared on-disk cache; its compiled code's identity back (what
+    `simtlab tune` measures once, and benchmarks/table_static.py records for the replays)."""
     from ..catalog import family as get_family
     from ..hw.resources import code_identity
     from ..launch import build
@@ -56,7 +57,7 @@ class Precompiler:
             key = Space.key(c)
             if key in self._futures:
                 continue
-            args = (_compile, self.family, self.rung, self.complete(c), self.arch)
+            args = (build_identity, self.family, self.rung, self.complete(c), self.arch)
             try:
                 self._futures[key] = self._pool.submit(*args)
             except BrokenProcessPool:  # a compiler died (NVRTC crashed, or it was killed): the pool is
