@@ -2,9 +2,10 @@
 
 One page per rung: its lesson and the header of its kernel file (what changed
 and what it should buy), the predicted effect against the rung it changes (the
-one before, or the one its header names: Rung.builds_on) from static facts (registers, occupancy, bytes requested per FLOP, the SASS: access
-widths, shared loads, barriers, main-loop FMA share), the measured effect from
-the store, and the limiter that the numbers point to.
+one before, or the one its header names: Rung.builds_on) from static facts
+(registers, occupancy, bytes requested per FLOP, the SASS: access widths, shared
+loads, barriers, main-loop FMA share), the measured effect from the store, and
+the limiter that the numbers point to.
 """
 
 from __future__ import annotations

@@ -76,15 +76,17 @@ class F16x3Gemm:
         sms = sm_count(device)
         a_max_blocks = min(-(-M // 8), 8 * sms)
         strips = -(-N // 32)
-        self.max = PackedLaunch(function_handle(module.get_function("gemm_f16x3_max")),
-                                (a_max_blocks + strips * -(-K // MAX_ROWS_K), 1, 1), (BLOCK, 1, 1), 0,
-                                (PTR, I32, I32, I32, PTR, I32, I32, PTR, PTR, I32, I32), index)
+        max_blocks = a_max_blocks + strips * -(-K // MAX_ROWS_K)
         a_blocks = min(-(-M * (self.kp // 4) // BLOCK), 8 * sms)
         tiles_n, tiles_k = -(-N // TILE), -(-self.kp // TILE)
-        if a_blocks + tiles_n * tiles_k >= 2**31 or a_max_blocks + strips * -(-K // MAX_ROWS_K) >= 2**31:
+        split_blocks = a_blocks + tiles_n * tiles_k
+        if max(max_blocks, split_blocks) >= 2**31:
             raise LaunchError(f"{M}x{N}x{K}: the split would take more than 2^31 blocks")
+        self.max = PackedLaunch(function_handle(module.get_function("gemm_f16x3_max")),
+                                (max_blocks, 1, 1), (BLOCK, 1, 1), 0,
+                                (PTR, I32, I32, I32, PTR, I32, I32, PTR, PTR, I32, I32), index)
         self.split_launch = PackedLaunch(function_handle(module.get_function("gemm_f16x3_split")),
-                                         (a_blocks + tiles_n * tiles_k, 1, 1), (BLOCK, 1, 1), 0,
+                                         (split_blocks, 1, 1), (BLOCK, 1, 1), 0,
                                          (PTR, I32, I32, I32, PTR, I32, I32, I32, PTR, PTR, PTR, PTR, PTR, PTR, PTR,
                                           I32, I32), index)
         v = self.max.values
