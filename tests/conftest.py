@@ -100,3 +100,27 @@ def poisoned_error():
     Frobenius error of C against the workspace's float64 product (no NaN allowed: beta == 0 poisons
     C with NaN, which must not be read)."""
     return _poisoned_error
+
+
+def _nonfinite_as_sgemm(product) -> None:
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
+    A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want, got = A @ B, product(A, B)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    inf = torch.isinf(want)
+    assert torch.equal(torch.sign(got[inf]), torch.sign(want[inf]))
+    fin = torch.isfinite(want)
+    assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
+
+
+@pytest.fixture
+def nonfinite_as_sgemm():
+    """`nonfinite_as_sgemm(product)`: `product(A, B)` (fp32 PyTorch tensors on the GPU) with
+    infinities and a NaN in A gives infinities and NaNs where cuBLAS SGEMM does, with the same signs,
+    and agrees with it on the finite entries."""
+    return _nonfinite_as_sgemm

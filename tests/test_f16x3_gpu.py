@@ -56,22 +56,12 @@ def test_rung_13_error_at_most_sgemms(kind, needs_sm90):
     assert ours <= sgemm, (kind, ours, sgemm)
 
 
-def test_rung_13_gives_inf_and_nan_where_sgemm_does(needs_sm90):
+def test_rung_13_gives_inf_and_nan_where_sgemm_does(needs_sm90, nonfinite_as_sgemm):
     """Infinities and NaNs in A (B finite) set no scale: the same entries of C are infinite or NaN
     as in SGEMM's C, with the same signs; the finite ones agree."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     needs_sm90("rung 13")
-    g = torch.Generator(device="cuda").manual_seed(5)
-    A, B = torch.randn(256, 320, device="cuda", generator=g), torch.randn(320, 192, device="cuda", generator=g)
-    A[3, 7], A[10, 0], A[10, 1], A[77, 300] = float("inf"), float("-inf"), float("inf"), float("nan")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    want, got = A @ B, _rung_13(A, B)
-    assert torch.equal(torch.isnan(got), torch.isnan(want))
-    assert torch.equal(torch.isinf(got), torch.isinf(want))
-    inf = torch.isinf(want)
-    assert torch.equal(torch.sign(got[inf]), torch.sign(want[inf]))
-    fin = torch.isfinite(want)
-    assert float((got[fin] - want[fin]).abs().max()) <= 1e-4 * float(want[fin].abs().max())
+    nonfinite_as_sgemm(_rung_13)
 
 
 @pytest.mark.api
