@@ -106,3 +106,40 @@ def test_f16x3_picks_float64_sums_below_min_k_then_rung_13_on_hopper_only():
         f16x3_rung("tf32x3", k, (9, 0), "sm_90")
     with pytest.raises(ValueError, match="no kahan"):
         f16x3_rung("best", k, (9, 0), "sm_90", kahan=True)
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3", "f16x3"])
+@pytest.mark.parametrize("short", [True, False], ids=["short_k", "long_k"])
+@pytest.mark.parametrize("cc", [(9, 0), (8, 0)], ids=["sm_90", "sm_80"])
+def test_gemm_choice_names_a_rung_that_takes_its_sums(precision, short, cc):
+    """What simtlab.gemm builds for each precision, depth and GPU: a rung of the catalog whose
+    parameters include the accumulation it is given (precision="f16x3" at K < TF32X3_MIN_K once
+    handed rung 10 the float64 sums' KAHAN, which rung 10 does not have)."""
+    from simtlab.catalog import family
+    from simtlab.plans import F64_SUMS_PARAMS, TF32X3_MIN_K, gemm_choice
+
+    arch = f"sm_{cc[0]}{cc[1]}"
+    K = TF32X3_MIN_K - 1 if short else TF32X3_MIN_K
+    if precision == "f16x3" and cc < (9, 0) and not short:
+        with pytest.raises(ValueError, match="runs on sm_90"):
+            gemm_choice("best", precision, K, cc, arch)
+        return
+    name, sums = gemm_choice("best", precision, K, cc, arch)
+    expected = {"ieee": "tuned", "tf32x3": "tf32x3" if cc >= (9, 0) else "tf32x3_mma", "f16x3": "f16x3"}[precision]
+    if precision != "ieee" and short:
+        assert (name, sums) == ("warptiling", F64_SUMS_PARAMS)
+    else:
+        assert (name, sums) == (expected, None)
+    family("gemm").rung(name).params(arch, dict(sums or ()))  # (raises on a parameter the rung lacks)
+
+
+def test_gemm_choice_kahan_and_named_rungs():
+    from simtlab.plans import KAHAN_PARAMS, gemm_choice
+
+    assert gemm_choice("best", "ieee", 4096, (9, 0), "sm_90", kahan=True) == ("warptiling", KAHAN_PARAMS)
+    assert gemm_choice(13, "ieee", 4096, (9, 0), "sm_90") == ("f16x3", None)  # (rung 13 is its precision)
+    assert gemm_choice("naive", "ieee", 8, (9, 0), "sm_90") == ("naive", None)
+    with pytest.raises(ValueError, match="option of the warptiling rung"):
+        gemm_choice("naive", "ieee", 8, (9, 0), "sm_90", kahan=True)
+    with pytest.raises(ValueError, match="precision 'fp64'"):
+        gemm_choice("best", "fp64", 8, (9, 0), "sm_90")

@@ -424,6 +424,30 @@ def f16x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = False
     return "f16x3"
 
 
+def gemm_choice(rung, precision: str, K: int, cc: tuple[int, int], arch: str,
+                kahan: bool = False) -> tuple[str, tuple | None]:
+    """The rung simtlab.gemm runs (its catalog name) and the accumulation it is built with
+    (None: the rung's own; KAHAN_PARAMS; F64_SUMS_PARAMS) for `rung` and `precision` at depth K on
+    a GPU of compute capability `cc`. A rung of TF32X3_RUNGS / F16X3_RUNGS sets its precision."""
+    if rung in TF32X3_RUNGS:
+        precision = "tf32x3"
+    if rung in F16X3_RUNGS:
+        precision = "f16x3"
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
+    if precision in ("tf32x3", "f16x3"):
+        name = (f16x3_rung if precision == "f16x3" else tf32x3_rung)(rung, K, cc, arch, kahan)
+        # (K < TF32X3_MIN_K: the warptiling rung with one rounding in float64)
+        return name, F64_SUMS_PARAMS if name == "warptiling" else None
+    if kahan:
+        if rung not in ("best", "warptiling", 8, "8", "warptile"):
+            raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
+        return "warptiling", KAHAN_PARAMS
+    if rung == "best":
+        return ("tuned" if cc >= (8, 0) else "warptiling"), None
+    return rung, None
+
+
 class GemmPlan(_Plan):
     """C = alpha * A @ B + beta * C in fp32 for one kind of operands (see simtlab.gemm): on the
     CUDA cores (precision "ieee") or the tensor cores (3xTF32, rung 11); alpha and beta are given
@@ -467,34 +491,11 @@ class GemmPlan(_Plan):
         # tiles; the copy is part of the call and of its time)
         self.copies = (la == TRANSPOSED, lb == TRANSPOSED)
         info = device_info(dev)
-        name = rung
-        if rung in TF32X3_RUNGS:
-            precision = "tf32x3"
-        if rung in F16X3_RUNGS:
-            precision = "f16x3"
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision {precision!r}: one of {', '.join(map(repr, PRECISIONS))}")
+        name, sums = gemm_choice(rung, precision, K, info.compute_capability, info.arch, kahan)
         self.split = None
-        sums = KAHAN_PARAMS if kahan else None
-        if precision == "f16x3":
-            name = f16x3_rung(rung, K, info.compute_capability, info.arch, kahan)
-            if name == "f16x3":
-                self._init_split(M, N, K, info, "f16x3")
-                return
-            sums = F64_SUMS_PARAMS  # (K < TF32X3_MIN_K: one rounding in float64, as tf32x3 there)
-        if precision == "tf32x3":
-            name = tf32x3_rung(rung, K, info.compute_capability, info.arch, kahan)
-            if name == "tf32x3":
-                self._init_split(M, N, K, info, "tf32x3")
-                return
-            if name == "warptiling":
-                sums = F64_SUMS_PARAMS  # too short for 3xTF32 to match SGEMM (see TF32X3_MIN_K)
-        elif kahan:
-            if rung not in ("best", "warptiling", 8, "8", "warptile"):
-                raise ValueError(f"kahan=True is an option of the warptiling rung (8), not of rung {rung!r}")
-            name = "warptiling"
-        elif rung == "best":
-            name = "tuned" if info.compute_capability >= (8, 0) else "warptiling"
+        if name in ("tf32x3", "f16x3"):
+            self._init_split(M, N, K, info, name)
+            return
         r = family("gemm").rung(name)
         problem = GemmProblem(M, N, K)
         self.problem, self.rung, self.info = problem, r, info
