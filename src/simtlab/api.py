@@ -105,8 +105,9 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     column of B scaled by a power of two into fp16's range (undone exactly on the way out), the
     small parts stored times 2^11; fp16 keeps TF32's 11 bits at twice its tensor-core rate, so the
     three products cost what 1.5 TF32 products do - rung 13 as a kernel call ran at 3.0-3.25x
-    SGEMM's speed at 4096^3 and 8192^3 (run 2026-12-05_h200_54605b_f16x3) with an error at or under
-    SGEMM's on every row of the accuracy table from K = 64 (float64 sums below, as "tf32x3"). A row
+    SGEMM's speed at 4096^3 and 8192^3 on an H200 (run 2026-12-05_h200_54605b_f16x3), this call at
+    2.9-3.2x on an H100 (run 2026-12-05_h100_da020e_f16x3), with an error at or under SGEMM's on
+    every row of the accuracy table (from K = 64; below, float64 sums as "tf32x3"). A row
     whose values span more than 2^27 keeps its smallest ones to an absolute 2^-49 of its largest
     rather than to their own 24 bits. Not the default, for the reasons above.
     """
