@@ -3,9 +3,9 @@ tables from the H200): the default strategy, at the batch `simtlab tune` uses on
 with each configuration's static profile and code identity as the command computes them
 (tests/fixtures/static/: a kernel measured once), over 100 seeds, the table shuffled per seed, the
 configurations the command would refuse at the table's size left out as it leaves them out (budgets
-stay fractions of the whole space). At 10% of the space's evaluations the best found is on average within 1% of the optimum and never beyond 3%; at
-5%, within 2% on average. A change to the strategies, the batch policy or the tuning loop that
-breaks this fails here."""
+stay fractions of the whole space). At 10% of the space's evaluations the best found is on average
+within 1% of the optimum and never beyond 3%; at 5%, within 2% on average. A change to the
+strategies, the batch policy or the tuning loop that breaks this fails here."""
 
 from pathlib import Path
 
