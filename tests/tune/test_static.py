@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -23,6 +24,7 @@ from simtlab.tune.strategies import CostModel
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TABLES = sorted(FIXTURES.glob("*_h200_*.json"))
 H200 = SimpleNamespace(arch="sm_90", sms=132)
+REG_SLACK = 4  # registers a thread; a kernel change that matters moves more, or moves occupancy
 
 
 def test_a_profile_is_its_builds_occupancy_and_the_rounds_of_its_grid(tmp_cache):
@@ -47,7 +49,9 @@ def test_the_wave_cliff_the_profile_sees():
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
 def test_every_measured_table_has_the_profiles_its_builds_give(path, tmp_cache):
     """Committed by benchmarks/table_static.py; two points of each rebuilt here must agree (a kernel
-    change that moves its registers makes the committed profiles stale: rerun the script)."""
+    change that moves its occupancy or registers makes the committed profiles stale: rerun the
+    script). The same NVRTC on another host can allocate a register or two differently (CI built
+    one rung 8 point with 255 where this table says 253), so registers agree within REG_SLACK."""
     t = load_table(path)
     assert t.static is not None and set(t.static) == set(t.times), f"run benchmarks/table_static.py {path}"
     meta = json.loads(static_path(path).read_text())
@@ -57,7 +61,9 @@ def test_every_measured_table_has_the_profiles_its_builds_give(path, tmp_cache):
     assert {k for k, p in t.static.items() if p is not None} == runnable  # the others: refused at this size
     for key in random.Random(path.stem).sample(sorted(runnable, key=str), 2):
         got = static_profile(rung, rung.params(meta["arch"], complete(dict(key))), problem, meta["arch"], meta["sms"])
-        assert got == t.static[key], dict(key)
+        want = t.static[key]
+        assert abs(got.registers - want.registers) <= REG_SLACK, (dict(key), got, want)
+        assert replace(got, registers=want.registers) == want, (dict(key), got, want)
 
 
 def test_least_wasted_keeps_the_points_idling_at_most_a_fifth_of_the_gpu():
