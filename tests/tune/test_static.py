@@ -24,7 +24,7 @@ from simtlab.tune.strategies import CostModel
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TABLES = sorted(FIXTURES.glob("*_h200_*.json"))
 H200 = SimpleNamespace(arch="sm_90", sms=132)
-REG_SLACK = 4  # registers a thread; a kernel change that matters moves more, or moves occupancy
+REG_SLACK = 16  # registers a thread (docs/design/tune.md: NVRTC's variation on rung 8's builds)
 
 
 def test_a_profile_is_its_builds_occupancy_and_the_rounds_of_its_grid(tmp_cache):
@@ -50,8 +50,9 @@ def test_the_wave_cliff_the_profile_sees():
 def test_every_measured_table_has_the_profiles_its_builds_give(path, tmp_cache):
     """Committed by benchmarks/table_static.py; two points of each rebuilt here must agree (a kernel
     change that moves its occupancy or registers makes the committed profiles stale: rerun the
-    script). The same NVRTC on another host can allocate a register or two differently (CI built
-    one rung 8 point with 255 where this table says 253), so registers agree within REG_SLACK."""
+    script). The same NVRTC can allocate a few registers differently from one build of a rung 8
+    point to another (2-14 apart when the fixtures were regenerated; CI built one with 255 where
+    this table says 253, never another block count an SM), so registers agree within REG_SLACK."""
     t = load_table(path)
     assert t.static is not None and set(t.static) == set(t.times), f"run benchmarks/table_static.py {path}"
     meta = json.loads(static_path(path).read_text())
