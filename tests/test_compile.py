@@ -30,6 +30,14 @@ def test_every_rung_compiles_without_spills(rung, arch):
 SIMPLE = "template <int S> __global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= S; }"
 
 
+def test_the_install_compiles_with_nvrtc_13_0():
+    """pyproject admits the NVRTC every figure and committed build profile was made with (13.0, the
+    H200 image's); a resolver that brings another (13.5 spills sort rungs 4-5 and stencil rung 3) fails here."""
+    from simtlab.compile import nvrtc_version
+
+    assert nvrtc_version() == (13, 0)
+
+
 def test_second_compile_hits_cache(tmp_cache):
     first = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
     second = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
