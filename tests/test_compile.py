@@ -332,3 +332,95 @@ def test_the_source_digest_follows_the_kernel_and_our_headers(tmp_path):
     assert source_digest(kernel) == third
     # a rung's source by its path under the package's kernels folder
     assert len(source_digest("gemm/10_tuned.cu")) == 12
+
+
+def test_an_interrupted_compile_never_hands_its_cubin_to_the_next(tmp_cache, monkeypatch):
+    """Ctrl-C caught in a notebook (or any exception) while the worker compiles: the worker is
+    killed, so the next compile gets its own kernel, and the cache holds what it was asked for."""
+    from simtlab.nvrtc_worker import NvrtcWorker, shared_worker
+
+    worker = shared_worker()
+    real_read = NvrtcWorker._read
+    calls = []
+
+    def interrupted(proc, n, deadline):
+        calls.append(n)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real_read(proc, n, deadline)
+
+    monkeypatch.setattr(NvrtcWorker, "_read", staticmethod(interrupted))
+    bomb = "template <int S> __global__ void bomb(float* x) { x[0] = S; }"
+    with pytest.raises(KeyboardInterrupt):
+        compile_source(bomb, "bomb.cu", ["bomb<3>"], arch="sm_90")
+    assert worker._proc is None  # killed: its reply is never read
+    monkeypatch.setattr(NvrtcWorker, "_read", staticmethod(real_read))
+    first = compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90")
+    assert list(first.symbols) == ["scale<2>"] and "scale" in first.mangled("scale<2>")
+    assert compile_source(SIMPLE, "scale.cu", ["scale<2>"], arch="sm_90").symbols == first.symbols
+
+
+def test_a_reply_to_another_request_or_lacking_a_symbol_is_refused(tmp_cache, monkeypatch):
+    """A reply tagged for another request kills the worker; a module without the requested
+    symbols is an error and is not cached."""
+    from simtlab import nvrtc_worker
+    from simtlab.compile import cache_dir
+    from simtlab.nvrtc_worker import CompilerDied, NvrtcWorker
+
+    worker = NvrtcWorker()
+    try:
+        worker.compile(SIMPLE, {"arch": "sm_90", "std": "c++17"}, ("scale<2>",), 60)
+        bomb = "template <int S> __global__ void bomb(float* x) { x[0] = S; }"
+        nvrtc_worker._send(worker._proc.stdin, (99, bomb, {"arch": "sm_90", "std": "c++17"}, ("bomb<3>",)))
+        # (a request whose reply was never read, as an interrupted exchange would leave it)
+        with pytest.raises(CompilerDied, match="answered request"):
+            worker.compile(SIMPLE, {"arch": "sm_90", "std": "c++17"}, ("scale<2>",), 60)
+        assert worker._proc is None
+    finally:
+        worker.kill()
+    monkeypatch.setattr(nvrtc_worker.NvrtcWorker, "compile",
+                        lambda self, *a: ("ok", b"\x7fELF", {"bomb<3>": "_Z4bombILi3EEvPf"}, ""))
+    with pytest.raises(CompileError, match="lacks"):
+        compile_source(SIMPLE + "// other", "scale.cu", ["scale<2>"], arch="sm_90")
+    assert not list(cache_dir().glob("*.cubin")) if cache_dir().exists() else True
+
+
+# a few hundred bytes that NVRTC takes seconds over (6000 straight-line volatile loads and stores):
+# a request that fits in the pipe at once, so the parent can die before its worker's Python starts
+SLOW_SMALL = ("#define S a = a * x[1] + 1.0f; x[2] = a;\n#define T S S S S S S S S S S\n"
+              "#define H T T T T T T T T T T\n#define K H H H H H H H H H H\n"
+              "__global__ void k(volatile float* x) { float a = x[0]; K K K K K K }\n")
+
+
+def test_a_compile_worker_dies_with_a_parent_killed_at_once(tmp_path):
+    """The worker's die-with-parent signal is armed before its Python starts: a parent killed right
+    after sending a long compile (before the worker could arm it itself) leaves no compiler running."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os\n"
+        "from simtlab.nvrtc_worker import NvrtcWorker, _send\n"
+        "p = NvrtcWorker()._start()\n"
+        f"_send(p.stdin, (1, {SLOW_SMALL!r}, {{'arch': 'sm_90', 'std': 'c++17'}}, ()))\n"
+        "print(p.pid, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    pid = int(out.stdout.split()[0])
+    time.sleep(2)  # (the compile takes seconds: a worker that survived is still at it)
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            alive = not f.read().split(") ")[-1].startswith("Z")  # (a zombie is dead, not yet reaped)
+    except FileNotFoundError:
+        alive = False
+    if alive:
+        os.kill(pid, 9)
+        pytest.fail("the compile worker outlived its killed parent")
+
+
+def test_an_infinite_limit_waits_for_the_compile(tmp_cache, monkeypatch):
+    monkeypatch.setenv("SIMTLAB_COMPILE_TIMEOUT", "inf")
+    assert compile_source(SIMPLE + "// inf", "scale.cu", ["scale<2>"], arch="sm_90").symbols

@@ -354,6 +354,9 @@ def compile_source(
     if reply[0] != "ok":
         raise CompileError(name, reply[1])
     _, blob, symbols, text = reply
+    missing = [e for e in exprs if e not in symbols]
+    if missing:  # (never cached: a module must hold what it was asked for)
+        raise CompileError(name, f"the compiler's module lacks {missing} (it has {sorted(symbols)}): not cached")
     folder.mkdir(parents=True, exist_ok=True)
     _atomic_write(cubin_path, blob)
     meta = {"symbols": symbols, "log": text, "sha256": hashlib.sha256(blob).hexdigest(), "arch": arch, "name": name}

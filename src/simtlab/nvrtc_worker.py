@@ -5,7 +5,9 @@ unrolled loop, a template explosion) would hold a sweep or a `simtlab compile` f
 likes. `compile_source` sends each cold compile here instead: one long-lived child per process,
 started on first use (`python -m simtlab.nvrtc_worker`, so no `__main__` guard is needed in the
 caller's script), killed and replaced when a compile outlives its limit. Requests and replies are
-length-prefixed pickles over the child's stdin and a private copy of its stdout.
+length-prefixed pickles over the child's stdin and a private copy of its stdout, each reply tagged
+with its request's number: a worker whose exchange did not complete (a timeout, Ctrl-C caught in a
+notebook, any exception) is killed, never asked again, so no compile can read another's cubin.
 """
 
 from __future__ import annotations
@@ -67,21 +69,35 @@ def _read_exact(stream, n: int) -> bytes:
 def _serve() -> None:
     from .children import die_with_parent
 
-    die_with_parent()
+    die_with_parent()  # (armed before exec too, by the parent: see NvrtcWorker._start)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything else printed to stdout (by a library) must not corrupt the replies
     requests = sys.stdin.buffer
     while True:
         try:
             size = int.from_bytes(_read_exact(requests, 8), "little")
-            source, options, exprs = pickle.loads(_read_exact(requests, size))
+            tag, source, options, exprs = pickle.loads(_read_exact(requests, size))
         except EOFError:
             return
         try:
             reply = nvrtc_compile(source, options, exprs)
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
             reply = ("error", f"{type(exc).__name__}: {exc}")
-        _send(replies, reply)
+        _send(replies, (tag, reply))
+
+
+def _arm_parent_death(parent: int):
+    """A preexec function: the child is killed when its parent dies from the moment it exists (not
+    only once its Python has started: a parent killed in between left the compiler running), and
+    ends at once where the parent is already gone."""
+    from .children import die_with_parent
+
+    def arm() -> None:
+        die_with_parent()
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 class NvrtcWorker:
@@ -90,6 +106,7 @@ class NvrtcWorker:
     def __init__(self):
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._tag = 0  # the number of the last request sent
 
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
@@ -97,7 +114,8 @@ class NvrtcWorker:
         pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         return subprocess.Popen([sys.executable, "-m", "simtlab.nvrtc_worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                preexec_fn=_arm_parent_death(os.getpid()) if sys.platform == "linux" else None)
 
     def kill(self) -> None:
         if self._proc is not None:
@@ -106,29 +124,38 @@ class NvrtcWorker:
             self._proc = None
 
     def compile(self, source: str, options: dict, exprs: tuple[str, ...], timeout: float) -> tuple:
+        """One compile's reply (see nvrtc_compile), within `timeout` seconds (math.inf: no limit)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()
             proc = self._proc
+            self._tag += 1
             try:
-                _send(proc.stdin, (source, options, exprs))
+                _send(proc.stdin, (self._tag, source, options, exprs))
                 deadline = time.monotonic() + timeout
                 header = self._read(proc, 8, deadline)
-                return pickle.loads(self._read(proc, int.from_bytes(header, "little"), deadline))
-            except CompileTimeout:
+                tag, reply = pickle.loads(self._read(proc, int.from_bytes(header, "little"), deadline))
+            except CompileTimeout:  # (an OSError too: caught before the clause below)
                 self.kill()
                 raise
             except (EOFError, BrokenPipeError, OSError):
                 code = proc.poll()
                 self.kill()
                 raise CompilerDied(f"the compiling process ended without an answer (exit status {code})") from None
+            except BaseException:  # an interrupt, anything: its reply would be read by the next compile
+                self.kill()
+                raise
+            if tag != self._tag:  # (cannot happen while every broken exchange kills the worker; never trusted)
+                self.kill()
+                raise CompilerDied(f"the compiling process answered request {tag} to request {self._tag}")
+            return reply
 
     @staticmethod
     def _read(proc: subprocess.Popen, n: int, deadline: float) -> bytes:
         fd, chunks = proc.stdout.fileno(), []
         while n:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not select.select([fd], [], [], None if left == float("inf") else left)[0]:
                 raise CompileTimeout
             chunk = os.read(fd, min(n, 1 << 20))
             if not chunk:
