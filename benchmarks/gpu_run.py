@@ -79,6 +79,13 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("fp32 rung 10 and its API row", f"simtlab ladder gemm --rung 10 {sizes('4096 4097x4095x4093')} "
             "--json-out {out}/gemm_top.json", 150),
         Run("the calls beside torch", "python3 benchmarks/api_bench.py --json {out}/api.json", 400)]),
+    "gemm-table": ("rung 7 (split-K, small tiles) and the dispatcher: its GPU tests, then every candidate timed over "
+                   "the shape grid (the table simtlab.gemm_tc dispatches by, put in place for later phases)", [
+        Tests("split", "pytest_split.txt", 240),
+        Run("the dispatch table", "python3 benchmarks/gemm_dispatch_table.py --out {out}/gemm_tc_sm_90.json "
+            "--run \"$SIMTLAB_RUN\" && cp {out}/gemm_tc_sm_90.json src/simtlab/ops/tables/", 330)]),
+    "gemm-shapes": ("simtlab.gemm_tc and simtlab.gemm beside torch.mm over the real-shape set (the issue's table)", [
+        Run("the shape set", "python3 benchmarks/gemm_shapes.py --json {out}/gemm_shapes.json", 560)]),
     "tc": ("the tensor-core ladder", [
         Tests("gemm_tc", "pytest_tc.txt", 300),
         Run("simtlab ladder gemm_tc", f"simtlab ladder gemm_tc {sizes(TC_SIZES)} --json-out {{out}}/gemm_tc_ladder.json",

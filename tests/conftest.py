@@ -16,7 +16,8 @@ def _gpu_reason() -> str | None:
 # ladder runner and the tuner.
 TOPICS = {"api": "the library calls (simtlab.gemm, gemm_tc, plans, simtlab.torch)",
           "ladder": "the ladder runner (rows, isolation, clocks, out of memory)",
-          "tune": "the autotuner", "cluster": "tensor-core rung 6's variants"}
+          "tune": "the autotuner", "cluster": "tensor-core rung 6's variants",
+          "split": "tensor-core rung 7 (split-K in clusters, small tiles) and the GEMM dispatcher"}
 
 
 def pytest_configure(config):

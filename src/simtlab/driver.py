@@ -37,6 +37,10 @@ def libcuda() -> ctypes.CDLL:
         raise NoGpuError(f"the CUDA driver (libcuda.so.1) is not installed on this machine: {exc}") from None
     lib.cuLaunchKernel.argtypes = [_vp, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _vp, _vp, _vp]
     lib.cuLaunchKernel.restype = _int
+    lib.cuLaunchKernelEx.argtypes = [_vp, _vp, _vp, _vp]
+    lib.cuLaunchKernelEx.restype = _int
+    lib.cuFuncSetAttribute.argtypes = [_vp, _int, _int]
+    lib.cuFuncSetAttribute.restype = _int
     lib.cuTensorMapEncodeTiled.argtypes = [_vp, _int, _u32, _vp, _vp, _vp, _vp, _vp, _int, _int, _int, _int]
     lib.cuTensorMapEncodeTiled.restype = _int
     lib.cuMemsetD32Async.argtypes = [_u64, _u32, ctypes.c_size_t, _vp]
@@ -61,6 +65,21 @@ def memset32(address: int, value: int, count: int, stream: int) -> None:
         raise DriverError(f"cuMemsetD32Async of {count} words at {address:#x}: {error_name(err)}")
 
 
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value (here a cluster's x, y, z)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", _u32 * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h): grid, block, shared bytes, stream, attributes."""
+    _fields_ = [("grid", _u32 * 3), ("block", _u32 * 3), ("shared", _u32), ("stream", _vp),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", _u32)]
+
+
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 4, 14
+PORTABLE_CLUSTER = 8  # blocks a cluster may have on any GPU with clusters; 16 after an opt-in (Hopper)
+
+
 # A kernel parameter's kind: 32- or 64-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map
 # passed by value (read where the encoder left it, never copied).
 I32, I64, F32, PTR, MAP = "i32", "i64", "f32", "ptr", "map"
@@ -71,12 +90,14 @@ class PackedLaunch:
     """One kernel's launch with its parameter block built once: `values[i]` holds parameter i
     (ctypes scalars: set `.value`), `point_map(i, address)` (or `params[i] = address`) makes a
     tensor-map parameter read the 128 bytes at `address`, and `launch(stream)` is one
-    cuLaunchKernel."""
+    cuLaunchKernel - or, for a kernel launched in clusters of a shape chosen at launch (`cluster`,
+    blocks along x, y, z), one cuLaunchKernelEx with its configuration built once."""
 
     def __init__(self, function: int, grid: Sequence[int], block: Sequence[int], shared: int, kinds: Sequence[str],
-                 device: int = 0):
+                 device: int = 0, cluster: Sequence[int] | None = None):
         self.function, self.device = _vp(function), device
         self.grid, self.block, self.shared = tuple(grid), tuple(block), int(shared)
+        self.cluster = tuple(cluster) if cluster is not None and tuple(cluster) != (1, 1, 1) else None
         self.kinds = tuple(kinds)
         self.values = [(_CTYPE[k]() if k != MAP else None) for k in self.kinds]
         self.params = (_vp * len(self.kinds))()
@@ -86,13 +107,40 @@ class PackedLaunch:
         # Every argument made a ctypes object once and bound: a launch converts nothing. `bound()` is
         # the driver call itself, on the stream in `stream_value` (a caller's hot path may use both).
         self.stream_value = _vp(0)
-        self.bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
-                             _u32(self.shared), self.stream_value, self.params, None)
+        if self.cluster is None:
+            self.bound = partial(libcuda().cuLaunchKernel, self.function, *(_u32(x) for x in (*self.grid, *self.block)),
+                                 _u32(self.shared), self.stream_value, self.params, None)
+        else:
+            self.bound = self._cluster_launch()
+
+    def _cluster_launch(self):
+        """cuLaunchKernelEx with the cluster shape as a launch attribute: the configuration (grid,
+        block, shared bytes, attribute) built once; a call sets its stream. Clusters over 8 blocks
+        (Hopper's non-portable sizes) are allowed on the function first."""
+        lib = libcuda()
+        if self.cluster[0] * self.cluster[1] * self.cluster[2] > PORTABLE_CLUSTER:
+            err = lib.cuFuncSetAttribute(self.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+            if err:
+                raise DriverError(f"clusters of {self.cluster} blocks: cuFuncSetAttribute failed: {error_name(err)}")
+        attr = _LaunchAttribute(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+        attr.value[0], attr.value[1], attr.value[2] = self.cluster
+        config = _LaunchConfig((_u32 * 3)(*self.grid), (_u32 * 3)(*self.block), self.shared, None,
+                               ctypes.pointer(attr), 1)
+        self._config, self._attr = config, attr  # (kept alive with the launch)
+        launch_ex, function, params, stream = lib.cuLaunchKernelEx, self.function, self.params, self.stream_value
+        config_ref = ctypes.byref(config)
+
+        def bound() -> int:
+            config.stream = stream.value
+            return launch_ex(config_ref, function, params, None)
+
+        return bound
 
     def clone(self) -> "PackedLaunch":
         """The same launch with its own parameter block (values copied): one that is set once and
         kept, beside this one that every call rewrites."""
-        twin = PackedLaunch(self.function.value, self.grid, self.block, self.shared, self.kinds, self.device)
+        twin = PackedLaunch(self.function.value, self.grid, self.block, self.shared, self.kinds, self.device,
+                            self.cluster)
         for i, (mine, theirs) in enumerate(zip(self.values, twin.values)):
             if mine is not None:
                 theirs.value = mine.value
@@ -121,8 +169,9 @@ class PackedLaunch:
                 return
         if err == CUDA_ERROR_INVALID_HANDLE:
             raise ContextMismatch(f"the kernel was loaded on GPU {self.device}, which is not the current device")
+        cluster = f", clusters of {self.cluster}" if self.cluster else ""
         raise DriverError(f"cuLaunchKernel (grid {self.grid}, block {self.block}, {self.shared} bytes of shared "
-                          f"memory) failed: {error_name(err)}")
+                          f"memory{cluster}) failed: {error_name(err)}")
 
 
 # cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests)

@@ -20,7 +20,7 @@ from .catalog import family
 from .compile import CompileError
 from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
 from .launch import LaunchError, build, choose_params, function_handle, prepare
-from .ops.gemm_tc import CLUSTER, TMA
+from .ops.gemm_tc import CLUSTER, SPLIT, TMA
 
 __all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
 
@@ -220,17 +220,30 @@ class TcPlan(_Plan):
         self._remember(A, B, C)
         info = device_info(dev)
         fam = family("gemm_tc")
+        self.choice = None  # what the dispatcher chose, and why (rung="best" on Hopper)
         if rung == "best":
-            rung = "wgmma_cluster" if fam.rung("wgmma_cluster").supports(info.compute_capability) else "mma_multistage"
+            if fam.rung("wgmma_cluster").supports(info.compute_capability):
+                from .ops.gemm_dispatch import choose
+
+                self.choice = choose(p, info)
+                rung = self.choice.rung
+            else:
+                rung = "mma_multistage"
         r = fam.rung(rung)
         if not r.supports(info.compute_capability):
             raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {info.arch}")
         self.rung, self.info = r, info
-        self._padded = self._direct = self._pointer = None
+        self._padded = self._direct = self._pointer = self._unaligned = None
         guard = _current(lib, dev)
         with guard if guard is not None else nullcontext():
             row_major = TcProblem(M, N, K, ta, batch, out_dtype)
-            if r.can(CLUSTER):
+            if r.can(SPLIT):  # rows of any alignment, read where they lie
+                from .ops.gemm_dispatch import split_config
+
+                self._split_params = self.choice.params if self.choice is not None else split_config(p, info)
+                self._direct = self._split(p, self._split_params)
+                self._call = self._direct_path()
+            elif r.can(CLUSTER):
                 if tma_ready(p):  # read where the operands lie (16-byte aligned addresses: checked per call)
                     self._direct = self._cluster(p)
                     self._call = self._direct_path()
@@ -242,10 +255,29 @@ class TcPlan(_Plan):
     @property
     def params(self) -> dict | None:
         """The parameters of the kernel this plan launches where it reads the operands in place (rung
-        6: the store's row for the shape, or the shipped ones); None on the other paths."""
+        6: the store's row for the shape, or the shipped ones; rung 7: the dispatcher's tile, split and
+        layout); None on the other paths."""
         return dict(self._direct.params) if self._direct is not None else None
 
+    def describe(self) -> str:
+        """What a call runs and why: the rung, its parameters, the dispatcher's reason."""
+        p = self.problem
+        params = self.params
+        what = f"{self.rung.id}" + (f" {params}" if params else "")
+        path = "" if self._direct is not None else (" on padded row-major copies" if self.rung.can(CLUSTER) else "")
+        why = f"; {self.choice.why}" if self.choice is not None else " (the rung asked for)"
+        return f"gemm_tc {p.label}: {what}{path}{why}"
+
+    def __repr__(self) -> str:
+        return f"<TcPlan {self.describe()}>"
+
     # --- building -------------------------------------------------------------------------------
+    def _split(self, p, params):
+        """Rung 7 at `params` (the dispatcher's): one cluster launch, operands read where they lie."""
+        from .ops.gemm_tc_split import SplitKernel
+
+        return SplitKernel(_instance("gemm_tc", "split_k", _frozen(params), self.info.arch), p, self.info, prepare)
+
     def _cluster(self, p):
         """Rung 6 for these shapes, at the store's fastest verified row for them where there is one
         (what `simtlab tune gemm_tc` found), else at its shipped parameters."""
@@ -281,12 +313,13 @@ class TcPlan(_Plan):
         and the general path for misaligned addresses."""
         lib, device, new_c, general, launch = self.lib, self.device, self._new_c, self._run, self._direct.launch
         ptr, stream = lib.ptr, lib.stream
+        ma, mb, mc = self._direct.masks  # (address bits that must be zero: 16-byte maps, or rung 7's row alignments)
 
         def call(A, B, C=None):
             if C is None:
                 C = new_c(A)
             pa, pb, pc = ptr(A), ptr(B), ptr(C)
-            if (pa | pb | pc) & 15:
+            if (pa & ma) | (pb & mb) | (pc & mc):
                 return general(A, B, C)
             launch(pa, pb, pc, stream(device))
             return C
@@ -296,7 +329,7 @@ class TcPlan(_Plan):
     def _bound_launch(self, A, B, C):
         ptr = self.lib.ptr
         pa, pb, pc = ptr(A), ptr(B), ptr(C)
-        if self._direct is not None and not (pa | pb | pc) & 15:
+        if self._direct is not None and self._direct.aligned(pa, pb, pc):
             return self._direct.bind(pa, pb, pc)
         if isinstance(self._pointer, dict):
             vec = None
@@ -315,9 +348,16 @@ class TcPlan(_Plan):
         if self._direct is not None:
             ptr = lib.ptr
             pa, pb, pc = ptr(A), ptr(B), ptr(C)
-            if not (pa | pb | pc) & 15:
+            if self._direct.aligned(pa, pb, pc):
                 self._direct.launch(pa, pb, pc, lib.stream(self.device))
                 return C
+        if self.rung.can(SPLIT):  # addresses off the rows' alignment: the build for 2-byte rows
+            if self._unaligned is None:
+                guard = _current(lib, self.device)
+                with guard if guard is not None else nullcontext():
+                    self._unaligned = self._split(self.problem, {**self._split_params, "AV": 2, "BV": 2})
+            self._unaligned.launch(lib.ptr(A), lib.ptr(B), lib.ptr(C), lib.stream(self.device))
+            return C
         if self.rung.can(CLUSTER):
             self._run_padded(A, B, C)
         else:

@@ -31,6 +31,7 @@ OUT16 = "out16"  # C written in fp16 / bf16 (rounded in the epilogue)
 TRANSPOSED = "transposed"  # A^T / B^T views read in place (TMA boxes, wgmma's transpose modes)
 TMA = "tma"  # A and B (and C) through tensor maps rather than pointers: the Hopper rungs
 CLUSTER = "cluster"  # maps as kernel parameters, launched through the driver (ClusterKernel): rung 6
+SPLIT = "split"  # any row alignment, K split over a cluster chosen per launch (SplitKernel): rung 7
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 OUTS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # C's type, a second size suffix
 OUT_SHORT = {v: k for k, v in OUTS.items()}
@@ -199,6 +200,94 @@ def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
     if tiles <= sm_count(device):
         params["CM"] = 1
     return params
+
+
+# --- rung 7: split-K and small tiles -------------------------------------------------------------
+
+def row_alignment(extent: int) -> int:
+    """Bytes a row of `extent` 16-bit elements keeps every row start aligned to (16, 8, 4 or 2): how
+    wide rung 7's copies of that operand can be (its AV, BV)."""
+    return 16 if extent % 8 == 0 else 8 if extent % 4 == 0 else 4 if extent % 2 == 0 else 2
+
+
+@dataclass(frozen=True)
+class SplitLayout:
+    """What rung 7 runs for a problem, swapped (C^T = B^T A^T, the long side of C on the kernel's
+    M) or not: the kernel's M and N, its operands' layouts (TA, TB: 1 a transposed view) and row
+    alignments (AV, BV), and TC (C column-major: the swapped product's)."""
+    M: int
+    N: int
+    TA: int
+    TB: int
+    AV: int
+    BV: int
+    TC: int
+
+    @property
+    def swapped(self) -> bool:
+        return bool(self.TC)
+
+    @property
+    def params(self) -> dict:
+        return {"TA": self.TA, "TB": self.TB, "AV": self.AV, "BV": self.BV, "TC": self.TC}
+
+
+def split_layout(p: TcProblem, swap: bool) -> SplitLayout:
+    """A's contiguous extent is K (row-major) or M (a transposed view), B's N or K. Swapped, the
+    kernel's A is B^T - row-major where B is a transposed view, and the other way round - and its
+    B is A^T."""
+    a_row, b_row = (p.M if p.ta else p.K), (p.K if p.tb else p.N)
+    if not swap:
+        return SplitLayout(p.M, p.N, int(p.ta), int(p.tb), row_alignment(a_row), row_alignment(b_row), 0)
+    return SplitLayout(p.N, p.M, 1 - int(p.tb), 1 - int(p.ta), row_alignment(b_row), row_alignment(a_row), 1)
+
+
+def split_threads(params) -> int:
+    return (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * params["WK"] * 32
+
+
+def split_smem(params) -> int:
+    """The ring of STAGES (A, B) slices of 16-bit elements, or the WK parked fp32 partial tiles
+    (rows of BN + 4 floats) that take its place after the main loop, whichever is larger."""
+    ring = params["STAGES"] * (params["BM"] + params["BN"]) * params["BK"] * 2
+    return max(ring, params["WK"] * params["BM"] * (params["BN"] + 4) * 4)
+
+
+MAX_GRID_YZ = 65535
+
+
+def geometry_split_k(params, p: TcProblem, device=None) -> Launch:
+    """Tiles of the kernel's (possibly swapped) C in x and y, the batch times the cluster's SPLITS
+    blocks in z (clusters of (1, 1, SPLITS): a cluster's blocks share one tile's K)."""
+    m, n = (p.N, p.M) if params["TC"] else (p.M, p.N)
+    gx, gy = -(-n // params["BN"]), -(-m // params["BM"])
+    gz = p.batch * params["SPLITS"]
+    if params["SPLITS"] > 1 and device is not None and tuple(device.compute_capability) < (9, 0):
+        raise ValueError(f"rung 7 with SPLITS {params['SPLITS']} splits K over a cluster: clusters need "
+                         f"compute capability 9.0, this GPU is {device.arch} (SPLITS 1)")
+    if gy > MAX_GRID_YZ or gz > MAX_GRID_YZ:
+        raise ValueError(f"rung 7 with {params}: {gy} tile rows and {gz} blocks along z exceed the grid's 65535 "
+                         "(larger BM, fewer SPLITS, or rung 6)")
+    return Launch((gx, gy, gz), (split_threads(params), 1, 1), split_smem(params))
+
+
+def split_params(p: TcProblem, device=None, vec=None) -> dict:
+    """Rung 7 as the dispatcher runs it for this problem (ops.gemm_dispatch: the tile, the split,
+    the swap), with the layouts and row alignments the problem fixes."""
+    from .gemm_dispatch import split_config
+
+    return split_config(p, device)
+
+
+def split_space(max_smem: int) -> Space:
+    """Rung 7's tile, warp split and ring (the problem fixes types, layouts and alignments)."""
+    defaults = dict(FAMILY.rung("split_k").defaults)
+    rules = [("warps tile the block", lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0),
+             ("at most 1024 threads", lambda c: split_threads({**defaults, **c}) <= 1024),
+             ("WK divides a slice's k16 steps", lambda c: (c["BK"] // 16) % c["WK"] == 0),
+             ("shared memory within the limit", lambda c: split_smem({**defaults, **c}) <= max_smem)]
+    return Space({"BM": (32, 64, 128), "BN": (8, 16, 32, 64, 128), "WM": (16, 32, 64), "WN": (8, 16, 32, 64),
+                  "WK": (1, 2, 4), "BK": (32, 64), "STAGES": (3, 4, 6, 8), "SPLITS": (1, 2, 4, 8)}, rules)
 
 
 # --- launch geometry -------------------------------------------------------------------------
@@ -436,6 +525,14 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     with simtlab's own transpose, inside the timed call. Rung 6 launches as simtlab.gemm_tc does
     (ClusterKernel: maps as kernel parameters, one driver call on CuPy's current stream); rungs
     4-5 read their maps from device memory. Other rungs: one launch."""
+    if inst.rung.can(SPLIT):  # rung 7: launched as simtlab.gemm_tc launches it, on CuPy's current stream
+        import cupy
+
+        from .gemm_tc_split import SplitKernel
+
+        kernel, pa, pb, pc = SplitKernel(inst, problem, device, prepare), ws.A.data.ptr, ws.B.data.ptr, ws.C.data.ptr
+        current_stream = cupy.cuda.get_current_stream
+        return lambda: kernel.launch(pa, pb, pc, current_stream().ptr)
     if not inst.rung.can(TMA):
         return None
     import cupy
@@ -498,6 +595,8 @@ class ClusterKernel:
     (SK 1, rung 11's) also takes the scratch of `sk_scratch` (partial sums, flags zeroed before
     each launch), which `launch_split` is given, and the chunk count (tail_split)."""
 
+    masks = (15, 15, 15)  # address bits of A, B and C that must be zero: tensor maps start on 16-byte boundaries
+
     def __init__(self, inst, p: TcProblem, device, prepare):
         from ..driver import F32, I32, MAP, PTR, PackedLaunch
         from .tma import tensor_map_encoder
@@ -535,6 +634,9 @@ class ClusterKernel:
         packed.values[15].value = self.tail[1]  # (SK 1: the last round's tiles in this many chunks)
         self.slots = None  # the maps launch() re-points (driver.MapSlot), once learned
         self.launch = self._launcher()
+
+    def aligned(self, pa: int, pb: int, pc: int) -> bool:
+        return not (pa | pb | pc) & 15
 
     def bind(self, pa: int, pb: int, pc: int):
         """A launch of these three addresses with its own parameter block and maps, all set now:
@@ -848,6 +950,17 @@ FAMILY = Family(
              sass_expect=("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"),
              capabilities=frozenset({TF32, OUT16, TRANSPOSED, TMA, CLUSTER}), space=cluster_space,
              work=cluster_work_units, features=cluster_features),
+        Rung("gemm_tc", 7, "split_k", "gemm_tc/07_split_k.cu", "gemm_tc_split_k",
+             ("DT", "BM", "BN", "BK", "WM", "WN", "WK", "STAGES", "TA", "TB", "AV", "BV", "OUT", "TC"),
+             # (SPLITS: blocks a cluster, chosen at launch - not a template argument)
+             frozen({"DT": 0, "BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "WK": 1, "STAGES": 4, "TA": 0, "TB": 0,
+                     "AV": 16, "BV": 16, "OUT": 0, "TC": 0, "SPLITS": 2}),
+             "K split over a cluster's blocks and a block's warps, summed through distributed shared memory; "
+             "tiles down to 32x8, either operand transposed, rows of any alignment: every SM busy on skinny, "
+             "decode and long-K shapes",
+             geometry_split_k, min_cc=(8, 0), size_defaults=split_params, builds_on=3,
+             tunable=("BM", "BN", "BK", "WM", "WN", "WK", "STAGES", "SPLITS"), sass_expect=("HMMA", "LDSM", "LDGSTS"),
+             capabilities=frozenset({OUT16, TRANSPOSED, SPLIT}), space=split_space),
     ),
     check_size="127x129x65",
 )
