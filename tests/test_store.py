@@ -283,3 +283,94 @@ def test_the_shipped_results_open_as_text():
     shipped = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200.jsonl"
     store = Store(shipped, readonly=True)
     assert len(store.runs(10**6)) > 100 and store.results(family="gemm_tc", status="ok")
+
+
+def test_merge_keeps_two_runs_of_one_command_in_one_second_on_two_gpus(tmp_path, monkeypatch):
+    """Runs are told apart by the id made at their start, not by their start second, host, command
+    and commit: two GPUs running the same command in the same second are two runs."""
+    from simtlab import store as store_mod
+    from simtlab.store import Store
+
+    monkeypatch.setattr(store_mod, "_now", lambda: "2026-12-05T10:00:00+0000")
+
+    class Gpu:
+        def __init__(self, name):
+            self.name, self.compute_capability, self.driver_version = name, (9, 0), 1
+
+        def as_dict(self):
+            return {"name": self.name}
+
+    a, b = Store(tmp_path / "a.db"), Store(tmp_path / "b.db")
+    for s, gpu in ((a, "GPU 0"), (b, "GPU 1")):
+        run = s.start_run("ladder gemm", Gpu(gpu))
+        for k in range(10):
+            s.add_result(run, family="gemm", rung="gemm/01_naive", problem=str(k), status="ok", median_ms=1.0)
+    a.close()
+    b.close()
+    into = Store(tmp_path / "into.db")
+    skipped: list[str] = []
+    assert into.merge_from(tmp_path / "a.db", skipped) == 1
+    assert into.merge_from(tmp_path / "b.db", skipped) == 1 and not skipped
+    assert len(into.results()) == 20
+    assert into.merge_from(tmp_path / "b.db", skipped) == 0
+    assert len(skipped) == 1 and "already here as run 2" in skipped[0]
+
+
+def test_a_version_1_store_migrates_and_its_runs_merge_once(tmp_path):
+    """A store written before runs had an id: opened by a writer it gains the column; its runs are
+    recognised by their header and results when merged twice."""
+    import sqlite3
+
+    from simtlab.store import _SCHEMA, Store
+
+    old = tmp_path / "old.db"
+    db = sqlite3.connect(old)
+    db.executescript(_SCHEMA.replace(",\n    uid TEXT                     -- made at the run's start: what `merge` "
+                                     "recognises a run by", ""))
+    db.execute("PRAGMA user_version=1")
+    db.execute("INSERT INTO runs (started, command, host) VALUES ('t', 'ladder', 'h')")
+    db.execute("INSERT INTO results (run_id, created, family, rung, problem, status, median_ms) "
+               "VALUES (1, 't', 'gemm', 'r', 'p', 'ok', 2.0)")
+    db.commit()
+    db.close()
+    into = Store(tmp_path / "into.db")
+    assert into.merge_from(old) == 1 and into.merge_from(old) == 0
+    migrated = Store(old)  # a writer: version 2, the column added, the run kept
+    assert [r["uid"] for r in migrated.runs()] == [None] and migrated.results()[0]["median_ms"] == 2.0
+
+
+def test_a_reader_in_a_read_only_folder_sees_rows_still_in_the_log(tmp_path, monkeypatch):
+    """A WAL store in a folder the reader cannot write: the rows committed but not yet copied back
+    from the log are read too (from a private copy), not silently missed."""
+    import os
+    import sqlite3
+
+    from simtlab.store import Store
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "r.db"
+    writer = Store(path)
+    writer.db.execute("PRAGMA wal_autocheckpoint=0")  # (every row stays in the log)
+    run = writer.start_run("ladder")
+    for i in range(500):
+        writer.add_result(run, family="gemm", rung="r", problem=str(i), status="ok", median_ms=1.0)
+    wal = folder / "r.db-wal"
+    assert wal.stat().st_size > 0
+    saved = {p: p.read_bytes() for p in (path, wal)}
+    writer.db.close()  # (closing checkpoints; the saved log stands for one another process holds)
+    for p, data in saved.items():
+        p.write_bytes(data)
+    (folder / "r.db-shm").unlink(missing_ok=True)
+    os.chmod(folder, 0o555)
+    try:
+        if os.access(folder, os.W_OK):  # (root writes anywhere: the folder's refusal as SQLite reports it)
+            def refused(uri):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+
+            monkeypatch.setattr(Store, "_read_in_place", staticmethod(refused))
+        reader = Store(path, readonly=True)
+        assert len(reader.results()) == 500
+        reader.close()
+    finally:
+        os.chmod(folder, 0o755)

@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,7 +18,7 @@ from .version import __version__
 
 __all__ = ["Store", "StoreError", "default_path", "SCHEMA_VERSION", "TEXT_SUFFIX", "git_commit"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -31,7 +32,8 @@ CREATE TABLE IF NOT EXISTS runs (
     compute_capability TEXT,
     driver INTEGER,
     sm_clock_mhz INTEGER,
-    device_json TEXT
+    device_json TEXT,
+    uid TEXT                     -- made at the run's start: what `merge` recognises a run by
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -65,7 +67,8 @@ CREATE INDEX IF NOT EXISTS results_by_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS results_by_kernel ON results(family, rung, problem);
 """
 
-_MIGRATIONS: dict[int, str] = {}  # version -> SQL taking the previous version to it
+# version -> SQL taking the previous version to it
+_MIGRATIONS: dict[int, str] = {2: "ALTER TABLE runs ADD COLUMN uid TEXT"}
 
 
 def default_path() -> Path:
@@ -158,16 +161,32 @@ class Store:
         self._migrate()
 
     def _open_readonly(self) -> sqlite3.Connection:
-        """mode=ro where SQLite can keep its shared-memory file beside the store; else (a read-only
-        folder, which a WAL store's readers need to write in) immutable=1, which reads the file as
-        it lies."""
+        """mode=ro where SQLite can keep its shared-memory file beside the store. Else (a read-only
+        folder, which a WAL store's readers need to write in): the file as it lies (immutable=1)
+        where no write-ahead log holds rows, and otherwise a private copy of the store and its log,
+        so committed rows still in the log are read too (immutable=1 alone would miss them)."""
         uri = self.path.resolve().as_uri()
         try:
-            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return db
+            return self._read_in_place(uri)
         except sqlite3.OperationalError:
+            pass
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size > 0):
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+        import shutil
+        import tempfile
+
+        self._copy_dir = tempfile.TemporaryDirectory(prefix="simtlab-store-")
+        copy = Path(self._copy_dir.name) / self.path.name
+        shutil.copyfile(self.path, copy)
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        return sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+
+    @staticmethod
+    def _read_in_place(uri: str) -> sqlite3.Connection:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
 
     def _state(self) -> tuple[int, set[str]]:
         """The schema version and the tables, read in one statement: one snapshot of the file (read
@@ -190,8 +209,10 @@ class Store:
                                  f"({', '.join(sorted(_TABLES - tables))})")
             return  # current: opening writes nothing
         if self.readonly:
-            what = "is empty" if version == 0 else f"has an older layout (version {version})"
-            raise StoreError(f"{self.path} {what}: a writer (`simtlab ladder`, `simtlab merge`) initialises it first")
+            if version == 0:
+                raise StoreError(f"{self.path} is empty: a writer (`simtlab ladder`, `simtlab merge`) initialises it "
+                                 "first")
+            return  # (an older layout reads as it is: later versions only added columns)
         if version == 0:  # a new store: WAL, set once by its creator (readers never change it)
             _retrying(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
 
@@ -200,11 +221,12 @@ class Store:
                 current, present = self._state()  # (again under the lock: another writer may have done it)
                 if current == SCHEMA_VERSION:
                     return
-                if current == 0:
+                if current == 0:  # (a new store: the schema as it is now, no migrations)
                     if present:
                         raise StoreError(f"{self.path} is an SQLite database but not a simtlab results store")
                     _run_script(self.db, _SCHEMA)
-                for v in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
+                    current = SCHEMA_VERSION
+                for v in range(current + 1, SCHEMA_VERSION + 1):
                     _run_script(self.db, _MIGRATIONS[v])
                 self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -224,6 +246,8 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+        if getattr(self, "_copy_dir", None) is not None:  # (a read-only folder's store, read from a copy)
+            self._copy_dir.cleanup()
 
     def start_run(self, command: str = "", device: Any = None, sm_clock_mhz: int | None = None) -> int:
         row = {
@@ -232,7 +256,7 @@ class Store:
             "device": getattr(device, "name", None),
             "compute_capability": ".".join(map(str, device.compute_capability)) if device else None,
             "driver": getattr(device, "driver_version", None), "sm_clock_mhz": sm_clock_mhz,
-            "device_json": json.dumps(device.as_dict()) if device else None,
+            "device_json": json.dumps(device.as_dict()) if device else None, "uid": uuid.uuid4().hex,
         }
         with self._tx():
             cur = self.db.execute(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
@@ -342,11 +366,13 @@ class Store:
         sql += _on_device(device, args)
         return [tuple(r) for r in self.db.execute(sql + " ORDER BY r.id", args).fetchall()]
 
-    def merge_from(self, other: str | Path) -> int:
+    def merge_from(self, other: str | Path, skipped: list | None = None) -> int:
         """Copy every run of another store (and its results) into this one, in the other's order,
-        under new ids; a run already merged (same start time, host, command and commit) is skipped.
-        Returns the number of runs copied. Results from several machines or sessions can then be
-        reported, compared and tuned from as one history."""
+        under new ids; a run already here is skipped - the same run id made at its start (`uid`), or,
+        for runs stored before runs had one, the same start time, host, command, commit, device and
+        device properties and the same results. Returns the number of runs copied; `skipped`, if
+        given, receives a line for each run left out and why. Results from several machines or
+        sessions can then be reported, compared and tuned from as one history."""
         src = Store(other, readonly=True)
         try:
             run_cols = [c for c in _columns(src.db, "runs") if c != "id"]
@@ -354,9 +380,11 @@ class Store:
             copied = 0
             with self._tx():
                 for run in src.db.execute("SELECT * FROM runs ORDER BY id").fetchall():
-                    key = (run["started"], run["host"], run["command"], run["git_commit"])
-                    if self.db.execute("SELECT 1 FROM runs WHERE started IS ? AND host IS ? AND command IS ? "
-                                       "AND git_commit IS ?", key).fetchone():
+                    same = self._same_run(src, run)
+                    if same is not None:
+                        if skipped is not None:
+                            skipped.append(f"run {run['id']} ({run['command'] or 'no command'}, {run['started']}): "
+                                           f"already here as run {same}")
                         continue
                     cur = self.db.execute(f"INSERT INTO runs ({', '.join(run_cols)}) VALUES "
                                           f"({', '.join('?' * len(run_cols))})", [run[c] for c in run_cols])
@@ -368,6 +396,22 @@ class Store:
             return copied
         finally:
             src.close()
+
+    def _same_run(self, src: "Store", run) -> int | None:
+        """This store's id of the run `run` of `src`, if it is here already."""
+        keys = run.keys()
+        if "uid" in keys and run["uid"]:
+            hit = self.db.execute("SELECT id FROM runs WHERE uid = ?", (run["uid"],)).fetchone()
+            return hit[0] if hit else None
+        key = tuple(run[c] if c in keys else None for c in ("started", "host", "command", "git_commit", "device",
+                                                           "device_json"))
+        fingerprint = _results_fingerprint(src.db, run["id"])
+        for (candidate,) in self.db.execute(
+                "SELECT id FROM runs WHERE uid IS NULL AND started IS ? AND host IS ? AND command IS ? AND git_commit IS ? "
+                "AND device IS ? AND device_json IS ?", key).fetchall():
+            if _results_fingerprint(self.db, candidate) == fingerprint:
+                return candidate
+        return None
 
     def write_text(self, path: str | Path, run_ids: Iterable[int] | None = None) -> int:
         """The store (or these runs) as JSON Lines: a line per run ({"run": {...}}), then a line per
@@ -423,6 +467,13 @@ def _load_text(path: Path) -> sqlite3.Connection:
             raise StoreError(f"{path}:{number} is not a simtlab results line ({type(exc).__name__}: {exc})") from None
     db.execute("COMMIT")
     return db
+
+
+def _results_fingerprint(db: sqlite3.Connection, run_id: int) -> tuple:
+    """What a run measured, in order (rung, problem, status, time): two legacy runs with the same
+    header are the same run only where these agree."""
+    return tuple(tuple(r) for r in db.execute("SELECT rung, problem, status, median_ms FROM results WHERE run_id = ? "
+                                              "ORDER BY id", (run_id,)).fetchall())
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:

@@ -87,11 +87,15 @@ def merge(sources: List[Path] = typer.Argument(..., help="results databases to c
         _fail(f"no results database at {', '.join(missing)}")
     store = Store(db)
     for src in sources:
+        skipped: list[str] = []
         try:
-            n = store.merge_from(src)
+            n = store.merge_from(src, skipped)
         except Exception as exc:  # a corrupt or foreign file: say which, keep what was merged
             _fail(f"cannot merge {src}: {exc}")
-        console.print(f"{src}: {n} run(s) merged into {store.path}")
+        console.print(f"{src}: {n} run(s) merged into {store.path}" +
+                      (f"; {len(skipped)} skipped, already there:" if skipped else ""))
+        for line in skipped:
+            console.print(f"  {line}")
 
 
 @app.command()
