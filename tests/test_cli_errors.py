@@ -63,7 +63,7 @@ def _stores(tmp_path):
     empty.write_bytes(b"")
     folder = tmp_path / "a_folder.db"
     folder.mkdir()
-    return {"truncated": (truncated, "damaged or unreadable"), "foreign": (foreign, "not a simtlab results store"),
+    return {"truncated": (truncated, "truncated.db is damaged"), "foreign": (foreign, "not a simtlab results store"),
             "junk": (junk, "file is not a database"), "empty": (empty, "is empty: a writer"),
             "folder": (folder, "is a folder, not a results store")}
 

@@ -216,7 +216,7 @@ def test_readers_write_nothing_and_foreign_files_are_refused(tmp_path):
             Store(foreign, readonly=readonly)
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"\x13" * 4096)
-    with pytest.raises(sqlite3.DatabaseError):
+    with pytest.raises(StoreError, match="junk.db is damaged: file is not a database"):  # (named, not a bare sqlite3 error)
         Store(junk, readonly=True)
 
 
@@ -365,7 +365,7 @@ def test_a_reader_in_a_read_only_folder_sees_rows_still_in_the_log(tmp_path, mon
     os.chmod(folder, 0o555)
     try:
         if os.access(folder, os.W_OK):  # (root writes anywhere: the folder's refusal as SQLite reports it)
-            def refused(uri):
+            def refused(uri, path):
                 raise sqlite3.OperationalError("attempt to write a readonly database")
 
             monkeypatch.setattr(Store, "_read_in_place", staticmethod(refused))
@@ -374,3 +374,54 @@ def test_a_reader_in_a_read_only_folder_sees_rows_still_in_the_log(tmp_path, mon
         reader.close()
     finally:
         os.chmod(folder, 0o755)
+
+
+def test_store_errors_name_the_store_and_the_cause(tmp_path, monkeypatch):
+    """SQLite's refusals as one line naming the store given (not $SIMTLAB_DB) and what is wrong: a
+    read-only file, a full disk and a lock are told apart from damage."""
+    import sqlite3
+
+    from simtlab.store import StoreError, store_error
+
+    given = tmp_path / "given.db"
+    monkeypatch.setenv("SIMTLAB_DB", str(tmp_path / "elsewhere.db"))
+    for text, says in (("attempt to write a readonly database", "is read-only"),
+                       ("database or disk is full", "the disk is full"), ("database is locked", "is locked"),
+                       ("database disk image is malformed", "is damaged")):
+        err = store_error(given, sqlite3.OperationalError(text))
+        assert isinstance(err, StoreError) and str(given) in str(err) and says in str(err) and err.path == given
+    store = Store(given)
+    store.close()
+    import os
+
+    os.chmod(given, 0o444)
+    try:
+        writer = Store(given)
+        if os.access(given, os.W_OK):  # (root writes read-only files: SQLite's refusal stands in)
+            monkeypatch.setattr(type(writer.db), "execute", lambda self, *a: (_ for _ in ()).throw(
+                store_error(given, sqlite3.OperationalError("attempt to write a readonly database"))))
+        with pytest.raises(StoreError, match=f"{given} is read-only"):
+            writer.start_run("ladder")
+    finally:
+        os.chmod(given, 0o644)
+
+
+def test_merge_blames_the_store_it_writes_into(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from simtlab import store as store_mod
+    from simtlab.cli import main
+
+    src = Store(tmp_path / "src.db")
+    src.start_run("ladder")
+    src.close()
+    dest = tmp_path / "dest.db"
+    Store(dest).close()
+
+    def full(self, *a, **k):
+        raise store_mod.store_error(dest, __import__("sqlite3").OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(Store, "_same_run", full)
+    del CliRunner
+    rc = main(["merge", str(tmp_path / "src.db"), "--db", str(dest)])
+    assert rc != 0

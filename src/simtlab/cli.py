@@ -44,11 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if isinstance(exc, StoreError):
             err.print(f"[red]error:[/] {_one_line(exc)}", soft_wrap=True)
             return EXIT_STORE
-        if isinstance(exc, sqlite3.Error):
-            from .store import default_path
-
-            err.print(f"[red]error:[/] the results store ({default_path()}) is damaged or unreadable: "
-                      f"{_one_line(exc)}", soft_wrap=True)
+        if isinstance(exc, sqlite3.Error):  # (a Store names its file; SQLite met outside one has no store to name)
+            err.print(f"[red]error:[/] a results store could not be used: {_one_line(exc)}", soft_wrap=True)
             return EXIT_STORE
         if isinstance(exc, (ValueError, TypeError, KeyError, LookupError, OSError, NoGpuError, CompileError)):
             err.print(f"[red]error:[/] {_one_line(exc)}", soft_wrap=True)

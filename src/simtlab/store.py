@@ -111,7 +111,48 @@ def _on_device(device: str | None, args: list) -> str:
 
 
 class StoreError(RuntimeError):
-    """A file that is not a simtlab results store, or one this reader cannot use as it is."""
+    """A file that is not a simtlab results store, or one this reader cannot use as it is. `path`
+    names the store; `cause`, where SQLite refused, is its error."""
+
+    def __init__(self, message: str, path: Path | None = None, cause: Exception | None = None):
+        super().__init__(message)
+        self.path, self.cause = path, cause
+
+
+def store_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """SQLite's refusal as one line naming the store and the cause a user can act on."""
+    text = str(exc)
+    low = text.lower()
+    if "readonly" in low or "read-only" in low:
+        why = "is read-only (the file, or its folder, which SQLite writes its journal in)"
+    elif "disk is full" in low or "disk full" in low:
+        why = "cannot be written: the disk is full"
+    elif "locked" in low or "busy" in low:
+        why = "is locked by another process (waited 30 s)"
+    elif "malformed" in low or "not a database" in low or "disk i/o" in low:
+        why = "is damaged"
+    else:
+        why = "cannot be used"
+    return StoreError(f"the results store {path} {why}: {text}", path, exc)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose statements raise StoreError, naming its store and the cause, in place of
+    a bare sqlite3 error."""
+
+    store_path: Path = Path("?")
+
+    def execute(self, *args, **kwargs):
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise store_error(self.store_path, exc) from exc
+
+
+def _connect(target: str | Path, path: Path, **kwargs) -> sqlite3.Connection:
+    db = sqlite3.connect(target, factory=_Connection, **kwargs)
+    db.store_path = path
+    return db
 
 
 _TABLES = {"runs", "results"}
@@ -124,8 +165,9 @@ def _retrying(step):
     for attempt in range(_RETRIES):
         try:
             return step()
-        except sqlite3.OperationalError as exc:
-            if attempt == _RETRIES - 1 or not any(w in str(exc) for w in ("locked", "busy")):
+        except (sqlite3.OperationalError, StoreError) as exc:
+            cause = exc.cause if isinstance(exc, StoreError) else exc
+            if attempt == _RETRIES - 1 or not any(w in str(cause) for w in ("locked", "busy")):
                 raise
             time.sleep(0.05)
 
@@ -154,7 +196,10 @@ class Store:
             self.db = self._open_readonly()
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                self.db = _connect(self.path, self.path, timeout=30.0, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise store_error(self.path, exc) from None
             self.db.execute("PRAGMA busy_timeout=30000")
             self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.row_factory = sqlite3.Row
@@ -167,12 +212,12 @@ class Store:
         so committed rows still in the log are read too (immutable=1 alone would miss them)."""
         uri = self.path.resolve().as_uri()
         try:
-            return self._read_in_place(uri)
-        except sqlite3.OperationalError:
+            return self._read_in_place(uri, self.path)
+        except (sqlite3.OperationalError, StoreError):
             pass
         wal = self.path.with_name(self.path.name + "-wal")
         if not (wal.is_file() and wal.stat().st_size > 0):
-            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+            return _connect(f"{uri}?immutable=1", self.path, uri=True, isolation_level=None)
         import shutil
         import tempfile
 
@@ -180,11 +225,11 @@ class Store:
         copy = Path(self._copy_dir.name) / self.path.name
         shutil.copyfile(self.path, copy)
         shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        return sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        return _connect(f"{copy.as_uri()}?mode=ro", self.path, uri=True, timeout=30.0, isolation_level=None)
 
     @staticmethod
-    def _read_in_place(uri: str) -> sqlite3.Connection:
-        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+    def _read_in_place(uri: str, path: Path) -> sqlite3.Connection:
+        db = _connect(f"{uri}?mode=ro", path, uri=True, timeout=30.0, isolation_level=None)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return db
 
@@ -378,8 +423,11 @@ class Store:
             run_cols = [c for c in _columns(src.db, "runs") if c != "id"]
             res_cols = [c for c in _columns(src.db, "results") if c not in ("id", "run_id")]
             copied = 0
-            with self._tx():
-                for run in src.db.execute("SELECT * FROM runs ORDER BY id").fetchall():
+            for run in src.db.execute("SELECT * FROM runs ORDER BY id").fetchall():
+                # one transaction a run: a run arrives whole or not at all, and a writer beside a long
+                # merge waits for one run's copy at most, never the whole merge
+                rows = src.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)).fetchall()
+                with self._tx():
                     same = self._same_run(src, run)
                     if same is not None:
                         if skipped is not None:
@@ -389,9 +437,9 @@ class Store:
                     cur = self.db.execute(f"INSERT INTO runs ({', '.join(run_cols)}) VALUES "
                                           f"({', '.join('?' * len(run_cols))})", [run[c] for c in run_cols])
                     new_id = cur.lastrowid
-                    for r in src.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)):
-                        self.db.execute(f"INSERT INTO results (run_id, {', '.join(res_cols)}) VALUES "
-                                        f"(?, {', '.join('?' * len(res_cols))})", [new_id, *(r[c] for c in res_cols)])
+                    self.db.executemany(f"INSERT INTO results (run_id, {', '.join(res_cols)}) VALUES "
+                                        f"(?, {', '.join('?' * len(res_cols))})",
+                                        [[new_id, *(r[c] for c in res_cols)] for r in rows])
                     copied += 1
             return copied
         finally:

@@ -80,7 +80,7 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
 def merge(sources: List[Path] = typer.Argument(..., help="results databases to copy from"),
           db: Optional[Path] = typer.Option(None, help="results database to copy into (created if missing)")):
     """Copy the runs of other results databases (other machines, sessions) into one."""
-    from ..store import Store
+    from ..store import Store, StoreError
 
     missing = [str(p) for p in sources if not p.is_file()]
     if missing:
@@ -90,7 +90,9 @@ def merge(sources: List[Path] = typer.Argument(..., help="results databases to c
         skipped: list[str] = []
         try:
             n = store.merge_from(src, skipped)
-        except Exception as exc:  # a corrupt or foreign file: say which, keep what was merged
+        except Exception as exc:  # say which file is the problem (the one merged into, or from); keep what was merged
+            if isinstance(exc, StoreError) and exc.path == store.path:
+                _fail(f"cannot merge {src} into {store.path}: {exc}")
             _fail(f"cannot merge {src}: {exc}")
         console.print(f"{src}: {n} run(s) merged into {store.path}" +
                       (f"; {len(skipped)} skipped, already there:" if skipped else ""))
