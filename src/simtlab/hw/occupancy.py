@@ -38,15 +38,37 @@ class ArchLimits:
     max_threads_per_block: int = 1024
 
 
+# Every architecture NVRTC 13 builds for. Blocks per SM and the shared-memory carveouts (hence shared
+# memory per SM, a block's opt-in limit being that less the 1 KiB the driver reserves) as CUDA 13.0's
+# occupancy calculator (cuda_occupancy.h) has them; resident threads per SM from the CUDA
+# Programming Guide's technical specifications per compute capability. Registers: 64 K per SM and
+# per block, 255 per thread, allocated per warp in 256s, on every one of them.
+_CARVEOUT_100 = (0, 8, 16, 32, 64, 100)
+_CARVEOUT_164 = (0, 8, 16, 32, 64, 100, 132, 164)
+_CARVEOUT_228 = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+
+
+def _limits(arch: str, threads: int, blocks: int, carveouts: tuple[int, ...]) -> ArchLimits:
+    smem = carveouts[-1] * KB
+    return ArchLimits(arch, threads, blocks, smem, smem - KB, KB, 128, carveouts)
+
+
 ARCHS: dict[str, ArchLimits] = {
     a.arch: a
     for a in (
         ArchLimits("sm_70", 2048, 32, 96 * KB, 96 * KB, 0, 256, (0, 8, 16, 32, 64, 96)),
         ArchLimits("sm_75", 1024, 16, 64 * KB, 64 * KB, 0, 256, (0, 32, 64)),
-        ArchLimits("sm_80", 2048, 32, 164 * KB, 163 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100, 132, 164)),
-        ArchLimits("sm_86", 1536, 16, 100 * KB, 99 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100)),
-        ArchLimits("sm_89", 1536, 24, 100 * KB, 99 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100)),
-        ArchLimits("sm_90", 2048, 32, 228 * KB, 227 * KB, 1 * KB, 128, (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)),
+        _limits("sm_80", 2048, 32, _CARVEOUT_164),  # A100
+        _limits("sm_86", 1536, 16, _CARVEOUT_100),  # GA10x
+        _limits("sm_87", 1536, 16, _CARVEOUT_164),  # Jetson Orin: A100's shared memory, GA10x's warps
+        _limits("sm_88", 1536, 16, _CARVEOUT_100),
+        _limits("sm_89", 1536, 24, _CARVEOUT_100),  # Ada
+        _limits("sm_90", 2048, 32, _CARVEOUT_228),  # H100, H200
+        _limits("sm_100", 2048, 32, _CARVEOUT_228),  # B200, GB200
+        _limits("sm_103", 2048, 32, _CARVEOUT_228),  # B300, GB300
+        _limits("sm_110", 1536, 24, _CARVEOUT_228),  # Jetson Thor
+        _limits("sm_120", 1536, 24, _CARVEOUT_100),  # RTX 50, RTX PRO Blackwell
+        _limits("sm_121", 1536, 24, _CARVEOUT_100),  # GB10 (DGX Spark)
     )
 }
 

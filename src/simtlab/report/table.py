@@ -50,14 +50,30 @@ def ladder_table(rows: Sequence, metric: str, reference: str | None, title: str 
     return t
 
 
+def _refusals(t: Table, entries: list[dict], columns: int) -> None:
+    """Rungs that did not build: a short mark in the table and each whole reason under it (a
+    reason cut to a column's width said nothing)."""
+    reasons = []
+    for e in entries:
+        if e.get("error"):
+            name = e["rung"].split("/")[-1]
+            mark = "[yellow]not for this GPU (below)[/]" if e.get("unsupported") else "[red]failed (below)[/]"
+            t.add_row(name, mark, *[""] * (columns - 2))
+            reasons.append(f"{name}: {e['error'].splitlines()[0]}")
+    if reasons:
+        t.caption = "\n".join(reasons)
+        t.caption_justify = "left"
+
+
 def static_table(entries: Iterable[dict], arch: str) -> Table:
     t = Table(title=f"static report for {arch} (no GPU needed)", title_justify="left", header_style="bold")
     for col in ("rung", "path", "threads", "regs", "smem", "dyn smem", "spill B", "occ", "limited by"):
         t.add_column(col, justify="left" if col in ("rung", "path", "limited by") else "right")
+    entries = list(entries)
+    _refusals(t, entries, 9)
     for e in entries:
         name = e["rung"].split("/")[-1]
         if e.get("error"):
-            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 7)
             continue
         spill = e["spill_bytes"]
         t.add_row(name, e["variant"], str(e["threads"]), str(e["registers"]), str(e["shared_static"]),
@@ -94,10 +110,11 @@ def sass_table(entries: Iterable[dict], arch: str) -> Table:
     for col in ("rung", "path", "instr", "loop", "loop FMA%", "loop cycles", "global", "shared", "BAR", "LDL/STL",
                 "lesson in SASS"):
         t.add_column(col, justify="left" if col in ("rung", "path", "global", "shared", "lesson in SASS") else "right")
+    entries = list(entries)
+    _refusals(t, entries, 11)
     for e in entries:
         name = e["rung"].split("/")[-1]
         if e.get("error"):
-            t.add_row(name, f"[red]{e['error'][:80]}[/]", *[""] * 9)
             continue
         mem = e["memory"]
         glob = " ".join(f"{k}x{v}" for k, v in sorted(mem.items()) if k.split(".")[0] in ("LDG", "STG", "LDGSTS"))
