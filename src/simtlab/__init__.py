@@ -1,21 +1,21 @@
 """simtlab: compile hand-written CUDA kernels from Python, prove them correct,
 time them honestly, explain and tune them."""
 
-from .compile import CompileError, compile_file, compile_source
-from .kernel import Kernel
 from .version import __version__
 
-
-_LAZY = ("gemm", "gemm_tc", "gemm_plan", "gemm_tc_plan")  # simtlab.api's, imported on first use
+# what each public name is imported from on first use: `import simtlab` then needs no GPU library
+# and takes milliseconds (the command line's start, where Ctrl-C must stay one line)
+_LAZY = {"gemm": "api", "gemm_tc": "api", "gemm_plan": "api", "gemm_tc_plan": "api", "Kernel": "kernel",
+         "CompileError": "compile", "compile_file": "compile", "compile_source": "compile"}
 
 
 def __getattr__(name: str):
-    """`simtlab.gemm`, `gemm_tc`, `gemm_plan`, `gemm_tc_plan` (see simtlab.api), imported on first
-    use so `import simtlab` needs no GPU libraries, then bound here so later calls go straight to them."""
+    """The public names (simtlab.api's calls, Kernel, the compile functions), imported on first use,
+    then bound here so later lookups go straight to them."""
     if name in _LAZY:
-        from . import api
+        import importlib
 
-        value = globals()[name] = getattr(api, name)
+        value = globals()[name] = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         return value
     raise AttributeError(f"module 'simtlab' has no attribute {name!r}")
 

@@ -14,7 +14,7 @@ from .host.commands import register as _register_host
 
 _register_host(app, console)
 
-__all__ = ["app", "main", "entry", "EXIT_INPUT", "EXIT_STORE", "EXIT_INTERNAL"]
+__all__ = ["app", "main", "EXIT_INPUT", "EXIT_STORE", "EXIT_INTERNAL"]
 
 
 def _one_line(exc: Exception) -> str:
@@ -54,6 +54,3 @@ def main(argv: Optional[List[str]] = None) -> int:
                   "the traceback)", soft_wrap=True)
         return EXIT_INTERNAL
 
-
-def entry() -> None:  # pragma: no cover - the console script
-    sys.exit(main())

@@ -275,7 +275,8 @@ def _key(source: str, name: str, exprs: tuple[str, ...], arch: str, options: Map
 
 
 def _load_cached(meta_path: Path, cubin_path: Path) -> dict | None:
-    """The cached entry, or None when it is missing or damaged (then it is rebuilt)."""
+    """The cached entry, or None when it is missing or damaged (then it is rebuilt): unreadable,
+    its cubin not the one its checksum names, or a field missing or of the wrong kind."""
     try:
         meta = json.loads(meta_path.read_text())
         blob = cubin_path.read_bytes()
@@ -283,13 +284,29 @@ def _load_cached(meta_path: Path, cubin_path: Path) -> dict | None:
         return None
     if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(blob).hexdigest():
         return None
+    if not isinstance(meta.get("symbols"), dict) or not isinstance(meta.get("log"), str):
+        return None
     return meta
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    """`data` to `path` through a temporary file beside it, renamed into place: a reader sees the
+    old file or the new one whole. An interrupted write removes its temporary file; a folder in
+    the file's place (ours to clear: the cache's) is removed first."""
+    from .files import sweep_stale_temporaries, temporary_beside
+
+    if path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp = temporary_beside(path)
+    sweep_stale_temporaries(path.parent)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def compile_source(
@@ -310,6 +327,8 @@ def compile_source(
     (default: SIMTLAB_COMPILE_TIMEOUT, else 300; 0 compiles in this process with no limit).
     Raises `CompileError` with the NVRTC log on failure or timeout.
     """
+    if timeout is not None and not timeout >= 0:  # (NaN too)
+        raise ValueError(f"timeout={timeout}: give seconds >= 0 (0: in this process, no limit; math.inf: no limit)")
     arch = normalise_arch(arch)
     exprs = tuple(dict.fromkeys(name_expressions))
     options = dict(options or {})

@@ -64,6 +64,9 @@ class Kernel:
             self.source, self.filename, here = path.read_text(), path.name, (path.parent,)
         if not re.search(rf"\b{re.escape(name)}\b", COMMENTS.sub(" ", self.source)):
             raise ValueError(f"{name!r} does not appear in the source (outside its comments)")
+        if not callable(shared) and not (isinstance(shared, int) and shared >= 0):
+            raise ValueError(f"shared={shared!r}: dynamic shared memory is a count of bytes >= 0 (or a function of "
+                             "the arguments)")
         if grid is not None and not callable(grid):  # (fixed geometry: checked now, not at the first launch)
             _dim3(grid, "grid")
         if block is not None and not callable(block):

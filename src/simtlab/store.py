@@ -147,6 +147,9 @@ class _Connection(sqlite3.Connection):
             return super().execute(*args, **kwargs)
         except sqlite3.Error as exc:
             raise store_error(self.store_path, exc) from exc
+        except OverflowError:  # (an id or count past SQLite's 64-bit integers: the caller's input)
+            raise ValueError(f"a number in {list(args[1]) if len(args) > 1 else args} is beyond SQLite's 64-bit "
+                             "integers (run ids are smaller)") from None
 
 
 def _connect(target: str | Path, path: Path, **kwargs) -> sqlite3.Connection:
@@ -469,16 +472,23 @@ class Store:
         if run_ids is not None:
             wanted = set(run_ids)
             runs = [r for r in runs if r["id"] in wanted]
-        tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+        from .files import sweep_stale_temporaries, temporary_beside
+
+        tmp = temporary_beside(Path(path))
+        sweep_stale_temporaries(tmp.parent)
         n = 0
-        with open(tmp, "w") as out:
-            for run in runs:
-                out.write(json.dumps({"run": dict(run)}, sort_keys=True) + "\n")
-            for run in runs:
-                for r in self.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)):
-                    out.write(json.dumps({"result": {k: r[k] for k in r.keys() if k != "id"}}, sort_keys=True) + "\n")
-                    n += 1
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as out:
+                for run in runs:
+                    out.write(json.dumps({"run": dict(run)}, sort_keys=True) + "\n")
+                for run in runs:
+                    for r in self.db.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run["id"],)):
+                        out.write(json.dumps({"result": {k: r[k] for k in r.keys() if k != "id"}}, sort_keys=True) + "\n")
+                        n += 1
+            os.replace(tmp, path)
+        except BaseException:  # (interrupted or failed: no half-written file left behind)
+            tmp.unlink(missing_ok=True)
+            raise
         return n
 
     def integrity_ok(self) -> bool:

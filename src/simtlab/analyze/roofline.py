@@ -140,35 +140,65 @@ def points_from_rows(rows: Iterable[dict], ceilings: Ceilings) -> list[Point]:
     return pts
 
 
+MARKERS = "osD^vP*Xhp<>"  # a rung's marker: its place in its family (colour: the family)
+
+
 def roofline_chart(points: list[Point], ceilings: Ceilings, path, title: str = ""):
+    """Every point placed under the measured roof (and the datasheet's, dashed), each roof labelled
+    with its rate; a family one colour, its rungs told apart by marker (references hollow), each
+    legend entry naming the rung and its best share of the roof. The legend stands under the axes
+    in columns, and the figure grows to hold it whole."""
+    import math
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(12, 6))
+    families = list(dict.fromkeys(p.family for p in points))
+    family_of = {p.kernel: p.family for p in points}
+    # (grouped by family, its references first, then its rungs in ladder order)
+    kernels = sorted(dict.fromkeys(p.kernel for p in points),
+                     key=lambda k: (families.index(family_of[k]), "/" in k, k))
+    columns = min(4, max(1, math.ceil(len(kernels) / 8)))
+    rows = math.ceil((len(kernels) + 2) / columns)
+    fig, ax = plt.subplots(figsize=(14, 6.5 + 0.16 * rows), layout="constrained")
     lo = min([p.intensity for p in points] + [0.05]) / 2
     hi = max([p.intensity for p in points] + [ceilings.ridge * 4]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.loglog(xs, [ceilings.roof(x) for x in xs], color="black", linewidth=2,
-              label=f"measured roof: {ceilings.bandwidth_gbs:.0f} GB/s, {ceilings.compute_gflops / 1e3:.1f} TFLOP/s")
+    ax.loglog(xs, [ceilings.roof(x) for x in xs], color="black", linewidth=2, label="measured roof")
+    _label_roof(ax, ceilings, lo, hi, "black", "measured")
     if ceilings.datasheet_bandwidth_gbs and ceilings.datasheet_compute_gflops:
         sheet = Ceilings(ceilings.device, ceilings.datasheet_bandwidth_gbs, ceilings.datasheet_compute_gflops)
-        ax.loglog(xs, [sheet.roof(x) for x in xs], color="gray", linestyle="--", linewidth=1,
-                  label=f"datasheet: {sheet.bandwidth_gbs:.0f} GB/s, {sheet.compute_gflops / 1e3:.1f} TFLOP/s")
-    cmap = plt.get_cmap("tab20")
-    kernels = list(dict.fromkeys(p.kernel for p in points))
-    for i, k in enumerate(kernels):
+        ax.loglog(xs, [sheet.roof(x) for x in xs], color="gray", linestyle="--", linewidth=1, label="datasheet roof")
+        _label_roof(ax, sheet, lo, hi, "gray", "datasheet")
+    palette = plt.get_cmap("tab10")
+    seen: dict[str, int] = {}
+    for k in kernels:
         mine = [p for p in points if p.kernel == k]
+        fam = mine[0].family
+        colour = palette(families.index(fam) % 10)
+        nth = seen[fam] = seen.get(fam, -1) + 1
+        reference = "/" not in k  # (rung ids are family/NN_name; a reference has its library's name)
         best = max(mine, key=lambda p: p.gflops)
-        ax.scatter([p.intensity for p in mine], [p.gflops for p in mine], color=cmap(i % 20), s=30, zorder=3,
-                   label=f"{k.split('/')[-1]} (best {best.pct_of_roof:.0f}% of roof)")
+        ax.scatter([p.intensity for p in mine], [p.gflops for p in mine], s=34, zorder=3,
+                   marker=MARKERS[nth % len(MARKERS)], facecolors="none" if reference else colour, edgecolors=colour,
+                   label=f"{fam}: {k.split('/')[-1]} (best {best.pct_of_roof:.0f}% of roof)")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of minimal DRAM traffic)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title or f"roofline, {ceilings.device}")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, format="png")  # a path or a binary file object
+    fig.legend(fontsize=7, loc="outside lower center", ncols=columns)
+    fig.savefig(path, dpi=110, format="png", bbox_inches="tight")  # a path or a binary file object
     plt.close(fig)
     return Path(path) if isinstance(path, (str, Path)) else path
+
+
+def _label_roof(ax, c: Ceilings, lo: float, hi: float, colour: str, what: str) -> None:
+    """The roof's two rates written on it: the bandwidth along its slope, the compute rate on its flat."""
+    x_slope = max(lo * 2, c.ridge / 30)
+    ax.annotate(f"{what} {c.bandwidth_gbs:.0f} GB/s", (x_slope, c.roof(x_slope)), textcoords="offset points",
+                xytext=(0, 6), rotation=25, fontsize=8, color=colour)
+    x_flat = min(hi / 3, c.ridge * 2)
+    ax.annotate(f"{what} {c.compute_gflops / 1e3:.1f} TFLOP/s", (x_flat, c.compute_gflops), textcoords="offset points",
+                xytext=(0, 5), fontsize=8, color=colour)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import List, Optional
 
@@ -166,6 +167,12 @@ def tune_cmd(family: str = typer.Argument(..., help="kernel family: any with a r
     from ..tune.session import TuneSettings, rung_space, tune_rung
     from ..tune.strategies import STRATEGIES
 
+    for name, value, can_be_none in (("--timeout", timeout, False), ("--target-ms", target_ms, False),
+                                     ("--time-budget", time_budget, True)):
+        if not (can_be_none and value is None) and not (math.isfinite(value) and value > 0):
+            _fail(f"{name} {value}: give a positive number of {'milliseconds' if 'ms' in name else 'seconds'}")
+    if jobs < 0:
+        _fail(f"--jobs {jobs}: give a count of compiler processes, 0 for the CPUs less one")
     fam = _family(family)
     settings = TuneSettings(strategy, budget, time_budget, jobs, timeout, isolate, gpus, warm_start, seed, fresh,
                             target_ms, profile)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -193,6 +194,8 @@ def compare(base: str = typer.Argument(..., help="baseline: a run id in the stor
     Exits 1 when anything regressed (slower beyond the noise, or no longer verified)."""
     from ..report.compare import compare_rows, load_rows
 
+    if not (math.isfinite(floor) and 0 <= floor < 10):  # (NaN or infinity would let every slowdown pass)
+        _fail(f"--floor {floor}: give the smallest slowdown that counts as a fraction, 0 to 10 (0.02 = 2%)")
     try:
         changes = compare_rows(load_rows(base, db), load_rows(new, db), floor=floor)
     except (FileNotFoundError, LookupError, ValueError, KeyError) as exc:
