@@ -165,3 +165,14 @@ def test_an_interrupted_export_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         store.write_text(tmp_path / "out.jsonl")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_fault_injection_script_loses_nothing(tmp_path):
+    """benchmarks/fault_injection.py, short: killed and concurrent writers, look-alike merges, a
+    read-only reader, interrupted compiles, damaged cache entries, killed exports - 0 lost, 0 wrong."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "fault_injection.py"
+    out = subprocess.run([sys.executable, str(script), "--rounds", "3"], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "SIMTLAB_CACHE_DIR": str(tmp_path / "c")})
+    assert out.returncode == 0 and "nothing lost, no wrong kernel" in out.stdout, out.stdout + out.stderr
