@@ -425,3 +425,45 @@ def test_merge_blames_the_store_it_writes_into(tmp_path, monkeypatch):
     del CliRunner
     rc = main(["merge", str(tmp_path / "src.db"), "--db", str(dest)])
     assert rc != 0
+
+
+def test_a_merge_commits_run_by_run_so_writers_beside_it_wait_little(tmp_path):
+    """A long merge holds the write lock one run at a time (a writer waits for one run's copy, not
+    the whole merge), and each run arrives whole."""
+    import threading
+
+    from simtlab.store import Store
+
+    src = Store(tmp_path / "src.db")
+    for k in range(30):
+        run = src.start_run(f"ladder {k}")
+        for i in range(300):
+            src.add_result(run, family="gemm", rung="r", problem=str(i), status="ok", median_ms=1.0)
+    src.close()
+    into = Store(tmp_path / "into.db")
+    transactions = []
+    real_tx = into._tx
+
+    def counted():
+        transactions.append(1)
+        return real_tx()
+
+    into._tx = counted
+    errors = []
+
+    def writer():
+        w = Store(tmp_path / "into.db")
+        w.db.execute("PRAGMA busy_timeout=2000")
+        try:
+            for i in range(40):
+                w.add_result(w.start_run(f"beside {i}"), family="gemm", rung="w", problem="1", status="ok")
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        w.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert into.merge_from(tmp_path / "src.db") == 30
+    t.join()
+    assert not errors and len(transactions) == 30
+    assert all(len(into.results(run_id=r["id"])) in (300, 1) for r in into.runs(limit=1000))
