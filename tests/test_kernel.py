@@ -150,3 +150,77 @@ def test_compile_file_takes_a_path_from_the_working_directory(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert b"axpy" in simtlab.compile_file("axpy.cu", arch="sm_90").data()  # the caller's file, not the package's
     assert simtlab.compile_file("gemm/01_naive.cu", ["gemm_naive<16>"], arch="sm_90").symbols  # a package kernel
+
+
+NVCC_STYLE = r"""
+#include <cstdio>
+#include <cassert>
+#include <cstdint>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+#include <cuda_runtime.h>
+__global__ void written_for_nvcc(int M, uint N, float alpha, const float* A, float* C) {
+  uint i = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t j = i;
+  ushort s = 1; ulong l = 2;
+  if (i < N) C[i] = alpha * A[i] + (INT_MAX > 0 ? 0.0f : FLT_MAX) + sqrtf(fabsf(A[i])) * (s + l) * 0.0f;
+  assert(j == i);
+  if (i == 0 && M < 0) printf("%d %f\n", M, INFINITY);
+}
+"""
+
+
+def test_kernels_written_for_nvcc_compile(tmp_cache):
+    """uint / ushort / ulong from nvcc's host headers, <cstdio>, <cassert>, <cstdint>, <cmath>,
+    <climits>, <cfloat> and <cuda_runtime.h> includes: compiled as written."""
+    k = Kernel(NVCC_STYLE, "written_for_nvcc", grid=1, block=32)
+    assert k.resources("sm_90").registers > 0 and k.param_sizes("sm_90") == [4, 4, 4, 8, 8]
+
+
+@pytest.mark.parametrize("header, says", [("cublas_v2.h", "belongs to host code"), ("vector", "belongs to host code"),
+                                          ("cuda_profiler_api.h", "belongs to host code"),
+                                          ("unistd.h", "simtlab supplies <cstdio>")])
+def test_a_header_nvrtc_cannot_open_says_what_to_do(header, says, tmp_cache):
+    src = f"#include <{header}>\n__global__ void k(float* x) {{ x[0] = 1.0f; }}\n"
+    with pytest.raises(CompileError, match=says) as info:
+        Kernel(src, "k", grid=1, block=1).compile("sm_90")
+    assert info.value.line == 1
+
+
+def test_errors_keep_the_users_line_numbers(tmp_cache):
+    with pytest.raises(CompileError) as info:
+        Kernel("#include <cmath>\n__global__ void k(float* x) {\n  x[0] = y;\n}\n", "k", grid=1, block=1).compile("sm_90")
+    assert info.value.line == 3 and "y" in str(info.value).splitlines()[0]
+
+
+INOUT = r"""
+__global__ void axpby(float* C, const float* A, float alpha, float beta, int n, int skip, int nan_at) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || i == skip) return;
+  C[i] = alpha * A[i] + (beta != 0.0f ? beta * C[i] : 0.0f) + (i == nan_at ? __int_as_float(0x7fffffff) : 0.0f);
+}
+"""
+
+
+@pytest.mark.gpu
+def test_verify_reads_inouts_and_tells_never_written_from_nan_computed():
+    """C = alpha*A + beta*C reads its output: declared an inout, C keeps its contents (handed to the
+    reference, restored before each launch) and verifies even with beta = 0; an element skipped is
+    'never written', a NaN the kernel makes is 'computed'."""
+    import cupy
+
+    n = 10_001
+    rng = cupy.random.default_rng(1)
+    A, C = rng.random(n, dtype=cupy.float32), rng.random(n, dtype=cupy.float32)
+    k = Kernel(INOUT, "axpby", grid=lambda *a: (-(-n // 256),), block=256)
+    ref = lambda C, A, alpha, beta, n, skip, nan_at: alpha * A + beta * C  # noqa: E731
+    for beta in (0.0, 0.5):
+        v = k.verify(ref, C, A, 2.0, beta, n, -1, -1, inouts=[0])
+        assert v.ok, v.reason
+    v = k.verify(ref, C, A, 2.0, 0.5, n, 17, -1, inouts=[0])
+    assert not v.ok  # (an inout keeps its old value where not written: a wrong value, not a poison)
+    out = cupy.empty(n, cupy.float32)  # (beta = 0: C is not read, as BLAS does - written only)
+    v = k.verify(lambda C, *a: 2.0 * a[0], out, A, 2.0, 0.0, n, 17, 40, outputs=[0])
+    assert not v.ok and "1 elements never written" in v.reason and "(17,)" in v.reason
+    assert "1 NaN/Inf computed" in v.reason and "(40,)" in v.reason

@@ -25,6 +25,7 @@ __all__ = ["CompileError", "Cubin", "KernelResources", "compile_file", "compile_
            "KERNELS_DIR"]
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+COMPAT_DIR = KERNELS_DIR / "compat"  # the standard headers a kernel written for nvcc includes, for NVRTC
 INCLUDE_DIRS = (KERNELS_DIR / "include", KERNELS_DIR)
 _CACHE_FORMAT = 1  # bump when the cached entry layout changes
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)  # quoted and angle includes
@@ -33,8 +34,27 @@ _HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".cuh", ".inc", ".inl", ".cu"}
 _ERROR_LINE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.MULTILINE)
 
 
+_MISSING_HEADER = re.compile(r'cannot open source file "([^"]+)"')
+# headers of host libraries and of the C++ host library: a file that includes them holds host code
+_HOST_ONLY = ("cublas", "cublasLt", "cudnn", "cufft", "curand.h", "cusparse", "cusolver", "nccl", "thrust/",
+              "iostream", "fstream", "sstream", "vector", "string", "map", "algorithm", "memory", "chrono", "thread",
+              "cuda_profiler_api.h", "helper_cuda", "helper_functions")
+
+
+def header_hint(header: str) -> str:
+    """What to do about a header NVRTC cannot open."""
+    if header.startswith(_HOST_ONLY) or header.split("/")[-1].startswith(_HOST_ONLY):
+        return (f"<{header}> belongs to host code, which NVRTC (device code only) does not compile: drop the include "
+                "and the host code using it (main(), library calls) from the file, or put them under "
+                "#ifndef __CUDACC_RTC__")
+    return (f"<{header}> is not available under NVRTC; simtlab supplies <cstdio>, <cassert>, <cstdint>, <cmath>, "
+            "<climits>, <cfloat>, <cstddef>, <cstring>, <cstdlib> (and their .h names) for kernels compiled through "
+            "simtlab.Kernel - include one of those, or pass the folder holding this header in include_dirs")
+
+
 class CompileError(RuntimeError):
-    """NVRTC rejected a source. `log` is the full compiler log; `file`/`line` the first error."""
+    """NVRTC rejected a source. `log` is the full compiler log; `file`/`line` the first error; a
+    header NVRTC could not open comes with what to do about it."""
 
     def __init__(self, name: str, log: str):
         self.name, self.log = name, log
@@ -43,7 +63,19 @@ class CompileError(RuntimeError):
         self.line = int(m.group("line")) if m else None
         where = f"{self.file}:{self.line}" if self.line else name
         first = m.group("msg").strip() if m else (log.strip().splitlines() or ["no log"])[-1]
+        missing = _MISSING_HEADER.search(first)
+        if missing:
+            first += f" - {header_hint(missing.group(1))}"
         super().__init__(f"{where}: {first}\n{log.strip()}")
+
+
+def user_source(source: str, filename: str) -> str:
+    """A user's kernel source as NVRTC should see it: the nvcc compatibility prelude first
+    (kernels/compat/simtlab_nvcc_compat.h: uint, ushort, ulong), then the source, its lines numbered
+    as in the user's file."""
+    name = filename.replace("\\", "/").replace('"', "")
+    return f'#include "simtlab_nvcc_compat.h"\n#line 1 "{name}"\n{source}'
+
 
 
 @dataclass(frozen=True)

@@ -82,10 +82,16 @@ class Kernel:
 
     # --- compile-time facts (no GPU) -------------------------------------------------------------
     def compile(self, arch: str | None = None) -> Cubin:
+        """The source through NVRTC as nvcc would take it (simtlab.compile.user_source: the short type
+        names of the host headers, and <cstdio>, <cstdint>, <cmath> ... resolving to their device
+        parts); a failure names its line in the user's file and what to do about a host-only header."""
+        from .compile import COMPAT_DIR, user_source
+
         arch = normalise_arch(arch)
         if arch not in self._cubins:
-            self._cubins[arch] = compile_source(self.source, self.filename, [self.expression], arch, self.options,
-                                                self.include_dirs)
+            self._cubins[arch] = compile_source(user_source(self.source, self.filename), self.filename,
+                                                [self.expression], arch, self.options,
+                                                self.include_dirs + (COMPAT_DIR,))
         return self._cubins[arch]
 
     def _mangled(self, cubin: Cubin) -> str:
@@ -197,28 +203,60 @@ class Kernel:
             func.max_dynamic_shared_size_bytes = launch.shared
         func(launch.grid, launch.block, kernel_args, shared_mem=launch.shared)
 
-    def verify(self, reference: Callable, *args, outputs: Sequence[int] = (), tol: float | None = None):
-        """Run once with the `outputs` arguments poisoned (NaN) and compare each with `reference(*args)`
-        computed in float64 (a CuPy/NumPy expression of the inputs; one array, or one per output)."""
+    def verify(self, reference: Callable, *args, outputs: Sequence[int] = (), inouts: Sequence[int] = (),
+               tol: float | None = None):
+        """Run once and compare each written argument with `reference(*args)` computed in float64 (a
+        CuPy/NumPy expression of the inputs; one array, or one per output, `outputs` then `inouts`).
+        `outputs`: arguments the kernel only writes - poisoned (NaN) before the launch. `inouts`:
+        arguments it reads and writes (C = alpha*A@B + beta*C) - their contents kept, handed to the
+        reference as they were, and restored before each launch. Where an output holds NaN the
+        reference has not, a second launch with a finite poison tells elements never written from
+        NaN the kernel computed."""
         import cupy
 
-        from .verify import compare, elementwise_tolerance
+        from .verify import compare, elementwise_tolerance, finite_poison, strays_explained
 
-        if not outputs:
-            raise ValueError("say which arguments the kernel writes: outputs=[index, ...]")
+        if not outputs and not inouts:
+            raise ValueError("say which arguments the kernel writes: outputs=[index, ...] (written only) and/or "
+                             "inouts=[index, ...] (read and written)")
+        both = sorted(set(outputs) & set(inouts))
+        if both:
+            raise ValueError(f"argument(s) {both} are in outputs and inouts: an argument is written only, or read "
+                             "and written")
+        written = list(outputs) + list(inouts)
+        for i in written:
+            if not isinstance(args[i], cupy.ndarray) and not hasattr(args[i], "__cuda_array_interface__"):
+                raise TypeError(f"argument {i} is written by the kernel but is not a GPU array")
+        initial = {i: cupy.asarray(args[i]).copy() for i in inouts}
         wide = [a.astype(cupy.float64) if isinstance(a, cupy.ndarray) and a.dtype.kind == "f" else a for a in args]
         expected = reference(*wide)
         expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-        if len(expected) != len(outputs):
-            raise ValueError(f"the reference returned {len(expected)} arrays for {len(outputs)} outputs")
-        for i in outputs:
-            args[i].fill(np.nan)
-        self(*args)
-        cupy.cuda.get_current_stream().synchronize()
+        if len(expected) != len(written):
+            raise ValueError(f"the reference returned {len(expected)} arrays for {len(written)} written arguments "
+                             "(outputs, then inouts)")
+        refs = [cupy.asarray(ref).reshape(args[i].shape) for i, ref in zip(written, expected)]
+
+        def launch(poison) -> list:
+            for i in outputs:
+                args[i].fill(poison(args[i]))
+            for i, data in initial.items():
+                cupy.asarray(args[i])[...] = data
+            self(*args)
+            cupy.cuda.get_current_stream().synchronize()
+            return [cupy.asarray(args[i]).copy() for i in written]
+
+        first = launch(lambda a: np.nan if a.dtype.kind == "f" else 0)
         verdicts = []
-        for i, ref in zip(outputs, expected):
+        for i, out, ref in zip(written, first, refs):
             t = tol if tol is not None else elementwise_tolerance(args[i].dtype.name)
-            verdicts.append(compare(args[i], cupy.asarray(ref).reshape(args[i].shape), t))
+            verdicts.append(compare(out, ref, t))
+        if any(not v.ok and "non-finite" in v.reason for v in verdicts):  # never written, or NaN computed?
+            second = launch(finite_poison)
+            for k, (i, v) in enumerate(zip(written, verdicts)):
+                if not v.ok and "non-finite" in v.reason:
+                    why = strays_explained(first[k], second[k], refs[k], finite_poison(args[i]),
+                                           read_first=i in initial)
+                    verdicts[k] = type(v)(False, v.rel_error, v.tolerance, why)
         return verdicts[0] if len(verdicts) == 1 else verdicts
 
     def time(self, *args, **kw):
@@ -242,18 +280,23 @@ class Kernel:
         return k
 
     def tune(self, space, *args, template: Callable | None = None, launch: Callable | None = None,
-             reference: Callable | None = None, outputs: Sequence[int] = (), strategy: str = "random",
-             budget: int = 20, seed: int = 0, target_ms: float = 100.0):
+             reference: Callable | None = None, outputs: Sequence[int] = (), inouts: Sequence[int] = (),
+             strategy: str | None = None, budget: int = 20, seed: int = 0, target_ms: float = 100.0):
         """Search `space` (a simtlab.tune.Space): `template(config)` gives template arguments and
         `launch(config)` a dict of grid/block/shared for each point; with a `reference`, every
-        point is verified first and a wrong one is recorded as a failure, never as a speed.
-        Returns a simtlab.tune.TuneResult (its `.best` is the fastest verified point)."""
+        point is verified first (`outputs` and `inouts` as for `verify`) and a wrong one is recorded
+        as a failure, never as a speed. The strategy is `simtlab tune`'s default (the gradient-boosted
+        cost model, "model") unless named ("tpe", "random", "brute"). Returns a
+        simtlab.tune.TuneResult (its `.best` is the fastest verified point)."""
         from .tune import tune
+        from .tune.strategies import DEFAULT_STRATEGY
+
+        strategy = strategy or DEFAULT_STRATEGY
 
         def objective(config):
             k = self.variant(template(config) if template else None, **(launch(config) if launch else {}))
             if reference is not None:
-                verdicts = k.verify(reference, *args, outputs=outputs)
+                verdicts = k.verify(reference, *args, outputs=outputs, inouts=inouts)
                 for v in verdicts if isinstance(verdicts, list) else [verdicts]:
                     if not v.ok:
                         raise ValueError(f"wrong result: {v.reason}")

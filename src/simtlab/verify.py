@@ -101,7 +101,7 @@ def compare(out, ref, tolerance: float) -> Verdict:
         nan = int((xp.isnan(o) & ref_finite).sum())
         return Verdict(
             False, math.inf, tolerance,
-            f"{n_stray} non-finite outputs where the reference is finite ({nan} NaN: poison left = never written?), "
+            f"{n_stray} non-finite outputs where the reference is finite ({nan} NaN: never written, or computed), "
             f"first at {_first(xp, stray)}",
         )
     special = ~ref_finite
@@ -115,3 +115,32 @@ def compare(out, ref, tolerance: float) -> Verdict:
     if not math.isfinite(err) or err > tolerance:
         return Verdict(False, err, tolerance, f"relative error {err:.3e} > tolerance {tolerance:.3e}")
     return Verdict(True, err, tolerance)
+
+
+def finite_poison(a):
+    """A second poison, finite and far from any result a kernel computes: the type's most negative
+    finite value (floats), or its largest value (integers)."""
+    import numpy
+
+    dt = numpy.dtype(a.dtype)
+    return float(numpy.finfo(dt).min) if dt.kind == "f" else int(numpy.iinfo(dt).max)
+
+
+def strays_explained(first, second, ref, poison, read_first: bool = False) -> str:
+    """Why an output holds values that are not finite where the reference is: elements the finite
+    poison of a second launch still holds were never written; the others are NaN or Inf the kernel
+    computed (for an argument it also reads: possibly from its own initial contents)."""
+    xp = _xp(ref)
+    r = ref.astype(xp.float64, copy=False)
+    stray = ~xp.isfinite(first.astype(xp.float64, copy=False)) & xp.isfinite(r)
+    never = stray & (second.astype(xp.float64, copy=False) == float(poison))
+    computed = stray & ~never
+    parts = []
+    if bool(never.any()):
+        parts.append(f"{int(never.sum())} elements never written (the poison stays), first at {_first(xp, never)}")
+    if bool(computed.any()):
+        where = "from the kernel's arithmetic or the argument's own contents" if read_first else \
+            "by the kernel's arithmetic"
+        parts.append(f"{int(computed.sum())} NaN/Inf computed {where} where the reference is finite, first at "
+                     f"{_first(xp, computed)}")
+    return "; ".join(parts)

@@ -1,0 +1,2 @@
+// NVRTC declares assert itself (device assert).
+#pragma once

@@ -1,0 +1,2 @@
+// NVRTC declares malloc, free and abs for device code itself.
+#pragma once

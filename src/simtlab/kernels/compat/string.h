@@ -1,0 +1,2 @@
+// NVRTC declares memcpy, memset, malloc, free for device code itself.
+#pragma once
