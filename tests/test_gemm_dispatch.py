@@ -61,8 +61,15 @@ def test_row_alignment_follows_the_contiguous_extent():
     assert split_layout(p, False).BV == 2 and split_layout(p, False).AV == 16
 
 
-def test_choose_swaps_the_long_side_onto_m_and_names_why(no_table):
-    c = gd.choose(problem(1, 4096, 4096, "nt"))
+def test_without_a_measured_table_every_shape_keeps_rung_6(no_table):
+    for shape in ((1, 4096, 4096), (4096, 16, 4096), (512, 8, 500_000), (4096, 4096, 4096)):
+        c = gd.choose(problem(*shape))
+        assert c.rung == "wgmma_cluster" and "no measured table" in c.why
+
+
+def test_choose_swaps_the_long_side_onto_m_and_names_why(monkeypatch):
+    monkeypatch.setattr(gd, "load_table", lambda arch: {"device": "a GPU", "run": "t", "sms": 132, "rows": []})
+    c = gd.choose(problem(1, 4096, 4096, "nt"))  # (an empty table: the rule, past the table's reach)
     assert c.rung == "split_k" and c.params["TC"] == 1 and "swapped" in c.why and "rule" in c.why
     assert (c.params["TA"], c.params["TB"]) == (0, 1)  # W (N x K) row-major as A, x^T as B
     c = gd.choose(problem(4096, 1, 4096))
@@ -81,7 +88,7 @@ def test_the_table_decides_by_the_nearest_measured_shape(tmp_path, monkeypatch):
     assert "nearest measured shape 16x4096x4096" in near.why
     assert gd.choose(problem(4000, 4100, 4000)).rung == "wgmma_cluster"
     far = gd.choose(problem(2, 2, 64))  # far from both rows: the rule
-    assert "rule" in far.why
+    assert "rule" in far.why and far.rung == "split_k"
     row, d = gd.nearest(table, 16, 4096, 4096, exclude=table["rows"][0])
     assert row is table["rows"][1] and d == pytest.approx(8.0)
 

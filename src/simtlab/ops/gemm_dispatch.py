@@ -6,8 +6,8 @@ few named tiles and splits. `benchmarks/gemm_dispatch_table.py` times every cand
 of shapes on a GPU and writes, per shape, each candidate's time: the table committed under
 `ops/tables/` for the GPU's architecture. A call's shape takes the fastest candidate of the
 nearest measured shape (distance in log2 of M, N and K; a batch counts into M); shapes far from
-every measured one, and GPUs without a table, take the rule below, which the table's run also
-grades (`rule_loss`). A choice says what it ran and why (`Choice.why`)."""
+every measured one take the rule below, which the table's run also grades (leave-one-out). A GPU
+with no table runs rung 6 for every shape. A choice says what it ran and why (`Choice.why`)."""
 
 from __future__ import annotations
 
@@ -125,18 +125,21 @@ def fastest(row: dict) -> str:
 
 
 def pick(p: TcProblem, sms: int, arch: str | None) -> tuple[str, str]:
-    """(candidate name, why) for a problem: the table's nearest row, else the rule."""
+    """(candidate name, why) for a problem: the table's nearest row, else the rule. A GPU with no
+    table keeps rung 6 everywhere: the table's run is also where each candidate was first checked
+    on that GPU (a candidate that computed a wrong result there is not in it)."""
     table = load_table(arch) if arch else None
+    if table is None:
+        return RUNG6, (f"{RUNG6}: no measured table for {arch or 'this GPU'} (benchmarks/gemm_dispatch_table.py "
+                       "makes one); rung 6 for every shape")
     m = p.M * p.batch
-    if table is not None:
-        row, d = nearest(table, m, p.N, p.K)
-        if row is not None and d <= FAR:
-            name = fastest(row)
-            return name, (f"{name}: fastest at the nearest measured shape {row['M']}x{row['N']}x{row['K']} "
-                          f"(log2 distance {d:.2f}) of table {table['run']} ({table['device']})")
+    row, d = nearest(table, m, p.N, p.K)
+    if row is not None and d <= FAR:
+        name = fastest(row)
+        return name, (f"{name}: fastest at the nearest measured shape {row['M']}x{row['N']}x{row['K']} "
+                      f"(log2 distance {d:.2f}) of table {table['run']} ({table['device']})")
     name = rule(p, sms)
-    where = "no table for this GPU" if table is None else "no measured shape within reach"
-    return name, f"{name}: the rule ({where})"
+    return name, f"{name}: the rule (no measured shape within reach of table {table['run']})"
 
 
 def _arch(device) -> str | None:
