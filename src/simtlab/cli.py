@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
+import typer
+
 from .commands import EXIT_INPUT, EXIT_INTERNAL, EXIT_STORE, _message, app, console, err
 # (each module registers its commands on `app`, in this order in `simtlab --help`)
 from .commands import static  # noqa: F401, I001
@@ -21,6 +23,13 @@ def _one_line(exc: Exception) -> str:
     return (_message(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def _parser_exceptions():
+    """The command-line parser's exception classes (Typer's bundled click, or click itself)."""
+    import typer.core
+
+    return (getattr(typer.core, "_click", None) or typer.core.click).exceptions
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The `simtlab` command: every error is one line on stderr naming the problem, with the exit
     codes above; `--debug` (anywhere on the line) lets the traceback through instead."""
@@ -32,12 +41,20 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    args = [a for a in args if a != "--debug"]
-    try:  # (usage errors are the command-line parser's own: one line, exit 2)
-        app(args=args, prog_name="simtlab")
-        return 0
+    args = [a for a in args if a != "--debug"] or ["--help"]
+    parser_errors = _parser_exceptions()
+    try:
+        code = typer.main.get_command(app).main(args=args, prog_name="simtlab", standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except typer.Abort:  # (Ctrl-C inside a prompt)
+        err.print("interrupted")
+        return 130
+    except parser_errors.ClickException as exc:  # a usage error: one line, exit 2, and where to look
+        where = getattr(getattr(exc, "ctx", None), "command_path", None) or "simtlab"
+        err.print(f"[red]error:[/] {exc.format_message()} (see `{where} --help`)", soft_wrap=True, highlight=False)
+        return exc.exit_code if exc.exit_code else EXIT_INPUT
     except Exception as exc:
         if debug:
             raise

@@ -15,8 +15,9 @@ from rich.console import Console
 
 from ..catalog import family as get_family
 
+# (rich_markup_mode None: plain help - flags without a "<bool>" column - and errors as one line, see cli.main)
 app = typer.Typer(help="simtlab: hand-written CUDA kernels, verified, timed, explained.", no_args_is_help=True,
-                  add_completion=False, pretty_exceptions_enable=False)
+                  add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 console = Console()
 err = Console(stderr=True)
 
