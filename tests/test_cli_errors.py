@@ -2,6 +2,7 @@
 code that says what kind of failure it was (2 input, 3 store; 1 stays for `compare`'s regressions)."""
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,51 @@ def test_debug_lets_the_traceback_through(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMTLAB_DB", str(tmp_path / "none.db"))
     with pytest.raises(ValueError, match="is not a size"):
         main(COMPILE + ["abc", "--debug"])
+
+
+SHIPPED = str(Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200.jsonl")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["results", "--run", "99999"], "no run 99999"),
+    (["roofline", "--run", "99999", "-o", "OUT/r.png"], "no run 99999"),
+    (["roofline", "-o", "OUT/x.txt"], "written as .png"),
+    (["report", "--run", "99999", "-o", "OUT/r.html"], "no run 99999"),
+    (["explain", "gemm", "8", "--device", "unknown"], "no runs of device 'unknown'"),
+    (["explain", "gemm_tc", "6", "--arch", "sm_80"], "needs compute capability exactly 9.0"),
+    (["docs", "-o", "FILE"], "is a file"),
+    (["compare", "BINARY", "BINARY"], "BINARY"),
+])
+def test_what_used_to_answer_with_silence_or_a_traceback_is_one_line(args, says, tmp_path, capsys):
+    """Empty tables, charts without points, PNG bytes in a .txt, 'no measurements' for a device the
+    store never saw, an internal error for a rung another GPU cannot run: each a one-line error."""
+    (tmp_path / "FILE").write_text("x")
+    (tmp_path / "BINARY").write_bytes(bytes(range(256)) * 8)
+    args = [a.replace("OUT", str(tmp_path)) if "OUT" in a else str(tmp_path / a) if a in ("FILE", "BINARY") else a
+            for a in args]
+    assert main([*args, "--db", SHIPPED] if args[0] != "compare" else args) == EXIT_INPUT
+    line = _one_line_error(capsys)
+    assert says in line.replace(str(tmp_path) + "/", ""), line
+
+
+def test_results_runs_says_how_many_it_shows(capsys):
+    assert main(["results", "--runs", "--db", SHIPPED]) == 0
+    out = capsys.readouterr().out
+    assert "the 20 most recent of" in out
+
+
+def test_a_report_to_a_read_only_folder_fails_before_the_work(tmp_path, capsys, monkeypatch):
+    import os
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o555)
+    try:
+        if os.access(folder, os.W_OK):  # (root writes anywhere: the check stood in for)
+            import simtlab.commands as commands
+
+            monkeypatch.setattr(commands, "_writable", lambda p: False)
+        assert main(["report", "-o", str(folder / "r.html"), "--db", SHIPPED]) == EXIT_INPUT
+        assert "not writable" in _one_line_error(capsys)
+    finally:
+        os.chmod(folder, 0o755)

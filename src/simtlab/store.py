@@ -328,6 +328,17 @@ class Store:
                                   [run_id, _now(), *fields.values()])
         return int(cur.lastrowid)
 
+    def run_ids(self) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT id FROM runs").fetchall()}
+
+    def count_runs(self) -> int:
+        return self.db.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+    def devices(self) -> list[str]:
+        """The device names the runs were made on, the latest run's first."""
+        return [r[0] for r in self.db.execute("SELECT device FROM runs WHERE device IS NOT NULL GROUP BY device "
+                                              "ORDER BY MAX(id) DESC").fetchall()]
+
     def runs(self, limit: int = 20) -> list[dict]:
         rows = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [dict(r) for r in rows]
@@ -388,6 +399,23 @@ class Store:
             args.append(source)
         return {problem: {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
                 for problem, ms, gflops, gbs, pct in self.db.execute(sql + " GROUP BY r.problem", args).fetchall()}
+
+    def rows_per_problem(self, family: str, rung: str, device: str | None = None,
+                         source: str | None = None) -> dict[str, list[dict]]:
+        """Per problem, a rung's verified rows (run id, time, rates, share of its reference), oldest run
+        first (on a device; measured on one version of its source)."""
+        sql = ("SELECT r.problem, r.run_id, r.median_ms, r.gflops, r.gbs, r.pct_of_reference FROM results r JOIN runs u "
+               "ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
+        args = [family, rung]
+        sql += _on_device(device, args)
+        if source:
+            sql += " AND json_extract(r.extra, '$.source') = ?"
+            args.append(source)
+        out: dict[str, list[dict]] = {}
+        for problem, run, ms, gflops, gbs, pct in self.db.execute(sql + " ORDER BY r.run_id, r.id", args).fetchall():
+            out.setdefault(problem, []).append({"run": run, "median_ms": ms, "gflops": gflops, "gbs": gbs,
+                                                "pct_of_reference": pct})
+        return out
 
     def reference_per_problem(self, family: str, reference: str, device: str | None = None) -> dict[str, float]:
         """Per problem, a reference's best GB/s among a family's stored rows (on a device) - the

@@ -57,10 +57,16 @@ def test_limiter_rules():
     assert limiter(sort, {"occupancy": 0.25}, 60.0, copy=0.3).startswith("latency: low occupancy")
 
 
-def test_the_copy_share_is_read_where_the_rung_came_closest_to_its_reference():
-    got = {"2^24": {"gbs": 300.0, "pct_of_reference": 101.0}, "2^28": {"gbs": 280.0, "pct_of_reference": 93.0}}
-    assert copy_share(got, {"2^24": 3000.0, "2^28": 4000.0}) == 0.1
-    assert copy_share(got, {"2^28": 4000.0}) is None  # (no copy timed on the closest problem)
+def test_the_copy_share_is_read_on_the_page_problem_or_the_largest():
+    """The limiter reads the share of the copy on the problem the page shows (reduction 8 once
+    named the 1M problem's 46% beside the 2^30 figures); where that was not timed beside the copy,
+    the largest problem that was."""
+    got = {"2^24": {"gbs": 300.0, "pct_of_reference": 101.0}, "2^28": {"gbs": 2800.0, "pct_of_reference": 93.0}}
+    copy = {"2^24": 3000.0, "2^28": 4000.0}
+    assert copy_share(got, copy, "2^24") == 0.1
+    assert copy_share(got, copy, "2^28") == 0.7
+    assert copy_share(got, copy, "2^30") == 0.7  # (not measured: the largest that was)
+    assert copy_share(got, {"2^30": 4000.0}, "2^24") is None  # (no copy timed beside the rung)
     assert copy_share({}, {"2^24": 3000.0}) is None
 
 
@@ -88,12 +94,32 @@ def test_static_facts_name_the_tensor_core_instruction():
     assert static_facts(tc.rung("wgmma_ws"), "sm_90", p)["tensor_cores"] == "HGMMA"
 
 
-def test_explain_cli(tmp_path):
-    res = CliRunner().invoke(app, ["explain", "gemm", "multistage", "--arch", "sm_90", "--db",
-                                   str(tmp_path / "none.db"), "--json"])
+def test_explain_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMTLAB_DB", str(tmp_path / "none.db"))  # (no store yet: the static facts alone)
+    res = CliRunner().invoke(app, ["explain", "gemm", "multistage", "--arch", "sm_90", "--json"])
     assert res.exit_code == 0, res.output
     page = json.loads(res.output)
     assert page["rung"] == "gemm/09_multistage" and page["measured"] == {}
-    table = CliRunner().invoke(app, ["explain", "gemm", "7", "--arch", "sm_90", "--db", str(tmp_path / "none.db")],
-                               env={"COLUMNS": "140"})
+    missing = CliRunner().invoke(app, ["explain", "gemm", "7", "--arch", "sm_90", "--db", str(tmp_path / "typo.db")])
+    assert missing.exit_code == 2 and "no results database" in missing.output  # (a store asked for by name)
+    table = CliRunner().invoke(app, ["explain", "gemm", "7", "--arch", "sm_90"], env={"COLUMNS": "140"})
     assert table.exit_code == 0 and "As[k][m]" in table.output and "no measurements" in table.output
+
+
+
+def test_explain_takes_the_architecture_from_the_store_and_names_what_it_shows(tmp_path):
+    """No GPU and no --arch: the store's runs say which architecture (sm_90); the measured table
+    says best, latest and median of the runs."""
+    s = Store(tmp_path / "r.db")
+    for pct in (99.0, 103.0, 100.0):
+        run = s.start_run("ladder", Dev())
+        s.add_result(run, family="reduction", rung="reduction/08_warp_shuffle", problem="2^30", status="ok",
+                     median_ms=1.0 / pct, gbs=40.0 * pct, pct_of_reference=pct)
+    s.close()
+    res = CliRunner().invoke(app, ["explain", "reduction", "8", "--db", str(tmp_path / "r.db"), "--json"])
+    assert res.exit_code == 0, res.output
+    page = json.loads(res.output)
+    assert page["arch"] == "sm_90"
+    m = page["measured"]["2^30"]
+    assert (m["pct_of_reference"], m["best_run"], m["latest_pct"], m["latest_run"], m["median_pct"], m["runs"]) == \
+        (103.0, 2, 100.0, 3, 100.0, 3)

@@ -77,7 +77,7 @@ def test_report_cli(store, tmp_path):
     assert res.exit_code == 0, res.output
     assert out.read_text().startswith("<!DOCTYPE html>")
     res = CliRunner().invoke(app, ["report", "--db", str(store.path), "-o", str(out), "--run", "9"])
-    assert res.exit_code == 2 and "run 9 has no results" in res.output
+    assert res.exit_code == 2 and "no run 9 in" in res.output
     empty = Store(tmp_path / "empty.db")
     res = CliRunner().invoke(app, ["report", "--db", str(empty.path), "-o", str(out)])
     assert res.exit_code == 2 and "no ladder runs" in res.output

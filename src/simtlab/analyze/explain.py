@@ -10,6 +10,8 @@ the limiter that the numbers point to.
 
 from __future__ import annotations
 
+import statistics
+
 from ..catalog import Family, Rung
 from ..compile import KERNELS_DIR
 from ..launch import build, rung_source
@@ -54,29 +56,55 @@ def static_facts(rung: Rung, arch: str, problem) -> dict:
 
 
 def measured(store, fam: Family, rung: Rung, device: str | None) -> tuple[dict[str, dict], bool]:
-    """Best verified result per problem for a rung, among the rows measured on its source as it
-    stands; where there are none, among all the rows of earlier versions (second value: True)."""
+    """Per problem, a rung's verified results among the rows measured on its source as it stands
+    (where there are none, among all the rows of earlier versions: second value True): the best
+    row (its time, rates and share of the reference), and the share of the reference in the latest
+    run and the median over the runs (each run's best), with the count of runs - the best alone
+    overstates what a run gives, the latest alone is one draw of the noise."""
     if store is None:
         return {}, False
-    current = store.best_per_problem(fam.name, rung.id, device, source=rung_source(rung))
-    if current:
-        return current, False
-    earlier = store.best_per_problem(fam.name, rung.id, device)
-    return earlier, bool(earlier)
+    rows = store.rows_per_problem(fam.name, rung.id, device, source=rung_source(rung))
+    earlier = not rows
+    if earlier:
+        rows = store.rows_per_problem(fam.name, rung.id, device)
+    out = {}
+    for problem, found in rows.items():
+        best = min(found, key=lambda r: r["median_ms"] if r["median_ms"] is not None else float("inf"))
+        per_run: dict[int, dict] = {}
+        for r in found:  # (a run's best row: sweeps store several)
+            if r["run"] not in per_run or (r["median_ms"] or 0) < (per_run[r["run"]]["median_ms"] or 0):
+                per_run[r["run"]] = r
+        shares = [r["pct_of_reference"] for r in per_run.values() if r["pct_of_reference"] is not None]
+        latest = per_run[max(per_run)]
+        out[problem] = {**{k: best[k] for k in ("median_ms", "gflops", "gbs", "pct_of_reference")},
+                        "best_run": best["run"], "latest_pct": latest["pct_of_reference"], "latest_run": latest["run"],
+                        "median_pct": statistics.median(shares) if shares else None, "runs": len(per_run)}
+    return out, bool(out) and earlier
 
 
 COPY = "device copy"  # the memory-bound ladders' bandwidth yardstick, timed beside their library
 
 
-def copy_share(got: dict[str, dict], copy: dict[str, float]) -> float | None:
-    """The share of the device copy's bandwidth a rung reached on the problem where it came
-    closest to its reference - the figure the limiter reads (None where the copy was not timed
-    on that problem)."""
-    if not got:
+def copy_share(got: dict[str, dict], copy: dict[str, float], problem: str | None = None) -> float | None:
+    """The share of the device copy's bandwidth a rung reached on `problem` (the page's), or where
+    that was not measured beside the copy, on the largest problem that was - the figure the limiter
+    reads (None where the copy was not timed beside the rung at all)."""
+    timed = [p for p in got if got[p].get("gbs") and copy.get(p)]
+    if not timed:
         return None
-    problem = max(got, key=lambda p: got[p].get("pct_of_reference") or 0)
-    gbs = got[problem].get("gbs")
-    return gbs / copy[problem] if gbs and copy.get(problem) else None
+    if problem not in timed:
+        problem = max(timed, key=_size_of)
+    return got[problem]["gbs"] / copy[problem]
+
+
+def _size_of(label: str) -> float:
+    """A problem label's size, for picking the largest: the product of its numbers (2^30, 4096x4096)."""
+    import re
+
+    size = 1.0
+    for base, power in re.findall(r"(\d+)(?:\^(\d+))?", label.split(":")[0]):
+        size *= float(base) ** (int(power) if power else 1)
+    return size
 
 
 def limiter(fam: Family, facts: dict, pct_of_reference: float | None, copy: float | None = None) -> str:
@@ -89,9 +117,8 @@ def limiter(fam: Family, facts: dict, pct_of_reference: float | None, copy: floa
         if copy >= 0.85:
             return f"memory bandwidth: {copy * 100:.0f}% of the device copy's rate"
         if pct_of_reference is not None and pct_of_reference >= 90:
-            return (f"not memory bandwidth: {copy * 100:.0f}% of the device copy's rate, yet at the library's - what "
-                    "each byte costs besides moving it (ranking, gathers, scans, launches) sets the pace (check the "
-                    "stall reasons with `ncu`)")
+            return (f"not memory bandwidth: {copy * 100:.0f}% of the device copy's rate, yet at the library's - the "
+                    "work done on each byte besides moving it sets the pace (check the stall reasons with `ncu`)")
     if pct_of_reference is not None and pct_of_reference >= 90:
         if fam.metric == "gbs":
             return "memory bandwidth: at the device copy's rate"
@@ -126,7 +153,8 @@ def explain(fam: Family, rung: Rung, arch: str, store=None, device: str | None =
     got_prev = measured(store, fam, prev, device)[0] if prev else {}
     speedups = {p: got_prev[p]["median_ms"] / m["median_ms"] for p, m in got.items() if p in got_prev}
     best_pct = max((m["pct_of_reference"] or 0 for m in got.values()), default=None) if got else None
-    share = copy_share(got, store.reference_per_problem(fam.name, COPY, device)) if store is not None and got else None
+    share = (copy_share(got, store.reference_per_problem(fam.name, COPY, device), problem.label)
+             if store is not None and got else None)
     return {
         "rung": rung.id, "lesson": rung.lesson, "header": header_comment(rung), "arch": arch,
         "problem": problem.label, "previous": prev.id if prev else None, "static": here, "static_previous": before,

@@ -47,6 +47,57 @@ def _target(fam, arch: Optional[str], rung_keys) -> tuple:
         _fail(_message(exc) + ("" if arch else " (or pass --arch sm_90)"))
 
 
+def _output_file(path: Path, suffixes: tuple[str, ...], what: str) -> Path:
+    """A file a command will write, checked before any work: its suffix names the format, and its
+    folder exists and can be written."""
+    if path.suffix.lower() not in suffixes:
+        _fail(f"{path}: {what} is written as {' or '.join(suffixes)}: give a path ending in {suffixes[0]}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        _fail(f"cannot write {path}: the folder {folder} does not exist")
+    if not _writable(folder) or (path.exists() and not _writable(path)):
+        _fail(f"cannot write {path}: {'the file' if path.exists() else 'its folder'} is not writable")
+    return path
+
+
+def _writable(path: Path) -> bool:
+    import os
+
+    return os.access(path, os.W_OK)
+
+
+def _output_folder(path: Path) -> Path:
+    """A folder a command will write pages into, checked (and made) before any work."""
+    if path.exists() and not path.is_dir():
+        _fail(f"{path} is a file: give a folder for the pages")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"cannot make the folder {path}: {exc.strerror}")
+    if not _writable(path):
+        _fail(f"cannot write into {path}: the folder is not writable")
+    return path
+
+
+def _known_runs(store, runs) -> None:
+    """Run ids a command was asked for that the store does not hold, named (not an empty answer)."""
+    if not runs:
+        return
+    held = store.run_ids()
+    missing = [r for r in runs if r not in held]
+    if missing:
+        span = f"its runs are {min(held)} to {max(held)}" if held else "it holds no runs"
+        _fail(f"no run {', '.join(map(str, missing))} in {store.path} ({span}; `simtlab results --runs` lists them)")
+
+
+def _known_device(store, name: Optional[str]) -> None:
+    if name is None:
+        return
+    devices = store.devices()
+    if name not in devices:
+        _fail(f"no runs of device {name!r} in {store.path}; its devices: {', '.join(devices) or 'none'}")
+
+
 def _existing_store(db: Optional[Path], first: str = "simtlab ladder FAMILY"):
     """The results store at `db` (or the default), refusing clearly where none exists yet."""
     from ..store import Store, default_path

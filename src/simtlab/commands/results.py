@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from ..catalog import family as get_family
-from . import app, console, err, _fail, _existing_store, _family
+from . import app, console, err, _fail, _existing_store, _family, _known_device, _known_runs, _output_file, _output_folder
 
 
 @app.command()
@@ -39,6 +39,8 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
         n = store.write_text(output, None if run is None else [run])
         err.print(f"{n} results -> {output}")
         return
+    if run is not None:
+        _known_runs(store, [run])
     rows = store.runs(limit or 20) if runs else store.results(run, family, status, limit)
     if export:
         import csv
@@ -70,6 +72,9 @@ def results(run: Optional[int] = typer.Option(None, help="only this run id"),
         for r in rows:
             t.add_row(str(r["id"]), r["started"], r["device"] or "", r["compute_capability"] or "",
                       r["git_commit"] or "", r["command"] or "")
+        total = store.count_runs()
+        if total > len(rows):
+            t.caption = f"the {len(rows)} most recent of {total} runs (--limit N for more)"
         console.print(t)
         return
     from ..report.table import results_table
@@ -128,7 +133,10 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
              as_json: bool = typer.Option(False, "--json", help="print the points as JSON too")):
     """Roofline of stored results against the device's measured ceilings (no GPU needed)."""
     from ..analyze.roofline import ceilings_from_store, points_from_rows, roofline_chart
+    _output_file(output, (".png",), "the roofline")
     store = _existing_store(db, "simtlab ladder elementwise` and `simtlab ladder gemm")
+    _known_runs(store, run)
+    _known_device(store, device_name)
     path = store.path
     runs = store.runs(1000)
     name = device_name or next((r["device"] for r in runs if r["device"]), None)
@@ -141,6 +149,9 @@ def roofline(output: Path = typer.Option(..., "-o", "--output", help="PNG to wri
     wanted = set(run) if run else {r["id"] for r in runs if r["device"] == name}
     rows = [r for r in store.results() if r["run_id"] in wanted]
     points = points_from_rows(rows, ceilings)
+    if not points:
+        among = f"runs {', '.join(map(str, sorted(wanted)))}" if run else f"the runs of {name}"
+        _fail(f"no fp32 results with rates among {among} to place on the roofline")
     roofline_chart(points, ceilings, output, title=f"roofline, {name} (ridge {ceilings.ridge:.1f} FLOP/B)")
     if as_json:
         print(json.dumps({"ceilings": ceilings.as_dict(),
@@ -155,9 +166,9 @@ def report(output: Path = typer.Option(..., "-o", "--output", help="HTML file to
     """One self-contained HTML file: device, ceilings, ladder tables and charts, roofline, explanations."""
     from ..report.html import write_report
 
-    if not output.parent.is_dir():  # (said before the work, not after it)
-        _fail(f"cannot write {output}: the folder {output.parent} does not exist")
+    _output_file(output, (".html", ".htm"), "the report")  # (said before the work, not after it)
     store = _existing_store(db)
+    _known_runs(store, run)
     path = store.path
     runs = None
     if run:
@@ -180,7 +191,9 @@ def docs(output: Path = typer.Option(..., "-o", "--output", help="folder for the
          db: Optional[Path] = typer.Option(None, help="results database")):
     """One Markdown page per family (lessons, tables, charts) generated from the store."""
     from ..report.docs import write_docs
-    pages = write_docs(_existing_store(db), output)
+
+    store = _existing_store(db)
+    pages = write_docs(store, _output_folder(output))
     console.print(f"{len(pages)} pages in {output}")
 
 

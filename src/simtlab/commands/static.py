@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app, console, _fail, _target, _Steps, _family
+from . import app, console, _fail, _target, _Steps, _family, _known_device
 from ..catalog import FAMILIES
 
 @app.command()
@@ -139,6 +139,15 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     console.print(t)
 
 
+def store_arch(store, device: Optional[str]) -> Optional[str]:
+    """The architecture of the store's latest run (of `device`), e.g. sm_90; None if it names none."""
+    for r in store.runs(1000):
+        if r["compute_capability"] and (device is None or r["device"] == device):
+            major, minor = r["compute_capability"].split(".")
+            return f"sm_{major}{minor}"
+    return None
+
+
 @app.command("explain")
 def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
                 rung: str = typer.Argument(..., help="rung name or stage"),
@@ -151,11 +160,22 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
     from ..analyze.explain import explain
     from ..store import Store, default_path
 
+    from ..launch import UnsupportedArchError
+
     fam = _family(family)
-    target, (r,) = _target(fam, arch, [rung])
     path = db or default_path()
     store = Store(path, readonly=True) if Path(path).exists() else None
-    page = explain(fam, r, target, store, device_name, size)
+    if db is not None and store is None:
+        _fail(f"no results database at {db}")
+    if store is not None:
+        _known_device(store, device_name)
+    if arch is None and store is not None:  # (no GPU needed: the architecture the store's runs were made on)
+        arch = store_arch(store, device_name)
+    target, (r,) = _target(fam, arch, [rung])
+    try:
+        page = explain(fam, r, target, store, device_name, size)
+    except UnsupportedArchError as exc:
+        _fail(str(exc))
     if as_json:
         print(json.dumps(page, indent=2, default=str))
         return
@@ -186,17 +206,24 @@ def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
         t.add_row(key.replace("_", " "), *cells)
     console.print(t)
     if page["measured"]:
-        title = ("measured (best verified result per problem in the store"
-                 + (": none measured on this kernel's source as it stands - these are earlier versions'" if
-                    page.get("measured_on_earlier_source") else "") + ")")
+        title = ("measured, per problem: the best verified result of all runs in the store (its run), then the "
+                 "share of the reference in the latest run and the median over the runs"
+                 + (" - none measured on this kernel's source as it stands: these are earlier versions'" if
+                    page.get("measured_on_earlier_source") else ""))
         m = Table(title=title, title_justify="left", header_style="bold")
         over = f"speedup over {page['previous'].split('/')[-1]}" if page["previous"] else "speedup"
-        for col in ("problem", "ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "% of reference", over):
+        for col in ("problem", "best ms", "TFLOP/s" if fam.metric == "tflops" else "GB/s", "best % of ref (run)",
+                    "latest (run)", "median of runs", over):
             m.add_column(col, justify="left" if col == "problem" else "right")
+
+        def pct(x):
+            return f"{x:.1f}" if x is not None else ""
+
         for prob, v in page["measured"].items():
             value = v["gflops"] / 1e3 if fam.metric == "tflops" else v["gbs"]
             sp = page["speedup_over_previous"].get(prob)
-            m.add_row(prob, f"{v['median_ms']:.3f}", f"{value:.2f}", f"{v['pct_of_reference'] or 0:.1f}",
+            m.add_row(prob, f"{v['median_ms']:.3f}", f"{value:.2f}", f"{pct(v['pct_of_reference'])} ({v['best_run']})",
+                      f"{pct(v['latest_pct'])} ({v['latest_run']})", f"{pct(v['median_pct'])} of {v['runs']}",
                       f"{sp:.2f}x" if sp else "")
         console.print(m)
     else:

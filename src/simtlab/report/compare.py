@@ -58,10 +58,13 @@ def load_rows(source: str, db: Path | None = None) -> list[dict]:
     p = Path(source)
     if not p.exists():
         raise FileNotFoundError(f"{source} is neither a run id nor a file")
-    if p.suffix == ".csv":
-        with p.open(newline="") as f:
-            return list(csv.DictReader(f))
-    data = json.loads(p.read_text())
+    try:
+        if p.suffix == ".csv":
+            with p.open(newline="") as f:
+                return list(csv.DictReader(f))
+        data = json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error, OSError) as exc:
+        raise ValueError(f"{source} is not rows exported by `simtlab results --export json|csv` ({exc})") from None
     if not isinstance(data, list):
         raise ValueError(f"{source}: expected a JSON list of result rows")
     return data
