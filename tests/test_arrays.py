@@ -42,3 +42,20 @@ def test_host_arrays_are_refused_by_name():
         array_lib(np.zeros(3))
     with pytest.raises(TypeError, match="GPU array"):
         array_lib([1.0, 2.0])
+
+
+def test_a_host_array_is_named_before_any_gpu_is_looked_for():
+    """simtlab.gemm / gemm_tc given a NumPy array or a CPU tensor say so (not 'no GPU visible', and
+    no command-line advice in a Python exception)."""
+    import numpy as np
+
+    import simtlab
+
+    for call in (simtlab.gemm, simtlab.gemm_tc):
+        with pytest.raises(TypeError, match="on the host") as info:
+            call(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32))
+        assert "simtlab compile" not in str(info.value)
+    torch = pytest.importorskip("torch")
+    for call, dtype in ((simtlab.gemm, torch.float32), (simtlab.gemm_tc, torch.bfloat16)):
+        with pytest.raises(TypeError, match="tensor on cpu was given: simtlab's kernels take CUDA tensors"):
+            call(torch.ones(4, 4, dtype=dtype), torch.ones(4, 4, dtype=dtype))

@@ -141,3 +141,15 @@ def test_a_report_to_a_read_only_folder_fails_before_the_work(tmp_path, capsys, 
         assert "not writable" in _one_line_error(capsys)
     finally:
         os.chmod(folder, 0o755)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["plan", "reduction", "--size", "2^80", "--gpu", "h200"], "over 2^40"),
+    (["plan", "reduction", "--size", "2^36", "--gpu", "h100"], "needs 274.9 GB for its operands; the NVIDIA H100 SXM has 80 GB"),
+    (["plan", "gemm_tc", "--size", "200000", "--gpu", "h100"], "has 80 GB"),
+    (["plan", "gemm", "--size", "0", "--gpu", "h200"], "must be >= 1"),
+])
+def test_plans_for_problems_no_gpu_holds_are_refused(args, says, capsys):
+    assert main(args) == EXIT_INPUT
+    line = _one_line_error(capsys)
+    assert says in line and "pass --gpu" not in line, line  # (no advice to pass the --gpu that was passed)

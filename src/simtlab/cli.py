@@ -64,7 +64,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if isinstance(exc, sqlite3.Error):  # (a Store names its file; SQLite met outside one has no store to name)
             err.print(f"[red]error:[/] a results store could not be used: {_one_line(exc)}", soft_wrap=True)
             return EXIT_STORE
-        if isinstance(exc, (ValueError, TypeError, KeyError, LookupError, OSError, NoGpuError, CompileError)):
+        if isinstance(exc, NoGpuError):
+            from .device import NO_GPU_HINT
+
+            err.print(f"[red]error:[/] {_one_line(exc)}; {NO_GPU_HINT}", soft_wrap=True)
+            return EXIT_INPUT
+        if isinstance(exc, (ValueError, TypeError, KeyError, LookupError, OSError, CompileError)):
             err.print(f"[red]error:[/] {_one_line(exc)}", soft_wrap=True)
             return EXIT_INPUT
         err.print(f"[red]internal error:[/] {type(exc).__name__}: {_one_line(exc)} (run again with --debug for "

@@ -11,7 +11,7 @@ from .hw.arch import Arch
 
 __all__ = ["NoGpuError", "gpu_count", "require_gpu", "current_arch", "DeviceInfo", "device_info"]
 
-NO_GPU_HINT = "static reports still work here: `simtlab compile FAMILY --arch sm_90`"
+NO_GPU_HINT = "static reports still work here: `simtlab compile FAMILY --arch sm_90`"  # (the command line's words)
 
 
 class NoGpuError(RuntimeError):
@@ -42,7 +42,7 @@ def require_gpu() -> None:
     count, why = _probe()
     if count == 0:
         detail = f" ({why})" if why else ""
-        raise NoGpuError(f"no CUDA GPU is visible on this machine{detail}; {NO_GPU_HINT}")
+        raise NoGpuError(f"no CUDA GPU is visible on this machine{detail}")
 
 
 @dataclass(frozen=True)

@@ -181,9 +181,9 @@ class TcPlan(_Plan):
         from .device import device_info, require_gpu
         from .ops.gemm_tc import TcProblem, tma_ready, unsupported
 
-        require_gpu()
-        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2, 3))
+        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2, 3))  # (a host tensor named before the GPU is looked for)
         tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2, 3))
+        require_gpu()
         for name, t in (("A", ta), ("B", tb)):
             if t not in TC_INPUTS:
                 raise TypeError(f"{name} has dtype {t}; the tensor-core GEMM takes float16 or bfloat16 (CuPy has no "
@@ -498,9 +498,9 @@ class GemmPlan(_Plan):
         from .device import device_info, require_gpu
         from .ops.gemm import GemmProblem
 
-        require_gpu()
-        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2,))
+        ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2,))  # (a host tensor named before the GPU is looked for)
         tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2,))
+        require_gpu()
         for name, t in (("A", ta), ("B", tb)):
             if t != "float32":
                 raise TypeError(f"{name} has dtype {t}; this kernel takes float32")

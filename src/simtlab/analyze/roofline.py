@@ -29,17 +29,18 @@ class GpuSpec:
     fp32_tflops: float
     bandwidth_gbs: float
     bf16_tflops: float
+    memory_gb: float  # device memory, GB (1e9 bytes): the largest problem a plan for it takes
 
 
 GPUS: dict[str, GpuSpec] = {
     key: g
     for key, g in (
-        ("h200", GpuSpec("NVIDIA H200 SXM", "sm_90", 132, 66.9, 4800.0, 989.0)),
-        ("h100", GpuSpec("NVIDIA H100 SXM", "sm_90", 132, 66.9, 3350.0, 989.0)),
-        ("a100", GpuSpec("NVIDIA A100 SXM 80GB", "sm_80", 108, 19.5, 2039.0, 312.0)),
-        ("l40s", GpuSpec("NVIDIA L40S", "sm_89", 142, 91.6, 864.0, 362.0)),
-        ("rtx4090", GpuSpec("NVIDIA GeForce RTX 4090", "sm_89", 128, 82.6, 1008.0, 165.0)),
-        ("v100", GpuSpec("NVIDIA V100 SXM2", "sm_70", 80, 15.7, 900.0, 0.0)),
+        ("h200", GpuSpec("NVIDIA H200 SXM", "sm_90", 132, 66.9, 4800.0, 989.0, 141.0)),
+        ("h100", GpuSpec("NVIDIA H100 SXM", "sm_90", 132, 66.9, 3350.0, 989.0, 80.0)),
+        ("a100", GpuSpec("NVIDIA A100 SXM 80GB", "sm_80", 108, 19.5, 2039.0, 312.0, 80.0)),
+        ("l40s", GpuSpec("NVIDIA L40S", "sm_89", 142, 91.6, 864.0, 362.0, 48.0)),
+        ("rtx4090", GpuSpec("NVIDIA GeForce RTX 4090", "sm_89", 128, 82.6, 1008.0, 165.0, 24.0)),
+        ("v100", GpuSpec("NVIDIA V100 SXM2", "sm_70", 80, 15.7, 900.0, 0.0, 32.0)),
     )
 }
 

@@ -107,9 +107,13 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
         target = normalise_arch(arch or (spec.arch if spec else None))
         problem = fam.op().parse_size(size or fam.default_sizes[-1])
         ceilings = datasheet_ceilings(spec, problem.dtype) if spec else None
+        if spec is not None and problem.bytes > spec.memory_gb * 1e9:
+            _fail(f"{fam.name} {problem.label} needs {problem.bytes / 1e9:.4g} GB for its operands; the {spec.name} "
+                  f"has {spec.memory_gb:.0f} GB")
         result = plan(fam, target, ceilings, size, sms=spec.sms if spec else None)
     except (NoGpuError, ValueError) as exc:
-        _fail(f"{exc} (pass --gpu h200 or --arch sm_90)")
+        _fail(f"{exc}" + (" (pass --gpu h200 or --arch sm_90)" if isinstance(exc, NoGpuError) and not gpu and not arch
+                          else ""))
     if as_json:
         print(json.dumps(result, indent=2, default=str))
         return

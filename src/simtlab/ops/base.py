@@ -11,6 +11,7 @@ __all__ = ["Reference", "LengthProblem", "one_thread_per_element", "parse_int", 
 
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 MAX_DIM = 2**31 - 1  # a matrix dimension the kernels' int arguments can hold
+MAX_ELEMENTS = 2**40  # a 1-D problem's length: beyond any GPU's memory (the kernels index with 64 bits)
 DEFAULT_SMS = 132  # an H200's SMs: what size-dependent choices assume when no device is given (plans, CPU tests)
 
 
@@ -98,6 +99,8 @@ def parse_int(text: str, what: str) -> int:
         value = int(f)
     if value < 1:
         raise ValueError(f"{what} must be >= 1, got {value}")
+    if value > MAX_ELEMENTS:
+        raise ValueError(f"{what}: {text} is over 2^40 (4 TiB of fp32): no GPU holds it")
     return value
 
 
