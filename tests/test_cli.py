@@ -123,3 +123,12 @@ def test_compile_says_which_rungs_cannot_take_the_problem_without_failing():
     assert not rows["gemm_tc/05_wgmma_ws"].get("error")
     out = runner.invoke(app, ["compile", "gemm_tc", "--arch", "sm_80", "--rung", "wgmma_ws", "--json"])
     assert out.exit_code == 0 and json.loads(out.output)[0]["unsupported"]
+
+
+def test_kernels_names_each_familys_tests_and_ladder():
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    out = CliRunner().invoke(app, ["kernels", "--family", "scan"], env={"COLUMNS": "200"}).output
+    assert "python -m pytest -m scan" in out and "simtlab ladder scan" in out and "simtlab explain scan 6" in out

@@ -69,3 +69,10 @@ def test_scripts_a_page_runs_exist(page):
     runs under benchmarks/results/ keep the commands they ran)."""
     for script in re.findall(r"(?:python3?|bash) (benchmarks/[\w./-]+\.(?:py|sh))", page.read_text()):
         assert (ROOT / script).is_file(), f"{page.relative_to(ROOT)} runs {script}, which is not in the tree"
+
+
+def test_the_benchmarks_index_lists_every_script():
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh"))
+    missing = [s for s in scripts if f"`{s}`" not in index]
+    assert not missing, f"benchmarks/README.md does not list {missing}"

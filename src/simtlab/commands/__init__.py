@@ -32,6 +32,12 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _message(exc: Exception) -> str:
+    """An exception as the command line says it: a KeyError's text unquoted, and where there is no
+    GPU, what still works without one."""
+    from ..device import NO_GPU_HINT, NoGpuError
+
+    if isinstance(exc, NoGpuError):
+        return f"{exc}; {NO_GPU_HINT}"
     return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
@@ -44,7 +50,7 @@ def _target(fam, arch: Optional[str], rung_keys) -> tuple:
         rungs = [fam.rung(r) for r in rung_keys] if rung_keys else None
         return normalise_arch(arch), rungs
     except (NoGpuError, ValueError, KeyError) as exc:
-        _fail(_message(exc) + ("" if arch else " (or pass --arch sm_90)"))
+        _fail(_message(exc) + ("" if arch or isinstance(exc, NoGpuError) else " (or pass --arch sm_90)"))
 
 
 def _output_file(path: Path, suffixes: tuple[str, ...], what: str) -> Path:

@@ -85,7 +85,7 @@ def ladder(family: str = typer.Argument(..., help="kernel family, e.g. gemm or e
     try:
         dev = device_info()
     except NoGpuError as exc:
-        err.print(f"simtlab ladder needs a GPU: {exc}", soft_wrap=True, highlight=False)
+        err.print(f"simtlab ladder needs a GPU: {_message(exc)}", soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     op = fam.op()
     if dtype is not None and dtype != op.DTYPE:

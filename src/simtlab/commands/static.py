@@ -29,13 +29,18 @@ def kernels(as_json: bool = typer.Option(False, "--json", help="machine-readable
         return
     from rich.table import Table
 
+    from ..report.docs import how_to_check
+
     for f in fams:
         t = Table(title=f"{f.name}: {f.title}  (reference: {f.reference})", title_justify="left", header_style="bold")
         for col in ("#", "rung", "source", "parameters", "lesson"):
             t.add_column(col, overflow="fold")
         for r in f.rungs:
             t.add_row(str(r.stage), r.name, r.source, " ".join(f"{k}={v}" for k, v in r.defaults.items()), r.lesson)
+        t.caption = how_to_check(f)  # (report.docs: the family pages say the same)
+        t.caption_justify = "left"
         console.print(t)
+
 
 
 @app.command("compile")

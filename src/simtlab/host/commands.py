@@ -19,7 +19,9 @@ def _gpu_or_exit(console: Console) -> None:
     try:
         require_gpu()
     except NoGpuError as exc:
-        Console(stderr=True).print(f"error: {exc}")
+        from ..device import NO_GPU_HINT
+
+        Console(stderr=True).print(f"error: {exc}; {NO_GPU_HINT}")
         raise typer.Exit(2)
 
 

@@ -16,6 +16,14 @@ def _md_table(head: list[str], body) -> str:
     return "\n".join(lines)
 
 
+def how_to_check(fam) -> str:
+    """Where a family's rungs are tested and measured: the commands, from a checkout."""
+    stage = fam.rungs[-1].stage
+    return (f"tests: python -m pytest -m {fam.name} (CPU; on a GPU -m 'gpu and {fam.name}'; one rung: add -k "
+            f"{fam.rungs[-1].name})\nmeasured: simtlab ladder {fam.name} [--rung {stage}] [-s {fam.default_sizes[-1]}] "
+            f"- every rung verified and timed beside {fam.reference}; explained: simtlab explain {fam.name} {stage}")
+
+
 def write_docs(store, folder: str | Path) -> list[Path]:
     from ..analyze.explain import header_comment
     from .plot import ladder_chart
@@ -32,6 +40,7 @@ def write_docs(store, folder: str | Path) -> list[Path]:
         for rung in fam.rungs:
             lines += [f"### {rung.stage}. {rung.name} (`src/simtlab/kernels/{rung.source}`)", "",
                       f"**{rung.lesson}**", "", header_comment(rung), ""]
+        lines += ["## Testing and measuring it", "", *(f"- {part}" for part in how_to_check(fam).splitlines()), ""]
         run_id = runs.get(name)
         if run_id is None:
             lines += ["## Measurements", "", "No ladder run of this family in the store yet.", ""]
