@@ -132,3 +132,77 @@ def test_kernels_names_each_familys_tests_and_ladder():
 
     out = CliRunner().invoke(app, ["kernels", "--family", "scan"], env={"COLUMNS": "200"}).output
     assert "python -m pytest -m scan" in out and "simtlab ladder scan" in out and "simtlab explain scan 6" in out
+
+
+MY_KERNEL = r"""
+#include <cstdio>
+template <int TILE>
+__global__ void my_axpby(int n, float alpha, const float* x, float beta, float* y) {
+  uint i = blockIdx.x * TILE * blockDim.x + threadIdx.x;
+  for (int t = 0; t < TILE; ++t, i += blockDim.x)
+    if (i < n) y[i] = alpha * x[i] + (beta != 0.0f ? beta * y[i] : 0.0f);
+}
+"""
+
+MY_SETUP = """
+import cupy
+n = 100_003
+def setup():
+    x, y = cupy.random.random(n, dtype=cupy.float32), cupy.random.random(n, dtype=cupy.float32)
+    return {"args": (n, 2.0, x, 0.5, y), "template": [4], "block": 128,
+            "grid": lambda n, *a: (-(-n // 512),), "reference": lambda n, a, x, b, y: a * x + b * y, "inouts": [4]}
+"""
+
+
+def test_explain_reports_your_own_file_with_no_gpu(tmp_path):
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    src = tmp_path / "mine.cu"
+    src.write_text(MY_KERNEL)
+    r = CliRunner().invoke(app, ["explain", str(src), "my_axpby", "--template", "4", "--block", "128", "--arch", "sm_90",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    page = json.loads(r.output)
+    assert page["kernel"] == "my_axpby<4>" and page["occupancy"] == 1.0 and page["param_sizes"] == [4, 4, 8, 4, 8]
+    assert "LDG.32" in page["sass"]["memory"]
+    table = CliRunner().invoke(app, ["explain", str(src), "my_axpby", "--template", "4", "--arch", "sm_90"],
+                               env={"COLUMNS": "120"})
+    assert table.exit_code == 0 and "registers a thread" in table.output and "pass --block" in table.output
+    bad = CliRunner().invoke(app, ["explain", str(src), "my_axpby", "--template", "four", "--arch", "sm_90"])
+    assert bad.exit_code == 2 and "--template 'four'" in bad.output
+
+
+def test_check_names_what_is_wrong_in_a_setup_file(tmp_path):
+    import pytest as _pytest
+    import typer
+
+    from simtlab.commands.measure import load_setup
+
+    cases = {"none.py": "x = 1\n", "kind.py": "def setup():\n    return [1]\n",
+             "keys.py": "def setup():\n    return {'args': (), 'grid': 1, 'bloc': 32}\n",
+             "outputs.py": "def setup():\n    return {'args': (), 'grid': 1, 'block': 32, 'reference': len}\n",
+             "raises.py": "def setup():\n    raise RuntimeError('no data')\n"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        with _pytest.raises(typer.Exit):
+            load_setup(tmp_path / name)
+    good = tmp_path / "good.py"
+    good.write_text("def setup():\n    return {'args': (1,), 'grid': 1, 'block': 32}\n")
+    assert load_setup(good)["block"] == 32
+
+
+@pytest.mark.gpu
+def test_check_verifies_and_times_your_own_kernel(tmp_path):
+    from typer.testing import CliRunner
+
+    from simtlab.cli import app
+
+    (tmp_path / "mine.cu").write_text(MY_KERNEL)
+    (tmp_path / "setup.py").write_text(MY_SETUP)
+    r = CliRunner().invoke(app, ["check", str(tmp_path / "mine.cu"), "my_axpby", "--setup", str(tmp_path / "setup.py"),
+                                 "--target-ms", "20", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["verified"][0]["ok"] and out["median_ms"] > 0 and out["kernel"] == "my_axpby<4>"

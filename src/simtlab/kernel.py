@@ -112,7 +112,7 @@ class Kernel:
 
         arch = normalise_arch(arch)
         res = self.resources(arch)
-        out = {"kernel": self.expression, "arch": arch, **res.as_dict(),
+        out = {**res.as_dict(), "kernel": self.expression, "mangled": res.as_dict().get("kernel"), "arch": arch,
                "max_threads_per_block": max_threads_per_block(arch, res.registers, res.max_threads_declared),
                "param_sizes": self.param_sizes(arch)}
         launch = None

@@ -318,3 +318,99 @@ def profile(family: str = typer.Argument(..., help="kernel family"),
         for k, v in values.items():
             t.add_row(k, f"{v:,.2f}" if isinstance(v, float) else str(v))
         console.print(t)
+
+
+SETUP_KEYS = {"args", "reference", "outputs", "inouts", "grid", "block", "shared", "template", "tolerance"}
+
+
+def load_setup(path: Path) -> dict:
+    """A setup file's `setup()` result: the kernel's arguments and what to check them against. Its
+    keys: args (a tuple: CuPy arrays, numbers), grid and block (tuples, or functions of the
+    arguments), reference (a function of the arguments in float64, returning the written ones),
+    outputs / inouts (argument indices, as Kernel.verify takes them), and optionally shared,
+    template (template arguments) and tolerance."""
+    import runpy
+
+    if not path.is_file():
+        _fail(f"no setup file at {path}")
+    try:
+        space = runpy.run_path(str(path))
+    except Exception as exc:  # (the user's file: its own error, named)
+        _fail(f"{path} raised {type(exc).__name__}: {exc}")
+    fn = space.get("setup")
+    if not callable(fn):
+        _fail(f"{path} defines no setup() returning the kernel's args, grid, block, reference and outputs")
+    try:
+        spec = fn()
+    except Exception as exc:
+        _fail(f"{path}: setup() raised {type(exc).__name__}: {exc}")
+    if not isinstance(spec, dict):
+        _fail(f"{path}: setup() returned a {type(spec).__name__}; return a dict with args, grid, block, reference, "
+              "outputs")
+    unknown, missing = set(spec) - SETUP_KEYS, {"args", "grid", "block"} - set(spec)
+    if unknown or missing:
+        _fail(f"{path}: setup()'s dict " + (f"has unknown keys {sorted(unknown)}" if unknown else "") +
+              ("; " if unknown and missing else "") + (f"lacks {sorted(missing)}" if missing else "") +
+              f" (keys: {', '.join(sorted(SETUP_KEYS))})")
+    if "reference" in spec and not (spec.get("outputs") or spec.get("inouts")):
+        _fail(f"{path}: a reference needs outputs=[...] or inouts=[...]: the arguments the kernel writes")
+    return spec
+
+
+@app.command("check")
+def check_cmd(source: Path = typer.Argument(..., help="your .cu file"),
+              name: str = typer.Argument(..., help="the kernel's name in it"),
+              setup: Path = typer.Option(..., help="a Python file whose setup() gives the arguments and the reference "
+                                                   "(see `simtlab check --help`)"),
+              target_ms: float = typer.Option(100.0, help="time spent timing"),
+              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+    """Your own kernel on a GPU: verified against the reference its setup file gives (outputs
+    poisoned, inouts kept; a second poison tells unwritten elements from computed NaN), timed
+    (CUDA events, L2 flushed, median) and explained (registers, occupancy, SASS). The setup file
+    defines setup() returning a dict: args (CuPy arrays and numbers), grid and block (tuples or
+    functions of the arguments), reference (a function of the arguments in float64 returning what
+    the kernel writes), outputs / inouts (indices), and optionally shared, template, tolerance.
+    Exits 1 when the result is wrong."""
+    from ..device import NoGpuError, require_gpu
+    from ..kernel import Kernel
+
+    if not source.is_file():
+        _fail(f"no CUDA source at {source}")
+    if not (math.isfinite(target_ms) and target_ms > 0):
+        _fail(f"--target-ms {target_ms}: give a positive number of milliseconds")
+    try:
+        require_gpu()
+    except NoGpuError as exc:
+        _fail(f"simtlab check runs the kernel: {_message(exc)}; `simtlab explain {source} {name} --arch sm_90` "
+              "reports it without one")
+    spec = load_setup(source.parent / setup if not setup.is_absolute() and not setup.is_file() else setup)
+    try:
+        k = Kernel(source, name, spec.get("template"), grid=spec["grid"], block=spec["block"],
+                   shared=spec.get("shared", 0))
+        args = tuple(spec["args"])
+        verdict = None
+        if "reference" in spec:
+            verdict = k.verify(spec["reference"], *args, outputs=spec.get("outputs", ()), inouts=spec.get("inouts", ()),
+                               tol=spec.get("tolerance"))
+        timing = k.time(*args, target_ms=target_ms)
+        facts = k.explain(*args)
+    except (ValueError, TypeError) as exc:
+        _fail(f"{source.name}: {exc}")
+    verdicts = verdict if isinstance(verdict, list) else [verdict] if verdict is not None else []
+    ok = all(v.ok for v in verdicts)
+    out = {"kernel": facts["kernel"], "verified": [{"ok": v.ok, "rel_error": v.rel_error, "tolerance": v.tolerance,
+                                                    "reason": v.reason} for v in verdicts],
+           "median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
+           "registers": facts["registers"], "occupancy": facts.get("occupancy"), "limiter": facts.get("limiter")}
+    if as_json:
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        for i, v in enumerate(verdicts):
+            mark = "[green]ok[/]" if v.ok else "[red]WRONG[/]"
+            console.print(f"written argument {i}: {mark} (error {v.rel_error:.2e}, tolerance {v.tolerance:.2e})"
+                          + (f": {v.reason}" if v.reason else ""))
+        occ = f", occupancy {facts['occupancy']:.0%} ({facts['limiter']})" if facts.get("occupancy") is not None else ""
+        console.print(f"{facts['kernel']}: {timing.median_ms:.4f} ms median of {timing.reps} (spread "
+                      f"{timing.spread:.1%}), {facts['registers']} registers{occ}")
+    if not ok:
+        raise typer.Exit(1)

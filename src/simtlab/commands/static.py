@@ -148,6 +148,62 @@ def plan_cmd(family: str = typer.Argument(..., help="kernel family, e.g. gemm"),
     console.print(t)
 
 
+def _numbers(text: Optional[str], what: str) -> list[int]:
+    import re
+
+    if not text:
+        return []
+    if not re.fullmatch(r"\s*\d+(\s*[,x]\s*\d+)*\s*", text):
+        _fail(f"--{what} {text!r}: give whole numbers separated by commas, e.g. 128,4")
+    return [int(v) for v in re.split(r"[,x]", text)]
+
+
+def user_kernel(path: Path, name: str, template: Optional[str], block: Optional[str], shared: int):
+    """A Kernel of the user's file, its template arguments and block read from the command line."""
+    from ..kernel import Kernel
+
+    if not path.is_file():
+        _fail(f"no CUDA source at {path}")
+    dims = _numbers(block, "block")
+    try:
+        return Kernel(path, name, _numbers(template, "template"), block=tuple(dims) if dims else None, shared=shared)
+    except (ValueError, TypeError) as exc:
+        _fail(f"{path}: {exc}")
+
+
+def explain_file(path: Path, name: str, arch: Optional[str], template: Optional[str], block: Optional[str],
+                 shared: int, as_json: bool) -> None:
+    from rich.table import Table
+
+    k = user_kernel(path, name, template, block, shared)
+    target, _ = _target(FAMILIES["elementwise"], arch, None)
+    page = k.explain(arch=target)
+    if as_json:
+        print(json.dumps(page, indent=2, default=str))
+        return
+    t = Table(title=f"{page['kernel']} from {path.name} on {target} (no GPU needed)", title_justify="left",
+              header_style="bold")
+    t.add_column("")
+    t.add_column("", justify="right")
+    rows = [("registers a thread", page["registers"]), ("static shared memory B", page["shared_static"]),
+            ("spill bytes", page["spill_bytes"]), ("stack frame B", page["stack_frame"]),
+            ("largest block", page["max_threads_per_block"]), ("parameter bytes", " ".join(map(str, page["param_sizes"])))]
+    if "occupancy" in page:
+        rows += [("block", "x".join(map(str, page["block"]))), ("blocks an SM", page["blocks_per_sm"]),
+                 ("occupancy", f"{page['occupancy']:.0%}"), ("limited by", page["limiter"])]
+    sass = page.get("sass")
+    if sass:
+        rows += [("SASS instructions", sass["instructions"]),
+                 ("global / shared accesses", " ".join(f"{k}x{v}" for k, v in sorted(sass["memory"].items()))),
+                 ("barriers", sass["barriers"]), ("main loop: instructions, FMA share",
+                                                   f"{sass['loop_instructions']}, {sass['loop_fma_share']:.0%}")]
+    for key, value in rows:
+        t.add_row(key, str(value))
+    if "occupancy" not in page:
+        t.caption = "pass --block for occupancy"
+    console.print(t)
+
+
 def store_arch(store, device: Optional[str]) -> Optional[str]:
     """The architecture of the store's latest run (of `device`), e.g. sm_90; None if it names none."""
     for r in store.runs(1000):
@@ -158,16 +214,25 @@ def store_arch(store, device: Optional[str]) -> Optional[str]:
 
 
 @app.command("explain")
-def explain_cmd(family: str = typer.Argument(..., help="kernel family"),
-                rung: str = typer.Argument(..., help="rung name or stage"),
+def explain_cmd(family: str = typer.Argument(..., help="kernel family, or your own .cu file"),
+                rung: str = typer.Argument(..., help="rung name or stage (for a file: the kernel's name)"),
                 arch: Optional[str] = typer.Option(None, help="target for the static facts (default: this GPU's)"),
                 size: Optional[str] = typer.Option(None, help="problem for geometry and intensity"),
                 db: Optional[Path] = typer.Option(None, help="results database for measured effects"),
                 device_name: Optional[str] = typer.Option(None, "--device", help="only results of this device"),
+                template: Optional[str] = typer.Option(None, help="a file's kernel: template arguments, e.g. 128,4"),
+                block: Optional[str] = typer.Option(None, help="a file's kernel: the block, e.g. 256 or 16,16 "
+                                                               "(for occupancy)"),
+                shared: int = typer.Option(0, min=0, help="a file's kernel: dynamic shared memory, bytes"),
                 as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
-    """Why a rung is as fast as it is: lesson, predicted and measured effect, limiter."""
+    """Why a rung is as fast as it is: lesson, predicted and measured effect, limiter. Given a .cu
+    file and a kernel name instead: its registers, shared memory, spills, occupancy at --block and
+    SASS summary, with no GPU (compiled as nvcc would take it)."""
     from ..analyze.explain import explain
     from ..store import Store, default_path
+
+    if family.endswith((".cu", ".cuh")) or Path(family).is_file():
+        return explain_file(Path(family), rung, arch, template, block, shared, as_json)
 
     from ..launch import UnsupportedArchError
 
