@@ -86,6 +86,7 @@ def test_the_new_architectures_limits():
                    "sm_110": (1536, 24, 228), "sm_120": (1536, 24, 100), "sm_121": (1536, 24, 100)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
 def test_every_family_reports_every_rung_for_blackwell(arch):
     """`simtlab compile FAMILY --arch sm_100 / sm_120`: every rung built and reported, or said to

@@ -40,6 +40,17 @@ def test_every_output_has_a_block(rung, mnk):
             assert work * cs * shape["BM"] * shape["BN"] >= p.M * p.N
             assert L.threads == 2 * 128 + 128 and L.shared == tc.cluster_smem(shape) <= 227 * 1024
         return
+    if rung.name == "split_k":  # clusters of SPLITS blocks along z share one tile's K; swapped (TC 1): C^T's tiles
+        for swapped in (0, 1):
+            shape = {**params, "TC": swapped}
+            L = tc.geometry_split_k(shape, p)
+            m, n = (p.N, p.M) if swapped else (p.M, p.N)
+            assert L.grid[0] * shape["BN"] >= n and (L.grid[0] - 1) * shape["BN"] < n
+            assert L.grid[1] * shape["BM"] >= m and (L.grid[1] - 1) * shape["BM"] < m
+            assert L.grid[2] == shape["SPLITS"]
+            assert tc.geometry_split_k(shape, tc.TcProblem(*mnk, batch=7)).grid[2] == 7 * shape["SPLITS"]
+            assert L.threads == tc.split_threads(shape) <= 1024 and L.shared == tc.split_smem(shape) <= 227 * 1024
+        return
     if rung.name == "wmma":
         bm, bn = 16 * params["WARPS_M"], 16 * params["WARPS_N"]
     else:
@@ -197,7 +208,7 @@ def test_sixteen_bit_output_is_a_second_suffix_for_rung_6_only():
         with pytest.raises(ValueError, match=why):
             tc.parse_size(bad)
     fam = family("gemm_tc")
-    assert "written by rung wgmma_cluster only" in tc.unsupported(fam.rung("wgmma_ws"), p)
+    assert "written by rung wgmma_cluster and split_k only" in tc.unsupported(fam.rung("wgmma_ws"), p)
     assert tc.unsupported(fam.rung("wgmma_cluster"), p) is None
     assert tc.cluster_params(p)["OUT"] == 2 and tc.cluster_params(tc.parse_size("64:fp16:fp16"))["OUT"] == 1
     assert tc.cluster_params(tc.parse_size("64:bf16"))["OUT"] == 0
@@ -234,7 +245,7 @@ def test_layout_suffix_and_what_reads_transposed_views():
             tc.parse_size(bad)
     fam = family("gemm_tc")
     assert tc.unsupported(fam.rung("wgmma_cluster"), p) is None
-    assert "rung wgmma_cluster only" in tc.unsupported(fam.rung("mma_multistage"), p)
+    assert "rung wgmma_cluster and split_k only" in tc.unsupported(fam.rung("mma_multistage"), p)
     # A^T's contiguous extent is M, B^T's is K: TN takes any K, NT needs K but not M in whole units
     assert tc.tma_ready(tc.TcProblem(64, 64, 30, "float16", layout="tn"))
     assert not tc.tma_ready(tc.TcProblem(64, 64, 30, "float16", layout="nt"))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # (~5 minutes of replays: the quick run leaves them out)
+
 from simtlab.tune.replay import evaluations_to_reach, load_table, score, top_configs
 from simtlab.tune.strategies import DEFAULT_STRATEGY
 

@@ -142,6 +142,7 @@ def test_profile_space_counts_what_does_not_build_or_fit(monkeypatch):
     assert refused == {"does not compile: k.cu:3: too much shared data": 1, "no block of it fits on an SM": 1}
 
 
+@pytest.mark.slow
 def test_tune_rung_builds_the_space_then_searches_what_builds(monkeypatch, tmp_path, tmp_cache):
     """simtlab tune's model search on the CPU with a stand-in GPU (a device record and an objective):
     every runnable point of softmax rung 4's space is built and profiled before the first evaluation,
