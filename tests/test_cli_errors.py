@@ -153,3 +153,14 @@ def test_plans_for_problems_no_gpu_holds_are_refused(args, says, capsys):
     assert main(args) == EXIT_INPUT
     line = _one_line_error(capsys)
     assert says in line and "pass --gpu" not in line, line  # (no advice to pass the --gpu that was passed)
+
+
+def test_usage_errors_are_one_line_and_help_shows_no_type_column(capsys):
+    """The README promises one-line errors: the parser's too (no five-line box); --help lists a
+    flag as a flag, not followed by <bool>."""
+    assert main(["results", "--limit", "-1"]) == EXIT_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--limit" in err and "simtlab results --help" in err
+    assert main(["tune", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--json" in out and "<bool>" not in out and "╭" not in out
