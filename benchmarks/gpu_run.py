@@ -84,6 +84,11 @@ PHASES: dict[str, tuple[str, list]] = {
         Tests("split", "pytest_split.txt", 240),
         Run("the dispatch table", "python3 benchmarks/gemm_dispatch_table.py --out {out}/gemm_tc_sm_90.json "
             "--run \"$SIMTLAB_RUN\" && cp {out}/gemm_tc_sm_90.json src/simtlab/ops/tables/", 330)]),
+    "gemm-table-fp32": ("gemm rung 14 (fp32 split-K on the CUDA cores): its GPU tests, then the fp32 table (rung 10 "
+                        "and rung 14's tiles and splits over the shape grid), put in place for later phases", [
+        Tests("split and gemm and not gemm_tc", "pytest_split_fp32.txt", 200),
+        Run("the fp32 dispatch table", "python3 benchmarks/gemm_dispatch_table.py --family gemm --out "
+            "{out}/gemm_sm_90.json --run \"$SIMTLAB_RUN\" && cp {out}/gemm_sm_90.json src/simtlab/ops/tables/", 360)]),
     "gemm-shapes": ("simtlab.gemm_tc and simtlab.gemm beside torch.mm over the real-shape set (the issue's table)", [
         Run("the shape set", "python3 benchmarks/gemm_shapes.py --json {out}/gemm_shapes.json", 560)]),
     "tc": ("the tensor-core ladder", [

@@ -19,7 +19,7 @@ def problem(M, N, K, layout="nn", batch=1, out="bfloat16"):
 
 @pytest.fixture
 def no_table(monkeypatch):
-    monkeypatch.setattr(gd, "load_table", lambda arch: None)
+    monkeypatch.setattr(gd, "load_table", lambda arch, family="gemm_tc": None)
 
 
 def test_the_rule_takes_rung_6_for_big_products_and_rung_7_for_the_rest(no_table):
@@ -68,7 +68,7 @@ def test_without_a_measured_table_every_shape_keeps_rung_6(no_table):
 
 
 def test_choose_swaps_the_long_side_onto_m_and_names_why(monkeypatch):
-    monkeypatch.setattr(gd, "load_table", lambda arch: {"device": "a GPU", "run": "t", "sms": 132, "rows": []})
+    monkeypatch.setattr(gd, "load_table", lambda arch, family="gemm_tc": {"device": "a GPU", "run": "t", "sms": 132, "rows": []})
     c = gd.choose(problem(1, 4096, 4096, "nt"))  # (an empty table: the rule, past the table's reach)
     assert c.rung == "split_k" and c.params["TC"] == 1 and "swapped" in c.why and "rule" in c.why
     assert (c.params["TA"], c.params["TB"]) == (0, 1)  # W (N x K) row-major as A, x^T as B
@@ -82,7 +82,7 @@ def test_the_table_decides_by_the_nearest_measured_shape(tmp_path, monkeypatch):
         {"M": 16, "N": 4096, "K": 4096, "us": {"r6": 40.0, "r7:64x16:s2": 9.0, "r7:64x8:s4": 12.0}},
         {"M": 4096, "N": 4096, "K": 4096, "us": {"r6": 190.0, "r7:128x128:s1": 300.0}},
     ]}
-    monkeypatch.setattr(gd, "load_table", lambda arch: table)
+    monkeypatch.setattr(gd, "load_table", lambda arch, family="gemm_tc": table)
     near = gd.choose(problem(12, 3000, 5000))  # (a shape left out of the table: its nearest row's fastest)
     assert near.rung == "split_k" and near.params["BN"] == 16 and near.params["SPLITS"] == 2
     assert "nearest measured shape 16x4096x4096" in near.why

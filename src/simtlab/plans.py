@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
@@ -31,6 +32,17 @@ KAHAN_PARAMS = (("KAHAN", 1), ("MINB", 1))  # compensated sums need twice the ac
 # 4x4 doubles a thread, two 256-thread blocks an SM, no spills (sm_80, sm_90)
 F64_SUMS_PARAMS = (("BK", 16), ("BM", 64), ("BN", 64), ("KAHAN", 2), ("MINB", 2), ("WM", 16), ("WMITER", 1), ("WN", 32),
                    ("WNITER", 1))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """An fp32 product's shape and operand layouts, as the dispatcher and rung 14 read them."""
+    M: int
+    N: int
+    K: int
+    ta: bool = False
+    tb: bool = False
+    batch: int = 1
 
 
 class PlanMismatch(ValueError):
@@ -532,7 +544,18 @@ class GemmPlan(_Plan):
         self.copies = (la == TRANSPOSED, lb == TRANSPOSED)
         info = device_info(dev)
         name, sums = gemm_choice(rung, precision, K, info.compute_capability, info.arch, kahan)
-        self.split = None
+        self.split = self.split_k = None
+        self.choice = None  # what the dispatcher chose, and why (rung="best", precision "ieee")
+        if rung in ("best", "split_k", 14, "14") and name in ("tuned", "warptiling", "split_k") and not kahan:
+            from .ops.gemm_dispatch import FP32, choose_fp32, split_config
+
+            shape = _Shape(M, N, K, la == TRANSPOSED, lb == TRANSPOSED)
+            if rung == "best":
+                self.choice = choose_fp32(shape, info)
+            if rung != "best" or self.choice.rung == "split_k":  # rung 14: views read in place, no copies
+                self._split_k_params = self.choice.params if self.choice is not None else split_config(shape, info, FP32)
+                self._init_split_k(shape, info)
+                return
         if name in ("tf32x3", "f16x3"):
             self._init_split(M, N, K, info, name)
             return
@@ -555,6 +578,40 @@ class GemmPlan(_Plan):
                 for vec in ((True, False) if r.vec_variant else (None,)):
                     if not (vec and (K % 4 or N % 4)):
                         self.launches[vec] = self._launch(r, problem, vec, sums)
+
+    def _init_split_k(self, shape, info) -> None:
+        """Rung 14 at the dispatcher's tile and split: one cluster launch on the operands as they lie."""
+        self.problem, self.info, self.pad, self.copies = shape, info, None, (False, False)
+        self.rung = family("gemm").rung("split_k")
+        self._split_k_shape, self._split_k_any = shape, None
+        guard = _current(self.lib, self.device)
+        with guard if guard is not None else nullcontext():
+            self.split_k = self._split_k_kernel(self._split_k_params)
+
+    def _split_k_kernel(self, params):
+        from .ops.gemm_tc_split import F32SplitKernel
+
+        return F32SplitKernel(_instance("gemm", "split_k", _frozen(params), self.info.arch), self._split_k_shape,
+                              self.info, prepare)
+
+    def _run_split_k(self, A, B, C, alpha, beta):
+        lib = self.lib
+        pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
+        kernel = self.split_k
+        if not kernel.aligned(pa, pb, pc):  # (addresses off 16 bytes: the build with element loads)
+            if self._split_k_any is None:
+                guard = _current(lib, self.device)
+                with guard if guard is not None else nullcontext():
+                    self._split_k_any = self._split_k_kernel({**self._split_k_params, "AV": 4, "BV": 4})
+            kernel = self._split_k_any
+        kernel.launch(pa, pb, pc, lib.stream(self.device), alpha, beta)
+        return C
+
+    def describe(self) -> str:
+        """What a call runs and why: the rung, its parameters, the dispatcher's reason."""
+        what = self.rung.id + (f" {dict(self.split_k.params)}" if self.split_k is not None else "")
+        why = f"; {self.choice.why}" if self.choice is not None else ""
+        return f"gemm {self.out_shape[0]}x{self.out_shape[1]}x{self.problem.K}: {what}{why}"
 
     def _init_split(self, M: int, N: int, K: int, info, name: str) -> None:
         """Rung 11 (`name` "tf32x3") or 13 ("f16x3"): the split kernels and the tensor-core main loop,
@@ -626,6 +683,8 @@ class GemmPlan(_Plan):
             if beta != 0:
                 raise ValueError("beta != 0 needs an input C")
             C = self._new_c(A)
+        if self.split_k is not None:
+            return self._run_split_k(A, B, C, alpha, beta)
         if self.pad is not None:
             return self._run_padded(A, B, C, alpha, beta)
         if self.copies[0]:
@@ -642,6 +701,9 @@ class GemmPlan(_Plan):
         return C
 
     def _bound_launch(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
+        if self.split_k is not None:
+            pa, pb, pc = self.lib.ptr(A), self.lib.ptr(B), self.lib.ptr(C)
+            return self.split_k.bind(pa, pb, pc, float(alpha), float(beta)) if self.split_k.aligned(pa, pb, pc) else None
         if self.pad is not None or any(self.copies) or self.split is not None or self.rung.name == "tf32x3_mma":
             return None
         pa, pb, pc = self.lib.ptr(A), self.lib.ptr(B), self.lib.ptr(C)

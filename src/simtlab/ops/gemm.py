@@ -120,6 +120,50 @@ def geometry_tuned(params, p: GemmProblem, device=None) -> Launch:
     return Launch((tiles, 1, 1), (warptile_threads(params), 1, 1), multistage_smem(params))
 
 
+# --- rung 14: split-K and small tiles on the CUDA cores ---------------------------------------
+
+def split_threads(params) -> int:
+    return (params["BM"] // params["TM"]) * (params["BN"] // params["TN"])
+
+
+def split_smem(params) -> int:
+    """The two staged slices ([k][m] and [k][n] rows padded by 4 floats), or the parked tile (rows of
+    BN + 1) that takes their place after the main loop, whichever is larger."""
+    ring = 2 * params["BK"] * (params["BM"] + 4 + params["BN"] + 4)
+    return 4 * max(ring, params["BM"] * (params["BN"] + 1))
+
+
+def geometry_split_k(params, p: GemmProblem, device=None) -> Launch:
+    """Tiles of the kernel's (possibly swapped) C in x and y, the cluster's SPLITS blocks in z."""
+    from .gemm_tc import MAX_GRID_YZ
+
+    m, n = (p.N, p.M) if params["TC"] else (p.M, p.N)
+    gx, gy = -(-n // params["BN"]), -(-m // params["BM"])
+    if gy > MAX_GRID_YZ or params["SPLITS"] > MAX_GRID_YZ:
+        raise ValueError(f"rung 14 with {params}: {gy} tile rows exceed the grid's 65535 (larger BM, or rung 10)")
+    if params["SPLITS"] > 1 and device is not None and tuple(device.compute_capability) < (9, 0):
+        raise ValueError(f"rung 14 with SPLITS {params['SPLITS']} splits K over a cluster: clusters need compute "
+                         f"capability 9.0, this GPU is {device.arch} (SPLITS 1)")
+    return Launch((gx, gy, params["SPLITS"]), (split_threads(params), 1, 1), split_smem(params))
+
+
+def split_defaults(p: GemmProblem, device=None, vec=None) -> dict:
+    """Rung 14 as the dispatcher runs it for this problem (the tile, the split, the swap, the row
+    alignments: ops.gemm_dispatch)."""
+    from .gemm_dispatch import FP32, split_config
+
+    return split_config(p, device, FP32)
+
+
+def split_space(max_smem: int) -> Space:
+    defaults = dict(FAMILY.rung("split_k").defaults)
+    rules = [("thread tiles divide the block", lambda c: c["BM"] % c["TM"] == 0 and c["BN"] % c["TN"] == 0),
+             ("at most 1024 threads", lambda c: split_threads({**defaults, **c}) <= 1024),
+             ("shared memory within the limit", lambda c: split_smem({**defaults, **c}) <= max_smem)]
+    return Space({"BM": (64, 128), "BN": (8, 16, 32, 64), "BK": (16, 32), "TM": (4, 8), "TN": (4, 8),
+                  "WINDOW": (1, 2, 4), "SPLITS": (1, 2, 4, 8)}, rules)
+
+
 # --- the search space of the warp-tiled rungs (8-10), the kernels' static_asserts and the
 # device's limits as restrictions so invalid points never reach NVRTC --------------------------
 
@@ -261,6 +305,15 @@ def make_runner(instance, problem, ws, device, vec, prepare):
     flag and exponents allocated once); on CuPy's current stream. The others: one launch (None)."""
     if instance.rung.name == "tf32x3_mma":
         return _tf32x3_mma_runner(instance, problem, ws, device, vec, prepare)
+    if instance.rung.name == "split_k":  # rung 14: launched as simtlab.gemm launches it, on CuPy's current stream
+        import cupy
+
+        from .gemm_tc_split import F32SplitKernel
+
+        kernel = F32SplitKernel(instance, problem, device, prepare)
+        pa, pb, pc, p = ws.A.data.ptr, ws.B.data.ptr, ws.C.data.ptr, problem
+        current_stream = cupy.cuda.get_current_stream
+        return lambda: kernel.launch(pa, pb, pc, current_stream().ptr, p.alpha, p.beta)
     if instance.rung.name == "f16x3":
         from .f16x3 import F16x3Gemm
 
@@ -576,6 +629,16 @@ FAMILY = Family(
              geometry_tf32x3_mma, vec_variant=True, min_cc=(8, 0), space=tf32x3_mma_space,
              sass_expect=("HMMA", "LDGSTS.128"), aliases=("tf32x3_sm80",)),
         _f16x3_rung(),
+        Rung("gemm", 14, "split_k", "gemm/14_split_k.cu", "gemm_split_k",
+             ("BM", "BN", "BK", "TM", "TN", "TA", "TB", "AV", "BV", "TC", "WINDOW"),
+             # (SPLITS: blocks a cluster, chosen at launch - not a template argument)
+             frozen({"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "TA": 0, "TB": 0, "AV": 16, "BV": 16, "TC": 0,
+                     "WINDOW": 2, "SPLITS": 2}),
+             "K split over a cluster's blocks, summed through distributed shared memory; each thread's sums "
+             "windowed and compensated: SGEMM's shapes models run, at less than SGEMM's error",
+             geometry_split_k, min_cc=(8, 0), size_defaults=split_defaults, builds_on=8,
+             tunable=("BM", "BN", "BK", "TM", "TN", "WINDOW", "SPLITS"), sass_expect=("FFMA", "LDS.128"),
+             space=split_space),
     ),
     check_size="127x129x65",
 )

@@ -204,10 +204,12 @@ def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
 
 # --- rung 7: split-K and small tiles -------------------------------------------------------------
 
-def row_alignment(extent: int) -> int:
-    """Bytes a row of `extent` 16-bit elements keeps every row start aligned to (16, 8, 4 or 2): how
-    wide rung 7's copies of that operand can be (its AV, BV)."""
-    return 16 if extent % 8 == 0 else 8 if extent % 4 == 0 else 4 if extent % 2 == 0 else 2
+def row_alignment(extent: int, element: int = 2) -> int:
+    """Bytes a row of `extent` elements of `element` bytes keeps every row start aligned to (16, 8,
+    4 or 2, never less than an element): how wide the split rungs' copies of that operand can be
+    (their AV, BV: gemm_tc rung 7's 16-bit, gemm rung 14's fp32, 16 or 4)."""
+    row = extent * element
+    return next(v for v in (16, 8, 4, 2) if row % v == 0 or v <= element)
 
 
 @dataclass(frozen=True)
@@ -232,14 +234,19 @@ class SplitLayout:
         return {"TA": self.TA, "TB": self.TB, "AV": self.AV, "BV": self.BV, "TC": self.TC}
 
 
-def split_layout(p: TcProblem, swap: bool) -> SplitLayout:
+def split_layout(p, swap: bool, element: int = 2) -> SplitLayout:
     """A's contiguous extent is K (row-major) or M (a transposed view), B's N or K. Swapped, the
     kernel's A is B^T - row-major where B is a transposed view, and the other way round - and its
-    B is A^T."""
-    a_row, b_row = (p.M if p.ta else p.K), (p.K if p.tb else p.N)
+    B is A^T. `p`: a TcProblem, or any problem with M, N, K and (optionally) ta, tb; `element`: its
+    inputs' bytes (fp32 operands: 4, where 16 and 4 are the only alignments)."""
+    ta, tb = bool(getattr(p, "ta", False)), bool(getattr(p, "tb", False))
+    a_row, b_row = (p.M if ta else p.K), (p.K if tb else p.N)
+    av, bv = row_alignment(a_row, element), row_alignment(b_row, element)
+    if element == 4:  # (fp32 copies are 16 bytes or one element)
+        av, bv = (16 if av == 16 else 4), (16 if bv == 16 else 4)
     if not swap:
-        return SplitLayout(p.M, p.N, int(p.ta), int(p.tb), row_alignment(a_row), row_alignment(b_row), 0)
-    return SplitLayout(p.N, p.M, 1 - int(p.tb), 1 - int(p.ta), row_alignment(b_row), row_alignment(a_row), 1)
+        return SplitLayout(p.M, p.N, int(ta), int(tb), av, bv, 0)
+    return SplitLayout(p.N, p.M, 1 - int(tb), 1 - int(ta), bv, av, 1)
 
 
 def split_threads(params) -> int:
