@@ -176,3 +176,12 @@ def test_the_fault_injection_script_loses_nothing(tmp_path):
     out = subprocess.run([sys.executable, str(script), "--rounds", "3"], capture_output=True, text=True, timeout=300,
                          cwd=tmp_path, env={**os.environ, "SIMTLAB_CACHE_DIR": str(tmp_path / "c")})
     assert out.returncode == 0 and "nothing lost, no wrong kernel" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("kwargs", [{"target_ms": -1}, {"target_ms": math.nan}, {"target_ms": math.inf},
+                                    {"min_reps": 0}, {"min_reps": 10, "max_reps": 5}, {"warmup": -1}])
+def test_timing_refuses_values_that_would_time_nothing_or_forever(kwargs):
+    from simtlab.bench import time_gpu
+
+    with pytest.raises(ValueError):
+        time_gpu(lambda: None, **kwargs)

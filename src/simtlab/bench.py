@@ -62,7 +62,15 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
 def time_gpu(fn: Callable[[], None], *, warmup: int = 2, min_reps: int = 5, max_reps: int = 200,
              target_ms: float = 400.0, flush: bool = True) -> Timing:
     """Time `fn` (which only enqueues GPU work on the current stream)."""
+    import math
+
     import cupy
+
+    if not (isinstance(target_ms, (int, float)) and math.isfinite(target_ms) and target_ms > 0):
+        raise ValueError(f"target_ms={target_ms!r}: give a positive number of milliseconds to spend timing")
+    if not (warmup >= 0 and 1 <= min_reps <= max_reps):
+        raise ValueError(f"warmup={warmup}, min_reps={min_reps}, max_reps={max_reps}: need warmup >= 0 and "
+                         "1 <= min_reps <= max_reps")
 
     stream = cupy.cuda.get_current_stream()
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
