@@ -9,7 +9,12 @@ rounds' ratios. Each result is checked against torch's (relative Frobenius error
 roofline is max(FLOPs / the measured tensor-core rate, bytes / the measured copy bandwidth) plus
 one empty-kernel launch, all measured in this process.
 
-    python benchmarks/gemm_shapes.py [--json out.json] [--only bf16,fp32] [--limit N] [--list]
+Batched products (attention's scores and values at several sequence lengths, experts side by
+side) go through simtlab.gemm_tc on 3-D tensors beside torch.bmm; an MLP block (1024 -> 4096 ->
+1024, GELU, bf16, 8 x 512 tokens) trains through simtlab.torch.matmul beside torch.matmul, both
+compiled (forward and backward: its transposed products), loss and gradients compared.
+
+    python benchmarks/gemm_shapes.py [--json out.json] [--only bf16,fp32,batched,mlp] [--limit N] [--list]
 """
 
 from __future__ import annotations
@@ -142,6 +147,19 @@ def shape_set() -> list[Shape]:
 FP32_SOURCES = ("recurrent", "speech", "classifier", "square", "long K", "GEMV", "GPT-2 small", "BERT base")
 
 
+def batched_shapes() -> list[tuple[int, int, int, int, str, str]]:
+    """(batch, M, N, K, layout, source): attention's Q K^T (K^T a transposed view) and P V per head
+    at batch 8 x 16 heads and sequence lengths 128-2048 (head dim 64 and 128), and 8 experts' up
+    projections at 16-512 tokens each."""
+    out = []
+    for seq in (128, 512, 2048):
+        for dh in (64, 128):
+            out += [(128, seq, seq, dh, "nt", f"attention scores s={seq} d={dh}"),
+                    (128, seq, dh, seq, "nn", f"attention values s={seq} d={dh}")]
+    out += [(8, t, 14336, 4096, "nt", f"8 experts up t={t}") for t in (16, 128, 512)]
+    return out
+
+
 # --- measuring ------------------------------------------------------------------------------------
 
 def _operands(torch, s: Shape, dtype):
@@ -224,6 +242,87 @@ def measure(shapes, which: str, rounds: int, ceil: dict, log) -> list[dict]:
     return rows
 
 
+def measure_batched(rounds: int, log) -> list[dict]:
+    import torch
+    import triton
+
+    import simtlab
+
+    rows = []
+    for b, m, n, k, layout, source in batched_shapes():
+        gen = torch.Generator(device="cuda").manual_seed(b + m + n + k)
+
+        def rand(rows_, cols, transposed):
+            if transposed:
+                return rand(cols, rows_, False).mT
+            return (torch.rand(b, rows_, cols, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16)
+
+        A, B = rand(m, k, layout[0] == "t"), rand(k, n, layout[1] == "t")
+        ours = lambda: simtlab.gemm_tc(A, B, out_dtype="bfloat16")  # noqa: E731
+        theirs = lambda: torch.bmm(A, B)  # noqa: E731
+        row = {"batch": b, "M": m, "N": n, "K": k, "layout": layout, "source": source, "which": "batched"}
+        try:
+            got, ref = ours(), theirs()
+            row["error_vs_torch"] = float((got.double() - ref.double()).norm() / ref.double().norm())
+            ratios, t_o, t_t = [], [], []
+            for _ in range(rounds):
+                a_ = triton.testing.do_bench(ours, warmup=5, rep=25, return_mode="median")
+                b_ = triton.testing.do_bench(theirs, warmup=5, rep=25, return_mode="median")
+                t_o.append(a_), t_t.append(b_), ratios.append(b_ / a_)
+            row.update(us=statistics.median(t_o) * 1e3, torch_us=statistics.median(t_t) * 1e3,
+                       share=statistics.median(ratios))
+        except Exception as exc:
+            row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        rows.append(row)
+        log(f"[batched] {b}x{m}x{n}x{k}:{layout} " + (f"{row['us']:9.1f} us  torch {row['torch_us']:9.1f}  "
+                                                       f"{100 * row['share']:6.1f}%" if "us" in row else row["failed"]))
+    return rows
+
+
+def measure_mlp(rounds: int, tokens: tuple[int, int] = (8, 512), d: int = 1024, hidden: int = 4096) -> dict:
+    """An MLP block's training step (x W1^T, GELU, W2^T, MSE loss, backward) through
+    simtlab.torch.matmul and through torch.matmul, each compiled: the same weights and batch."""
+    import torch
+    import triton
+
+    import simtlab.torch as st
+
+    torch.manual_seed(0)
+    x = (torch.randn(*tokens, d, device="cuda") / 2).to(torch.bfloat16)
+    target = torch.randn(*tokens, d, device="cuda")
+    w1 = (torch.randn(hidden, d, device="cuda") / d ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(d, hidden, device="cuda") / hidden ** 0.5).to(torch.bfloat16)
+    out = {}
+    for name, mm in (("simtlab", st.matmul), ("torch", torch.matmul)):
+        ws = [w1.clone().requires_grad_(), w2.clone().requires_grad_()]
+
+        def loss(x, target, a, b, mm=mm):
+            h = torch.nn.functional.gelu(mm(x, a.mT))
+            return ((mm(h, b.mT).float() - target) ** 2).mean()
+
+        fwd = torch.compile(loss, fullgraph=True)
+
+        def step(ws=ws, fwd=fwd):
+            for w in ws:
+                w.grad = None
+            fwd(x, target, *ws).backward()
+
+        step()
+        value = fwd(x, target, *ws)
+        value.backward()
+        out[name] = {"loss": float(value), "grads": [w.grad.float() for w in ws], "step": step}
+    times = {"simtlab": [], "torch": []}
+    for _ in range(rounds):
+        for name in times:
+            times[name].append(triton.testing.do_bench(out[name]["step"], warmup=10, rep=50, return_mode="median"))
+    share = statistics.median(t / s for s, t in zip(times["simtlab"], times["torch"]))
+    grad = max(float((g - r).norm() / r.norm()) for g, r in zip(out["simtlab"]["grads"], out["torch"]["grads"]))
+    return {"which": "mlp", "shape": f"{tokens[0]}x{tokens[1]}x{d} -> {hidden} -> {d}",
+            "simtlab_ms": statistics.median(times["simtlab"]), "torch_ms": statistics.median(times["torch"]),
+            "share": share, "loss_rel_diff": abs(out["simtlab"]["loss"] - out["torch"]["loss"]) / abs(out["torch"]["loss"]),
+            "max_grad_rel_diff": grad}
+
+
 def geomean(xs) -> float:
     xs = [x for x in xs if x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
@@ -256,7 +355,7 @@ def summary(rows: list[dict], which: str, device: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write every row and the ceilings here")
-    ap.add_argument("--only", default="bf16,fp32", help="bf16, fp32 or both")
+    ap.add_argument("--only", default="bf16,fp32,batched,mlp", help="any of bf16, fp32, batched, mlp")
     ap.add_argument("--limit", type=int, default=0, help="the first N shapes only (a quick look)")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     ap.add_argument("--list", action="store_true", help="print the shape set and its classes, then stop")
@@ -280,10 +379,22 @@ def main() -> int:
           f"{ceil['launch_us']:.2f} us", flush=True)
     report, out = [], {"device": device, "ceilings": ceil, "date": time.strftime("%Y-%m-%d"), "rows": []}
     for which in args.only.split(","):
-        part = shapes if which == "bf16" else [s for s in shapes if s.source.startswith(FP32_SOURCES)]
-        rows = measure(part, which, args.rounds, ceil, lambda t: print(t, flush=True))
+        if which == "batched":
+            rows = measure_batched(args.rounds, lambda t: print(t, flush=True))
+            ok = [r for r in rows if "share" in r]
+            report.append(f"\nbatched (torch.bmm) on {device}: geomean {100 * geomean([r['share'] for r in ok]):.1f}%, "
+                          f"worst {100 * min(r['share'] for r in ok):.1f}%" if ok else "\nbatched: every shape failed")
+        elif which == "mlp":
+            rows = [measure_mlp(args.rounds)]
+            r = rows[0]
+            report.append(f"\nMLP block training step {r['shape']} (torch.compile) on {device}: simtlab.torch.matmul "
+                          f"{r['simtlab_ms']:.3f} ms, torch {r['torch_ms']:.3f} ms: {100 * r['share']:.1f}% of torch's "
+                          f"speed; loss differs by {r['loss_rel_diff']:.1e}, gradients by {r['max_grad_rel_diff']:.1e}")
+        else:
+            part = shapes if which == "bf16" else [s for s in shapes if s.source.startswith(FP32_SOURCES)]
+            rows = measure(part, which, args.rounds, ceil, lambda t: print(t, flush=True))
+            report.append(summary(rows, which, device))
         out["rows"] += rows
-        report.append(summary(rows, which, device))
         if args.json:  # (written after each part: a run cut short keeps what it measured)
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
