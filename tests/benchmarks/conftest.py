@@ -1,4 +1,5 @@
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ def bench_script():
     def load(name: str):
         spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # (registered first: dataclasses look their module up while it executes)
         spec.loader.exec_module(mod)
         return mod
 
