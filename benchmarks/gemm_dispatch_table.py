@@ -64,7 +64,7 @@ def main() -> int:
     from simtlab.arrays import array_lib
     from simtlab.catalog import family
     from simtlab.device import device_info
-    from simtlab.launch import build, choose_params, prepare
+    from simtlab.launch import build, prepare
     from simtlab.ops import gemm_dispatch as gd
     from simtlab.ops.gemm_tc import TcProblem
     from simtlab.ops.gemm_tc_split import F32SplitKernel, SplitKernel

@@ -193,9 +193,22 @@ def roofline_us(s: Shape, es: int, ceil: dict) -> float:
     return max(s.flops / (ceil["tc_tflops"] * 1e12), s.bytes(es) / (ceil["copy_gbs"] * 1e9)) * 1e6 + ceil["launch_us"]
 
 
+def interleaved(ours, theirs, rounds: int) -> dict:
+    """Both calls timed round by round (do_bench: L2 cleared before each repetition, median): the
+    medians in microseconds and the median of the rounds' ratios (drift between rounds cancels)."""
+    import triton
+
+    ratios, t_ours, t_theirs = [], [], []
+    for _ in range(rounds):
+        a = triton.testing.do_bench(ours, warmup=5, rep=25, return_mode="median")
+        b = triton.testing.do_bench(theirs, warmup=5, rep=25, return_mode="median")
+        t_ours.append(a), t_theirs.append(b), ratios.append(b / a)
+    return {"us": statistics.median(t_ours) * 1e3, "torch_us": statistics.median(t_theirs) * 1e3,
+            "share": statistics.median(ratios)}
+
+
 def measure(shapes, which: str, rounds: int, ceil: dict, log) -> list[dict]:
     import torch
-    import triton
 
     import simtlab
 
@@ -220,13 +233,7 @@ def measure(shapes, which: str, rounds: int, ceil: dict, log) -> list[dict]:
                 exact = A.double() @ B.double()
                 row["error"] = float((got.double() - exact).norm() / exact.norm())
                 row["error_sgemm"] = float((ref.double() - exact).norm() / exact.norm())
-            ratios, t_ours, t_theirs = [], [], []
-            for _ in range(rounds):
-                a = triton.testing.do_bench(ours, warmup=5, rep=25, return_mode="median")
-                b = triton.testing.do_bench(theirs, warmup=5, rep=25, return_mode="median")
-                t_ours.append(a), t_theirs.append(b), ratios.append(b / a)
-            row.update(us=statistics.median(t_ours) * 1e3, torch_us=statistics.median(t_theirs) * 1e3,
-                       share=statistics.median(ratios), roofline_us=roofline_us(s, es, ceil))
+            row.update(interleaved(ours, theirs, rounds), roofline_us=roofline_us(s, es, ceil))
             row["of_roofline"] = row["roofline_us"] / row["us"]
             if which == "bf16":
                 from simtlab.api import gemm_tc_plan
@@ -244,7 +251,6 @@ def measure(shapes, which: str, rounds: int, ceil: dict, log) -> list[dict]:
 
 def measure_batched(rounds: int, log) -> list[dict]:
     import torch
-    import triton
 
     import simtlab
 
@@ -264,13 +270,7 @@ def measure_batched(rounds: int, log) -> list[dict]:
         try:
             got, ref = ours(), theirs()
             row["error_vs_torch"] = float((got.double() - ref.double()).norm() / ref.double().norm())
-            ratios, t_o, t_t = [], [], []
-            for _ in range(rounds):
-                a_ = triton.testing.do_bench(ours, warmup=5, rep=25, return_mode="median")
-                b_ = triton.testing.do_bench(theirs, warmup=5, rep=25, return_mode="median")
-                t_o.append(a_), t_t.append(b_), ratios.append(b_ / a_)
-            row.update(us=statistics.median(t_o) * 1e3, torch_us=statistics.median(t_t) * 1e3,
-                       share=statistics.median(ratios))
+            row.update(interleaved(ours, theirs, rounds))
         except Exception as exc:
             row["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         rows.append(row)
@@ -331,7 +331,7 @@ def geomean(xs) -> float:
 def summary(rows: list[dict], which: str, device: str) -> str:
     ok = [r for r in rows if "share" in r]
     lines = [f"\n{which}: simtlab as % of {'torch.mm' if which == 'bf16' else 'SGEMM (torch.mm, TF32 off)'} on {device}",
-             f"| class | shapes | geomean | worst | under 90% | geomean of roofline |", "|---|---|---|---|---|---|"]
+             "| class | shapes | geomean | worst | under 90% | geomean of roofline |", "|---|---|---|---|---|---|"]
     classes = ["large", "small work", "side 17-128", "side <= 16", "K >= 100000"]
     for cls in classes + ["all"]:
         part = [r for r in ok if cls == "all" or r["class"] == cls]

@@ -6,25 +6,7 @@ import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gemm, pytest.mark.split]
 
-LAYOUTS = ("nn", "nt", "tn", "tt")
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU visible to PyTorch")
-    return torch
-
-
-def _hopper(torch):
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("rung 14's K split runs in clusters (compute capability 9.0)")
-
-
-def _operand(torch, rows, cols, transposed, dtype, batch, gen):
-    if transposed:
-        return _operand(torch, cols, rows, False, dtype, batch, gen).transpose(-1, -2)
-    return (torch.rand(rows, cols, device="cuda", generator=gen) * 2 - 1).to(dtype)
+from test_split_k_gpu import LAYOUTS, _hopper, _operand, _torch  # noqa: E402 (rung 7's GPU tests' helpers)
 
 
 def _run_rung14(torch, A, B, tile: dict, splits: int, swap: bool, alpha=1.0, beta=0.0, C0=None):

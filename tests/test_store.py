@@ -61,8 +61,9 @@ def test_best_takes_rows_of_this_rungs_knobs_and_source_first(tmp_path):
     assert best(names=("BM",), source="never") == 1.1
     assert s.best("gemm", "gemm/10_tuned", "64", "GPU", names=("BN",)) is None
     # explain's figures: one version's rows, or every version's
-    assert s.best_per_problem("gemm", "gemm/10_tuned", "GPU", source="old")["64"]["median_ms"] == 1.0
-    assert s.best_per_problem("gemm", "gemm/10_tuned", "GPU", source="never") == {}
+    assert [r["median_ms"] for r in s.rows_per_problem("gemm", "gemm/10_tuned", "GPU", source="old")["64"]] == [1.0, 1.2]
+    assert len(s.rows_per_problem("gemm", "gemm/10_tuned", "GPU")["64"]) == 4
+    assert s.rows_per_problem("gemm", "gemm/10_tuned", "GPU", source="never") == {}
 
 
 def test_newer_schema_is_refused(tmp_path):

@@ -386,20 +386,6 @@ class Store:
             "ON u.id = r.run_id WHERE u.device = ? AND r.rung = ? AND r.status = 'reference'",
             (device, reference)).fetchone())
 
-    def best_per_problem(self, family: str, rung: str, device: str | None = None,
-                         source: str | None = None) -> dict[str, dict]:
-        """Per problem, a rung's best verified time, rates and share of its reference (on a device;
-        measured on one version of its source)."""
-        sql = ("SELECT r.problem, MIN(r.median_ms), MAX(r.gflops), MAX(r.gbs), MAX(r.pct_of_reference) "
-               "FROM results r JOIN runs u ON u.id = r.run_id WHERE r.family = ? AND r.rung = ? AND r.status = 'ok'")
-        args = [family, rung]
-        sql += _on_device(device, args)
-        if source:
-            sql += " AND json_extract(r.extra, '$.source') = ?"
-            args.append(source)
-        return {problem: {"median_ms": ms, "gflops": gflops, "gbs": gbs, "pct_of_reference": pct}
-                for problem, ms, gflops, gbs, pct in self.db.execute(sql + " GROUP BY r.problem", args).fetchall()}
-
     def rows_per_problem(self, family: str, rung: str, device: str | None = None,
                          source: str | None = None) -> dict[str, list[dict]]:
         """Per problem, a rung's verified rows (run id, time, rates, share of its reference), oldest run

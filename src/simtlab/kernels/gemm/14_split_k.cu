@@ -12,44 +12,9 @@
 // What it should buy: SGEMM's speed where one sequential tile leaves SMs idle (skinny, GEMV, long
 // K) at an error below SGEMM's.
 #include "simtlab_gemm.cuh"
+#include "simtlab_split.cuh"
 
 namespace simtlab {
-
-__device__ __forceinline__ unsigned split_blocks() {
-  unsigned n = 1;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-#endif
-  return n;
-}
-__device__ __forceinline__ unsigned split_rank() {
-  unsigned r = 0;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-  return r;
-}
-__device__ __forceinline__ void split_barrier() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
-// The float at this block's shared address `addr` in the cluster's block `rank` (its own: a plain load).
-__device__ __forceinline__ float split_load(unsigned addr, unsigned rank, unsigned self) {
-  float v;
-#if __CUDA_ARCH__ >= 900
-  if (rank != self) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-  }
-#endif
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
 
 // A tile of R rows x CC contiguous columns of a matrix stored with row stride `ld` (rows past
 // `rows`, columns past `cols` zero), staged in registers: PER chunks of 4 a thread.
@@ -106,7 +71,7 @@ gemm_split_k(int M, int N, int K, float alpha, const float* __restrict__ A, cons
   float* As = smem;
   float* Bs = smem + 2 * BK * LDA;
 
-  const unsigned S = simtlab::split_blocks(), split = simtlab::split_rank();
+  const unsigned S = simtlab::cluster_blocks(), split = simtlab::cluster_rank();
   const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int KT = (K + BK - 1) / BK;
@@ -180,7 +145,7 @@ gemm_split_k(int M, int N, int K, float alpha, const float* __restrict__ A, cons
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) parked[(ty * TM + i) * LDP + tx * TN + j] = tot[i][j] - comp[i][j];
-  if (S > 1) simtlab::split_barrier();
+  if (S > 1) simtlab::cluster_barrier();
   else __syncthreads();
 
   // this block's band of rows, the S partial tiles summed in one order, then alpha / beta
@@ -190,11 +155,11 @@ gemm_split_k(int M, int N, int K, float alpha, const float* __restrict__ A, cons
     const int r = r0 + (TC ? e % rows : e / BN), c = TC ? e / rows : e % BN;
     const int gm = m0 + r, gn = n0 + c;
     float v = 0.0f;
-    for (unsigned p = 0; p < S; ++p) v += simtlab::split_load(base + 4u * (r * LDP + c), p, split);
+    for (unsigned p = 0; p < S; ++p) v += simtlab::load_peer(base + 4u * (r * LDP + c), p, S > 1);
     if (gm < M && gn < N) {
       float* out = C + (TC ? (size_t)gn * M + gm : (size_t)gm * N + gn);
       *out = simtlab::axpby(v, alpha, beta, out);
     }
   }
-  if (S > 1) simtlab::split_barrier();  // no block leaves while a peer still reads its partial tile
+  if (S > 1) simtlab::cluster_barrier();  // no block leaves while a peer still reads its partial tile
 }

@@ -12,6 +12,7 @@
 // What it should buy: every SM busy when the output has fewer tiles than SMs (skinny, decode,
 // long K), and no call bound by padding copies or a 128x256 tile's fixed cost.
 #include "simtlab_async.cuh"
+#include "simtlab_split.cuh"
 #include "simtlab_tc.cuh"
 
 namespace simtlab {
@@ -61,43 +62,6 @@ __device__ __forceinline__ void load_tile(T* tile, const T* g, long long ld, int
     const int r = i / NC, c = i % NC, gr = row0 + r, gc = col0 + c * 8;
     load_chunk<V>(tile + swizzled<NC>(r, c), g + (long long)gr * ld + gc, gr < rows, gc, cols, g);
   }
-}
-
-__device__ __forceinline__ unsigned cluster_blocks() {
-  unsigned n = 1;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-#endif
-  return n;
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r = 0;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-  return r;
-}
-// Every thread of every block of the cluster; shared-memory writes before it are visible after it.
-__device__ __forceinline__ void cluster_barrier() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
-// The float at shared address `addr` (this block's) in the cluster's block `rank`.
-__device__ __forceinline__ float load_peer(unsigned addr, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-  unsigned remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-#else
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-#endif
 }
 
 }  // namespace simtlab
@@ -220,7 +184,7 @@ gemm_tc_split_k(int M, int N, int K, const typename simtlab::Elem<DT>::T* __rest
     float v = 0.0f;
     for (unsigned p = 0; p < S; ++p)
 #pragma unroll
-      for (int w = 0; w < WK; ++w) v += simtlab::load_peer(base + 4u * ((w * BM + r) * LDP + c), p);
+      for (int w = 0; w < WK; ++w) v += simtlab::load_peer(base + 4u * ((w * BM + r) * LDP + c), p, S > 1);
     if (gm < M && gn < N) {
       const size_t at = (size_t)batch * plane + (TC ? (size_t)gn * M + gm : (size_t)gm * N + gn);
       if constexpr (OUT == 0) static_cast<float*>(C)[at] = v;
