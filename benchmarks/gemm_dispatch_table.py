@@ -67,7 +67,7 @@ def main() -> int:
     from simtlab.launch import build, prepare
     from simtlab.ops import gemm_dispatch as gd
     from simtlab.ops.gemm_tc import TcProblem
-    from simtlab.ops.gemm_tc_split import F32SplitKernel, SplitKernel
+    from simtlab.ops.split import F32SplitKernel, SplitKernel
     from simtlab.plans import GemmPlan, TcPlan, _Shape
 
     info = device_info(torch.cuda.current_device())

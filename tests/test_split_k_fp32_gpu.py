@@ -14,7 +14,7 @@ def _run_rung14(torch, A, B, tile: dict, splits: int, swap: bool, alpha=1.0, bet
     from simtlab.device import device_info
     from simtlab.launch import build, prepare
     from simtlab.ops.gemm_tc import split_layout
-    from simtlab.ops.gemm_tc_split import F32SplitKernel
+    from simtlab.ops.split import F32SplitKernel
     from simtlab.plans import _Shape
 
     (M, K), N = A.shape, B.shape[1]

@@ -35,7 +35,7 @@ def _run_rung7(torch, A, B, out, tile: dict, splits: int, swap: bool, poison=Tru
     from simtlab.device import device_info
     from simtlab.ops.gemm_dispatch import split_problem_params
     from simtlab.ops.gemm_tc import DT, OUT, TcProblem, split_layout
-    from simtlab.ops.gemm_tc_split import SplitKernel
+    from simtlab.ops.split import SplitKernel
     from simtlab.catalog import family
     from simtlab.launch import build, prepare
 

@@ -286,7 +286,7 @@ class TcPlan(_Plan):
     # --- building -------------------------------------------------------------------------------
     def _split(self, p, params):
         """Rung 7 at `params` (the dispatcher's): one cluster launch, operands read where they lie."""
-        from .ops.gemm_tc_split import SplitKernel
+        from .ops.split import SplitKernel
 
         return SplitKernel(_instance("gemm_tc", "split_k", _frozen(params), self.info.arch), p, self.info, prepare)
 
@@ -589,7 +589,7 @@ class GemmPlan(_Plan):
             self.split_k = self._split_k_kernel(self._split_k_params)
 
     def _split_k_kernel(self, params):
-        from .ops.gemm_tc_split import F32SplitKernel
+        from .ops.split import F32SplitKernel
 
         return F32SplitKernel(_instance("gemm", "split_k", _frozen(params), self.info.arch), self._split_k_shape,
                               self.info, prepare)

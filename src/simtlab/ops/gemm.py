@@ -135,7 +135,7 @@ def split_smem(params) -> int:
 
 def geometry_split_k(params, p: GemmProblem, device=None) -> Launch:
     """Tiles of the kernel's (possibly swapped) C in x and y, the cluster's SPLITS blocks in z."""
-    from .gemm_tc import MAX_GRID_YZ
+    from .split import MAX_GRID_YZ
 
     m, n = (p.N, p.M) if params["TC"] else (p.M, p.N)
     gx, gy = -(-n // params["BN"]), -(-m // params["BM"])
@@ -308,7 +308,7 @@ def make_runner(instance, problem, ws, device, vec, prepare):
     if instance.rung.name == "split_k":  # rung 14: launched as simtlab.gemm launches it, on CuPy's current stream
         import cupy
 
-        from .gemm_tc_split import F32SplitKernel
+        from .split import F32SplitKernel
 
         kernel = F32SplitKernel(instance, problem, device, prepare)
         pa, pb, pc, p = ws.A.data.ptr, ws.B.data.ptr, ws.C.data.ptr, problem

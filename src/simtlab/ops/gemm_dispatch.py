@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from .base import sm_count
-from .gemm_tc import TcProblem, split_layout
+from .split import DT, MAX_GRID_YZ, OUT, split_layout
 
 __all__ = ["Choice", "Dispatch", "TC", "FP32", "TILES", "SPLITS", "candidates", "choose", "choose_fp32", "rule",
            "split_config", "load_table", "nearest"]
@@ -187,17 +187,15 @@ def _chosen(p, d: Dispatch, name: str, why: str) -> Choice:
     if rung != "split_k":
         return Choice(rung, {}, why)
     full = {**params, **split_problem_params(p, params, d)}
-    from .gemm_tc import MAX_GRID_YZ
-
     if -(-max(p.M, p.N) // full["BM"]) > MAX_GRID_YZ or _batch(p) * full["SPLITS"] > MAX_GRID_YZ:
         return Choice(d.big, {}, f"{d.big_name}: {p.M}x{p.N}x{p.K} has more tiles than the split rung's grid holds")
     return Choice(rung, full, why + (" - swapped, C^T = B^T A^T" if full["TC"] else ""))
 
 
-def choose(p: TcProblem, device=None) -> Choice:
-    """What simtlab.gemm_tc runs for `p` on a Hopper GPU (`device` a DeviceInfo; None: an H200's
-    figures, for plans made with no GPU). TF32 inputs and problems rung 7 cannot grid always take
-    rung 6."""
+def choose(p, device=None) -> Choice:
+    """What simtlab.gemm_tc runs for `p` (a gemm_tc TcProblem) on a Hopper GPU (`device` a
+    DeviceInfo; None: an H200's figures, for plans made with no GPU). TF32 inputs and problems
+    rung 7 cannot grid always take rung 6."""
     if p.dtype == "float32":
         return Choice(TC.big, {}, f"{TC.big_name}: TF32 inputs run on rung 6 only")
     name, why = pick(p, sm_count(device), _arch(device), TC)
@@ -218,8 +216,6 @@ def split_problem_params(p, tile: dict, d: Dispatch = TC) -> dict:
     layout = split_layout(p, p.N > p.M, d.element)
     if d.family == "gemm":
         return layout.params
-    from .gemm_tc import DT, OUT
-
     return {"DT": DT[p.dtype], "OUT": OUT[p.out], **layout.params}
 
 

@@ -18,12 +18,12 @@ from ..launch import Launch, LaunchError, function_handle, grid2
 from ..space import Space
 from ..verify import dot_tolerance
 from .base import MAX_DIM, Reference, bf16_bits_to_float32, parse_int, sm_count, to_bf16_bits
+from .split import DT, MAX_GRID_YZ, OUT, SplitLayout, row_alignment, split_layout  # noqa: F401 (re-exported)
 from .tma import TMA_SWIZZLE_64B, TMA_SWIZZLE_128B, TmaBox, encode_tensor_map
 
 DTYPE = "float16"  # the default input type; a size suffix picks another ("4096:bf16", "4096:tf32")
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32"}
 SHORT = {v: k for k, v in DTYPES.items()}
-DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the kernels' DT template argument
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 # What a rung can do beyond fp16/bf16 in, fp32 out, row-major operands (Rung.capabilities):
 TF32 = "tf32"  # fp32 inputs through wgmma's tf32 form (B transposed to K-major first)
@@ -35,7 +35,6 @@ SPLIT = "split"  # any row alignment, K split over a cluster chosen per launch (
 _CUDA_DATA_TYPE = {"float16": 2, "bfloat16": 14, "float32": 0}  # CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F
 OUTS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # C's type, a second size suffix
 OUT_SHORT = {v: k for k, v in OUTS.items()}
-OUT = {"float32": 0, "float16": 1, "bfloat16": 2}  # rung 6's OUT template argument
 LAYOUTS = ("nn", "nt", "tn", "tt")  # A and B each row-major (n) or a transposed view (t), BLAS-style
 _CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32, _CUBLAS_GEMM_DEFAULT = 68, 77, -1
 
@@ -204,51 +203,6 @@ def cluster_params(p: TcProblem, device=None, vec=None) -> dict:
 
 # --- rung 7: split-K and small tiles -------------------------------------------------------------
 
-def row_alignment(extent: int, element: int = 2) -> int:
-    """Bytes a row of `extent` elements of `element` bytes keeps every row start aligned to (16, 8,
-    4 or 2, never less than an element): how wide the split rungs' copies of that operand can be
-    (their AV, BV: gemm_tc rung 7's 16-bit, gemm rung 14's fp32, 16 or 4)."""
-    row = extent * element
-    return next(v for v in (16, 8, 4, 2) if row % v == 0 or v <= element)
-
-
-@dataclass(frozen=True)
-class SplitLayout:
-    """What rung 7 runs for a problem, swapped (C^T = B^T A^T, the long side of C on the kernel's
-    M) or not: the kernel's M and N, its operands' layouts (TA, TB: 1 a transposed view) and row
-    alignments (AV, BV), and TC (C column-major: the swapped product's)."""
-    M: int
-    N: int
-    TA: int
-    TB: int
-    AV: int
-    BV: int
-    TC: int
-
-    @property
-    def swapped(self) -> bool:
-        return bool(self.TC)
-
-    @property
-    def params(self) -> dict:
-        return {"TA": self.TA, "TB": self.TB, "AV": self.AV, "BV": self.BV, "TC": self.TC}
-
-
-def split_layout(p, swap: bool, element: int = 2) -> SplitLayout:
-    """A's contiguous extent is K (row-major) or M (a transposed view), B's N or K. Swapped, the
-    kernel's A is B^T - row-major where B is a transposed view, and the other way round - and its
-    B is A^T. `p`: a TcProblem, or any problem with M, N, K and (optionally) ta, tb; `element`: its
-    inputs' bytes (fp32 operands: 4, where 16 and 4 are the only alignments)."""
-    ta, tb = bool(getattr(p, "ta", False)), bool(getattr(p, "tb", False))
-    a_row, b_row = (p.M if ta else p.K), (p.K if tb else p.N)
-    av, bv = row_alignment(a_row, element), row_alignment(b_row, element)
-    if element == 4:  # (fp32 copies are 16 bytes or one element)
-        av, bv = (16 if av == 16 else 4), (16 if bv == 16 else 4)
-    if not swap:
-        return SplitLayout(p.M, p.N, int(ta), int(tb), av, bv, 0)
-    return SplitLayout(p.N, p.M, 1 - int(tb), 1 - int(ta), bv, av, 1)
-
-
 def split_threads(params) -> int:
     return (params["BM"] // params["WM"]) * (params["BN"] // params["WN"]) * params["WK"] * 32
 
@@ -258,9 +212,6 @@ def split_smem(params) -> int:
     (rows of BN + 4 floats) that take its place after the main loop, whichever is larger."""
     ring = params["STAGES"] * (params["BM"] + params["BN"]) * params["BK"] * 2
     return max(ring, params["WK"] * params["BM"] * (params["BN"] + 4) * 4)
-
-
-MAX_GRID_YZ = 65535
 
 
 def geometry_split_k(params, p: TcProblem, device=None) -> Launch:
@@ -535,7 +486,7 @@ def make_runner(inst, problem: TcProblem, ws: Workspace, device, vec, prepare):
     if inst.rung.can(SPLIT):  # rung 7: launched as simtlab.gemm_tc launches it, on CuPy's current stream
         import cupy
 
-        from .gemm_tc_split import SplitKernel
+        from .split import SplitKernel
 
         kernel, pa, pb, pc = SplitKernel(inst, problem, device, prepare), ws.A.data.ptr, ws.B.data.ptr, ws.C.data.ptr
         current_stream = cupy.cuda.get_current_stream

@@ -1,15 +1,68 @@
-"""The split rungs on one problem - gemm_tc rung 7 (16-bit inputs, tensor cores) and gemm rung 14
-(fp32, CUDA cores): the launch made once - the (possibly swapped) operands, the grid in clusters of
-SPLITS blocks, the packed parameters - so that a call is one driver launch (cuLaunchKernelEx with
-the cluster shape). What simtlab.gemm_tc / simtlab.gemm and the ladders run."""
+"""What the split rungs share - gemm_tc rung 7 (16-bit inputs, tensor cores) and gemm rung 14
+(fp32, CUDA cores) - below the families that declare them and the dispatcher that picks them: the
+template codes of the types, the swap and the operands' layouts and row alignments a problem runs
+with, and the launch made once on one problem - the (possibly swapped) operands, the grid in
+clusters of SPLITS blocks, the packed parameters - so that a call is one driver launch
+(cuLaunchKernelEx with the cluster shape). What simtlab.gemm_tc / simtlab.gemm and the ladders run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..driver import F32, I32, PTR, PackedLaunch
 from ..launch import function_handle
-from .gemm_tc import split_layout
 
-__all__ = ["SplitKernel", "F32SplitKernel"]
+__all__ = ["DT", "OUT", "MAX_GRID_YZ", "SplitLayout", "row_alignment", "split_layout", "SplitKernel", "F32SplitKernel"]
+
+DT = {"float16": 0, "bfloat16": 1, "float32": 2}  # the tensor-core kernels' DT template argument
+OUT = {"float32": 0, "float16": 1, "bfloat16": 2}  # their OUT (C's type)
+MAX_GRID_YZ = 65535
+
+
+def row_alignment(extent: int, element: int = 2) -> int:
+    """Bytes a row of `extent` elements of `element` bytes keeps every row start aligned to (16, 8,
+    4 or 2, never less than an element): how wide the split rungs' copies of that operand can be
+    (their AV, BV: gemm_tc rung 7's 16-bit, gemm rung 14's fp32, 16 or 4)."""
+    row = extent * element
+    return next(v for v in (16, 8, 4, 2) if row % v == 0 or v <= element)
+
+
+@dataclass(frozen=True)
+class SplitLayout:
+    """What rung 7 runs for a problem, swapped (C^T = B^T A^T, the long side of C on the kernel's
+    M) or not: the kernel's M and N, its operands' layouts (TA, TB: 1 a transposed view) and row
+    alignments (AV, BV), and TC (C column-major: the swapped product's)."""
+    M: int
+    N: int
+    TA: int
+    TB: int
+    AV: int
+    BV: int
+    TC: int
+
+    @property
+    def swapped(self) -> bool:
+        return bool(self.TC)
+
+    @property
+    def params(self) -> dict:
+        return {"TA": self.TA, "TB": self.TB, "AV": self.AV, "BV": self.BV, "TC": self.TC}
+
+
+def split_layout(p, swap: bool, element: int = 2) -> SplitLayout:
+    """A's contiguous extent is K (row-major) or M (a transposed view), B's N or K. Swapped, the
+    kernel's A is B^T - row-major where B is a transposed view, and the other way round - and its
+    B is A^T. `p`: a TcProblem, or any problem with M, N, K and (optionally) ta, tb; `element`: its
+    inputs' bytes (fp32 operands: 4, where 16 and 4 are the only alignments)."""
+    ta, tb = bool(getattr(p, "ta", False)), bool(getattr(p, "tb", False))
+    a_row, b_row = (p.M if ta else p.K), (p.K if tb else p.N)
+    av, bv = row_alignment(a_row, element), row_alignment(b_row, element)
+    if element == 4:  # (fp32 copies are 16 bytes or one element)
+        av, bv = (16 if av == 16 else 4), (16 if bv == 16 else 4)
+    if not swap:
+        return SplitLayout(p.M, p.N, int(ta), int(tb), av, bv, 0)
+    return SplitLayout(p.N, p.M, 1 - int(tb), 1 - int(ta), bv, av, 1)
+
 
 
 class SplitKernel:
