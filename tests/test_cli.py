@@ -21,7 +21,7 @@ def test_kernels_json():
     assert out.exit_code == 0, out.output
     data = {f["family"]: f for f in json.loads(out.output)}
     assert [r["name"] for r in data["gemm"]["rungs"]][:3] == ["naive", "coalesced", "smem_tiling"]
-    assert len(data["gemm"]["rungs"]) == 13 and len(data["elementwise"]["rungs"]) == 3
+    assert len(data["gemm"]["rungs"]) == 14 and len(data["elementwise"]["rungs"]) == 3
     assert data["gemm"]["rungs"][8]["min_cc"] == "8.0"
     assert (data["gemm"]["rungs"][11]["name"], data["gemm"]["rungs"][11]["min_cc"]) == ("tf32x3_mma", "8.0")
     assert (data["gemm"]["rungs"][12]["name"], data["gemm"]["rungs"][12]["min_cc"]) == ("f16x3", "9.0")

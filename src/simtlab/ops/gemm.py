@@ -158,7 +158,8 @@ def split_defaults(p: GemmProblem, device=None, vec=None) -> dict:
 def split_space(max_smem: int) -> Space:
     defaults = dict(FAMILY.rung("split_k").defaults)
     rules = [("thread tiles divide the block", lambda c: c["BM"] % c["TM"] == 0 and c["BN"] % c["TN"] == 0),
-             ("at most 1024 threads", lambda c: split_threads({**defaults, **c}) <= 1024),
+             ("whole warps, at most 1024 threads", lambda c: split_threads({**defaults, **c}) % 32 == 0
+              and 32 <= split_threads({**defaults, **c}) <= 1024),
              ("shared memory within the limit", lambda c: split_smem({**defaults, **c}) <= max_smem)]
     return Space({"BM": (64, 128), "BN": (8, 16, 32, 64), "BK": (16, 32), "TM": (4, 8), "TN": (4, 8),
                   "WINDOW": (1, 2, 4), "SPLITS": (1, 2, 4, 8)}, rules)
