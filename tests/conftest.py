@@ -17,7 +17,8 @@ def _gpu_reason() -> str | None:
 TOPICS = {"api": "the library calls (simtlab.gemm, gemm_tc, plans, simtlab.torch)",
           "ladder": "the ladder runner (rows, isolation, clocks, out of memory)",
           "tune": "the autotuner", "cluster": "tensor-core rung 6's variants",
-          "split": "tensor-core rung 7 (split-K in clusters, small tiles) and the GEMM dispatcher"}
+          "split": "tensor-core rung 7 (split-K in clusters, small tiles) and the GEMM dispatcher",
+          "rows": "the row operators (simtlab.softmax, log_softmax, layer_norm, rms_norm, their torch operators)"}
 
 
 def pytest_configure(config):
@@ -33,7 +34,11 @@ def _family_markers(item) -> set[str]:
     from simtlab.catalog import FAMILIES
     from simtlab.family import Rung
 
-    names = {v.family for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, Rung)}
+    values = getattr(getattr(item, "callspec", None), "params", {}).values()
+    # (a rung, or a (rung, what it computes) pair)
+    rungs = [v if isinstance(v, Rung) else v[0] for v in values
+             if isinstance(v, Rung) or (isinstance(v, tuple) and v and isinstance(v[0], Rung))]
+    names = {r.family for r in rungs}
     stem = item.path.stem.removeprefix("test_")
     if item.path.parent.name == "ops" and stem in FAMILIES:
         names.add(stem)

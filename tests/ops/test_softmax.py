@@ -7,7 +7,7 @@ from simtlab.ops import softmax as sm
 def test_parse_and_counts():
     p = sm.parse_size("32768x4096")
     assert (p.rows, p.cols, p.label, p.bytes) == (32768, 4096, "32768x4096", 8 * 32768 * 4096)
-    for bad in ("4096", "0x5", "1x2x3", "ax3", "4x4:fp16", "4x4:int8"):
+    for bad in ("4096", "0x5", "1x2x3", "ax3", "4x4:fp8", "4x4:int8", "4x4:softmax_grad"):
         with pytest.raises(ValueError):
             sm.parse_size(bad)
     assert 0 < sm.tolerance(p) < 1e-4
@@ -15,8 +15,12 @@ def test_parse_and_counts():
     assert (q.dtype, q.label, q.bytes) == ("bfloat16", "32768x4096:bf16", 4 * 32768 * 4096)
     assert sm.tolerance(p) < sm.tolerance(q) < 1e-2
     assert sm.row_params(q)["DT"] == 1 and sm.dtype_params(p) == {"DT": 0}
-    with pytest.raises(ValueError, match="float32 or bfloat16"):
-        sm.SoftmaxProblem(4, 4, "float16")
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16"):
+        sm.SoftmaxProblem(4, 4, "float64")
+    h = sm.parse_size("8x5:log_softmax_backward:fp16")
+    assert (h.dtype, h.op, h.label, h.bytes) == ("float16", "log_softmax_backward", "8x5:fp16:log_softmax_backward",
+                                                  3 * 2 * 8 * 5)
+    assert sm.parse_size(h.label) == h and sm.tolerance(h) < sm.tolerance(sm.parse_size("8x5:bf16:log_softmax_backward"))
 
 
 @pytest.mark.parametrize("cols", [1, 3, 128, 129, 1000, 1024, 1025, 4096, 8192, 8193, 32768])

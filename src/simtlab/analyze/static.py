@@ -22,7 +22,8 @@ def static_report(fam: Family, arch: str, rungs: list[Rung] | None = None, size:
         base = {"rung": rung.id, "stage": rung.stage, "lesson": rung.lesson, "arch": arch, "problem": problem.label}
         reason = unsupported_reason(rung, problem)
         if reason:  # e.g. a TF32 problem for a rung with no TF32 form: said, not compiled into an error
-            entries.append({**base, "error": f"unsupported: {reason}", "log": reason, "unsupported": True})
+            entries.append({**base, "error": f"unsupported: {reason}", "log": reason, "unsupported": True,
+                            "not_for": "problem"})
             continue
         try:  # at the parameters a run of this problem would use (its dtype, radius, row length...)
             inst = build(rung, choose_params(rung, problem, None, rung.widest_vec), arch)

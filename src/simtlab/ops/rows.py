@@ -1,6 +1,7 @@
-"""What the row-wise families (softmax, layernorm) share: a rows x cols matrix stored as fp32 or
-bf16 (fp32 arithmetic either way), its size syntax, bf16 storage helpers, and the launch shape of
-the rungs that hold a whole row in registers."""
+"""What the row-wise families (softmax, layernorm) share: a rows x cols matrix stored as fp32, bf16
+or fp16 (fp32 arithmetic either way), the operator a problem asks for (the forward or its
+backward), its size syntax, 16-bit storage helpers, and the launch shape of the rungs that hold a
+whole row in registers."""
 
 from __future__ import annotations
 
@@ -9,26 +10,36 @@ from typing import ClassVar
 
 from ..launch import Launch
 from ..space import Space
-from .base import ITEMSIZE, Reference, bf16_bits_to_float32, device_copy, parse_int, to_bf16_bits, torch_reference
+from .base import ITEMSIZE, MAX_DIM, Reference, bf16_bits_to_float32, device_copy, parse_int, to_bf16_bits, torch_reference
 
 DTYPE = "float32"
-DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # size suffixes
-DT = {"float32": 0, "bfloat16": 1}  # the kernels' DT template argument (simtlab_io.cuh)
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # size suffixes
+SHORT = {v: k for k, v in DTYPES.items()}
+DT = {"float32": 0, "bfloat16": 1, "float16": 2}  # the kernels' DT template argument (simtlab_io.cuh)
 MAX_REGISTER_ROW = 32768  # a row in registers: 1024 threads x 8 groups of 4
 
 
 @dataclass(frozen=True)
 class RowProblem:
+    """rows x cols in a storage type, and the operator asked of each row: a family's OPS, its first
+    the forward the early rungs compute (size syntax 'ROWSxCOLS[:bf16|:fp16][:OP]')."""
     rows: int
     cols: int
     dtype: str = DTYPE
+    op: str = ""  # "" is the family's first operator
     what: ClassVar[str] = "row-wise"
+    OPS: ClassVar[tuple[str, ...]] = ("",)
+    STREAMS: ClassVar[dict[str, int]] = {}  # row-length streams an operator moves (read and written), where not 2
 
     def __post_init__(self):
         if int(self.rows) < 1 or int(self.cols) < 1:
             raise ValueError(f"{self.what} shape must be at least 1x1, got {self.rows}x{self.cols}")
         if self.dtype not in DT:
-            raise ValueError(f"{self.what} storage is float32 or bfloat16, not {self.dtype}")
+            raise ValueError(f"{self.what} storage is float32, bfloat16 or float16, not {self.dtype}")
+        if self.op == "":
+            object.__setattr__(self, "op", self.OPS[0])
+        elif self.op not in self.OPS:
+            raise ValueError(f"{self.what}: no operator {self.op!r}; the family computes {', '.join(self.OPS)}")
 
     @property
     def itemsize(self) -> int:
@@ -36,22 +47,67 @@ class RowProblem:
 
     @property
     def label(self) -> str:
-        return f"{self.rows}x{self.cols}" + ("" if self.dtype == DTYPE else ":bf16")
+        return (f"{self.rows}x{self.cols}" + ("" if self.dtype == DTYPE else f":{SHORT[self.dtype]}")
+                + ("" if self.op == self.OPS[0] else f":{self.op}"))
+
+    @property
+    def backward(self) -> bool:
+        return self.op.endswith("_backward")
+
+    @property
+    def streams(self) -> int:
+        """Matrices of the problem's shape read or written once (x and y: 2; a backward's y or x, dy and dx: 3)."""
+        return self.STREAMS.get(self.op, 2)
 
     @property
     def bytes(self) -> int:
-        return 2 * self.itemsize * self.rows * self.cols  # x read once, y written once
+        return self.streams * self.itemsize * self.rows * self.cols
 
     @classmethod
     def parse(cls, text: str, **_):
-        """'ROWSxCOLS' (along each row of COLS values), ':bf16' for bf16 storage."""
-        size, _, kind = str(text).lower().partition(":")
-        if kind and kind not in DTYPES:
-            raise ValueError(f"{cls.what} {text!r}: the storage type is fp32 or bf16, not {kind!r}")
+        """'ROWSxCOLS', then ':bf16' or ':fp16' for 16-bit storage and ':OP' for another of the
+        family's operators, in either order."""
+        size, *kinds = str(text).lower().split(":")
+        dtype, op = DTYPE, ""
+        for kind in kinds:
+            if kind in DTYPES:
+                dtype = DTYPES[kind]
+            elif kind in cls.OPS:
+                op = kind
+            else:
+                raise ValueError(f"{cls.what} {text!r}: {kind!r} is neither a storage type (fp32, bf16, fp16) nor one "
+                                 f"of the family's operators ({', '.join(cls.OPS)})")
         parts = size.split("x")
         if len(parts) != 2:
             raise ValueError(f"{cls.what} size {text!r}: use ROWSxCOLS, e.g. 32768x4096 or 32768x4096:bf16")
-        return cls(*(parse_int(q, f"{cls.what} size {text!r}") for q in parts), DTYPES.get(kind, DTYPE))
+        return cls(*(parse_int(q, f"{cls.what} size {text!r}") for q in parts), dtype, op)
+
+
+def matrix_of(name: str, shape: tuple) -> tuple[int, int]:
+    """(rows, cols) of an operand whose last dimension holds the rows (its leading ones, any
+    number, flattened), or a one-line error."""
+    if len(shape) < 1:
+        raise ValueError(f"{name} is a 0-d array: the operation runs along a dimension")
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    if rows > MAX_DIM or shape[-1] > MAX_DIM:
+        raise ValueError(f"{name} of shape {tuple(shape)} is {rows} rows of {shape[-1]}: the kernels count rows and "
+                         f"columns with 32-bit integers (at most {MAX_DIM} each)")
+    return rows, shape[-1]
+
+
+def vector_of(op: str, name: str, shape: tuple | None, cols: int) -> None:
+    """A per-column operand (weight, bias) must hold one value per column."""
+    if shape is not None and tuple(shape) != (cols,):
+        raise ValueError(f"simtlab.{op}: {name} has shape {tuple(shape)}; it takes one value per column, ({cols},)")
+
+
+def forward_only(rung, p: RowProblem) -> str | None:
+    """The early rungs compute the family's first operator only."""
+    if p.op != p.OPS[0]:
+        return f"rung {rung.stage} computes {p.OPS[0]} only; {p.op} runs on the family's operator rung"
+    return None
 
 
 def dtype_params(p: RowProblem, device=None, vec=None) -> dict:
@@ -106,14 +162,29 @@ def geometry_vectorized(params, p: RowProblem, device=None) -> Launch:
     return Launch((-(-p.rows // rows_per_block), 1, 1), (params["BLOCK"], 1, 1))
 
 
+STREAMED = 0  # VPT of the operator rungs' rows streamed through L2 instead of held in registers
+
+
+def geometry_rows(params, p: RowProblem, device=None) -> Launch:
+    """The operator rungs: a warp or a block a row with the row in registers (geometry_vectorized),
+    or a block a row streaming it (VPT 0)."""
+    if params["VPT"] == STREAMED:
+        if params["WARP_ROWS"]:
+            raise ValueError("streamed rows (VPT 0) take a block each: WARP_ROWS 0")
+        return Launch((p.rows, 1, 1), (params["BLOCK"], 1, 1))
+    return geometry_vectorized(params, p, device)
+
+
 def store(values, dtype: str):
-    """A float32 CuPy array in the storage type (bf16 as uint16 bits)."""
-    return values if dtype == "float32" else to_bf16_bits(values)
+    """A float32 CuPy array in the storage type (bf16 as uint16 bits: CuPy has no bfloat16)."""
+    if dtype == "bfloat16":
+        return to_bf16_bits(values)
+    return values.astype(dtype, copy=False)
 
 
 def load(stored, dtype: str):
     """The float32 values of stored data."""
-    return stored if dtype == "float32" else bf16_bits_to_float32(stored)
+    return bf16_bits_to_float32(stored) if dtype == "bfloat16" else stored.astype("float32", copy=False)
 
 
 def torch_view(stored, dtype: str):
@@ -121,21 +192,22 @@ def torch_view(stored, dtype: str):
     import torch
 
     t = torch.as_tensor(stored, device="cuda")
-    return t if dtype == "float32" else t.view(torch.bfloat16)
+    return t.view(torch.bfloat16) if dtype == "bfloat16" else t
 
 
 def poison_value(dtype: str):
     """NaN in the storage type."""
-    return float("nan") if dtype == "float32" else 0x7FC0
+    return 0x7FC0 if dtype == "bfloat16" else float("nan")
 
 
 def vec_ok(p: RowProblem, *arrays) -> bool:
-    """Groups of 4 need rows that are a multiple of 4 long and 16-byte aligned bases."""
-    return p.cols % 4 == 0 and all(a.data.ptr % 16 == 0 for a in arrays)
+    """Groups of 4 need rows that are a multiple of 4 long and bases aligned to 4 elements."""
+    return p.cols % 4 == 0 and all(a.data.ptr % (4 * p.itemsize) == 0 for a in arrays)
 
 
 def _copy_of_rows(ws):
-    return device_copy(ws.p.itemsize * ws.p.rows * ws.p.cols)
+    """A copy moving the bytes the problem must move (half read, half written)."""
+    return device_copy(ws.p.bytes // 2)
 
 
 def row_references(torch_name: str, torch_make) -> list[Reference]:

@@ -57,7 +57,8 @@ def _refusals(t: Table, entries: list[dict], columns: int) -> None:
     for e in entries:
         if e.get("error"):
             name = e["rung"].split("/")[-1]
-            mark = "[yellow]not for this GPU (below)[/]" if e.get("unsupported") else "[red]failed (below)[/]"
+            what = e.get("not_for", "GPU")  # (a problem the rung has no form for, or an architecture)
+            mark = f"[yellow]not for this {what} (below)[/]" if e.get("unsupported") else "[red]failed (below)[/]"
             t.add_row(name, mark, *[""] * (columns - 2))
             reasons.append(f"{name}: {e['error'].splitlines()[0]}")
     if reasons:

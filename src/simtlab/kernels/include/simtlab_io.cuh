@@ -1,9 +1,10 @@
-// Element types of the memory-bound families that take fp32 or bf16 storage:
-// DT 0 = float, DT 1 = bf16 (its bits in 16-bit words). Arithmetic is always
-// fp32 in registers; only loads and stores change width, which halves the
-// bytes a bf16 kernel moves.
+// Element types of the memory-bound families that take fp32, bf16 or fp16 storage:
+// DT 0 = float, DT 1 = bf16, DT 2 = fp16 (both in 16-bit words). Arithmetic is
+// always fp32 in registers; only loads and stores change width, which halves the
+// bytes a 16-bit kernel moves.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace simtlab {
 
@@ -53,6 +54,29 @@ struct Io<1> {
   __device__ __forceinline__ static float4 unpack4(Raw4 raw) {
     const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
     const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+};
+
+template <>
+struct Io<2> {
+  using T = __half;
+  __device__ __forceinline__ static float load(const T* p) { return __half2float(p[0]); }
+  __device__ __forceinline__ static void store(T* p, float v) { *p = __float2half_rn(v); }
+  // Four consecutive elements (8-byte aligned): one LDG.64 / STG.64.
+  __device__ __forceinline__ static float4 load4(const T* p) { return unpack4(load4_raw(p)); }
+  __device__ __forceinline__ static void store4(T* p, float4 v) {
+    *reinterpret_cast<uint2*>(p) = pack4(v.x, v.y, v.z, v.w);
+  }
+  using Raw4 = uint2;
+  __device__ __forceinline__ static Raw4 load4_raw(const T* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+  __device__ __forceinline__ static Raw4 pack4(float a, float b, float c, float d) {
+    const __half2 lo = __floats2half2_rn(a, b), hi = __floats2half2_rn(c, d);
+    return make_uint2(*reinterpret_cast<const unsigned*>(&lo), *reinterpret_cast<const unsigned*>(&hi));
+  }
+  __device__ __forceinline__ static float4 unpack4(Raw4 raw) {
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
     return make_float4(lo.x, lo.y, hi.x, hi.y);
   }
 };
