@@ -1,13 +1,14 @@
-"""The public functions as rows of their ladders: `simtlab.gemm` (at each precision) and `simtlab.gemm_tc`
-timed exactly as a user calls them (plan lookup and launch inside the timed call), beside the libraries and the
-rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
+"""The public functions as rows of their ladders: `simtlab.gemm` (at each precision), `simtlab.gemm_tc` and
+the row operators (`simtlab.softmax`, `log_softmax`, `layer_norm`, `rms_norm` and the backwards autograd
+runs) timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
+call), beside the libraries and the rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
 ops' kernels); the ladder asks here for a family's extra rows."""
 
 from __future__ import annotations
 
 from .ops.base import Reference
 
-__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL"]
+__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL", "ROWS_CALL"]
 
 GEMM_CALL = "simtlab.gemm (API call)"
 GEMM_TF32X3_CALL = "simtlab.gemm tf32x3 (API call)"
@@ -51,11 +52,53 @@ def _gemm_tc(ws):
     return lambda: gemm_tc(A, B, C, out_dtype=p.out)
 
 
+ROWS_CALL = "simtlab API call (torch tensors)"
+
+
+def _rows(ws):
+    """The row operator of the workspace's problem as a PyTorch user calls it (the forward through
+    simtlab.<op>, a backward through the torch operator autograd runs), on tensors over the
+    workspace's arrays; its values are checked in tests/test_rows_api_gpu.py."""
+    import torch
+
+    import simtlab
+    import simtlab.torch  # noqa: F401 (the simtlab:: operators)
+    from .ops.rows import torch_view
+
+    p, dt = ws.p, ws.p.dtype
+    x = torch_view(ws.x, dt)
+    if p.op in ("softmax", "log_softmax"):
+        f = getattr(simtlab, p.op)
+        return lambda: f(x)
+    if p.op.startswith("log_softmax") or p.op.startswith("softmax"):
+        dy, log = torch_view(ws.dy, dt), p.op.startswith("log")
+        return lambda: torch.ops.simtlab.softmax_backward(x, dy, -1, log)
+    from .ops.layernorm import EPS
+
+    w, b = torch_view(ws.w, dt), torch_view(ws.b, dt)
+    if p.op == "layer_norm":
+        return lambda: simtlab.layer_norm(x, w, b, EPS)
+    if p.op == "rms_norm":
+        return lambda: simtlab.rms_norm(x, w, EPS)
+    dy = torch_view(ws.dy, dt)
+    return lambda: torch.ops.simtlab.norm_backward(x, w, dy, EPS, p.rms)
+
+
+def _torch_present(cc) -> bool:
+    try:
+        import torch  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
 _CALLS = {
     "gemm": [Reference(GEMM_CALL, _gemm()),  # fp32 on the CUDA cores; then on the tensor cores, three products
              Reference(GEMM_TF32X3_CALL, _gemm("tf32x3"), supports=_runs("tf32x3_mma")),  # (rung 12 off Hopper)
              Reference(GEMM_F16X3_CALL, _gemm("f16x3"), supports=_runs("f16x3"))],
     "gemm_tc": [Reference(GEMM_TC_CALL, _gemm_tc, applies=lambda p: p.dtype != "float32")],  # (16-bit inputs)
+    "softmax": [Reference(ROWS_CALL, _rows, verifiable=False, supports=_torch_present)],
+    "layernorm": [Reference(ROWS_CALL, _rows, verifiable=False, supports=_torch_present)],
 }
 
 

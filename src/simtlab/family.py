@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .hw.arch import Arch
 
-__all__ = ["Rung", "Family", "FamilyOps", "frozen"]
+__all__ = ["Rung", "Family", "FamilyOps", "frozen", "Operator", "Step", "Declared", "IN", "OUT", "SCRATCH", "CONST"]
 
 
 def frozen(d: Mapping | None = None) -> Mapping:
@@ -133,6 +133,58 @@ class Rung:
         return Arch(arch).specific if self.arch_specific else Arch(arch)
 
 
+# --- public operators: what a family declares of a call, which simtlab.operator plans and runs ------
+
+# an argument slot of a Step: the call's operand i, output i, scratch buffer i or constant array i
+IN, OUT, SCRATCH, CONST = "in", "out", "scratch", "const"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch of a call: a rung at parameters, its geometry, and its arguments in order - each a
+    slot (kind, index) for an array or a NumPy int32 / float32 scalar fixed for the kind of call."""
+
+    rung: Rung
+    params: Mapping[str, int]
+    launch: Any  # simtlab.launch.Launch
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a call of one kind runs: the outputs it returns and the scratch it uses, allocated per
+    call through the caller's allocator (shape, dtype), constant arrays made once per plan (shape,
+    dtype, fill value: an absent weight's ones), the launches, and how the description reads.
+    `vec` is whether the launches take the rungs' 128-bit path, which needs every array's address
+    a multiple of `align` bytes (checked on each call: the other build runs otherwise)."""
+
+    outputs: tuple
+    steps: tuple[Step, ...]
+    what: str
+    scratch: tuple = ()
+    constants: tuple = ()
+    vec: bool = True
+    align: int = 16
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A family's public operator: `simtlab.<name>` on PyTorch tensors and CuPy arrays.
+
+    `operands` name the arrays a call takes, in order (those in `optional` may be None); `dtypes`
+    the storage types it computes in (all operands of one); `declare(shapes, dtype, options, device,
+    vec, build)` says what a call runs - `shapes` each operand's shape (None for one absent),
+    `options` the call's other arguments, `device` the GPU's DeviceInfo, `vec` whether the 128-bit
+    build may be declared, `build(rung, params)` the compiled rung (for its occupancy) - raising
+    ValueError, in one line, for a call it cannot run."""
+
+    name: str
+    operands: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    declare: Callable
+    optional: frozenset = frozenset()
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -143,6 +195,7 @@ class Family:
     rungs: tuple[Rung, ...]
     metric: str = "tflops"  # headline figure: "tflops" (compute-bound) or "gbs" (memory-bound)
     check_size: str = "1000003"  # a small odd problem for sanitizers and quick checks
+    operators: tuple[Operator, ...] = ()  # its public operators (simtlab.operator runs them)
 
     def __post_init__(self):
         for r in self.rungs:

@@ -1,4 +1,6 @@
-"""simtlab's tensor-core GEMM as a PyTorch operator: `simtlab.torch.matmul(a, b)`.
+"""simtlab's kernels as PyTorch operators: `simtlab.torch.matmul(a, b)` (the tensor-core GEMM) and the
+row operators `softmax`, `log_softmax`, `layer_norm`, `rms_norm` (also reached as simtlab.softmax
+etc. with a tensor).
 
 Registered with torch.library as `simtlab::matmul` - a custom operator with a fake (meta)
 implementation, so `torch.compile(fullgraph=True)` traces it as one node without a graph break,
@@ -8,6 +10,13 @@ torch.mm does (fp32 sums, rounded once at the end).
 
     import simtlab.torch
     y = simtlab.torch.matmul(x, w)          # x: (..., K) bf16 / fp16 CUDA, w: (K, N); or two (B, M, K), (B, K, N)
+
+The row operators are `simtlab::softmax`, `simtlab::log_softmax`, `simtlab::layer_norm` and
+`simtlab::rms_norm`, each with a fake implementation and with autograd through its own fused
+backward operator (`simtlab::softmax_backward`, `simtlab::norm_backward`: rung 5 of the softmax and
+layernorm ladders). Outputs are contiguous, in the input's type; a weight or bias of another type
+than x (an fp32 weight beside bf16 activations) is converted to x's type for the kernel and its
+gradient back to its own type.
 """
 
 from __future__ import annotations
@@ -16,8 +25,9 @@ import torch
 
 from .api import gemm_tc
 from .arrays import layout_of
+from .operator import call, call_along, named
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -75,3 +85,132 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b on simtlab's tensor-core GEMM (float16 / bfloat16): two matrices, two 3-D batches, or
     any leading dimensions of a against one matrix b; differentiable and traceable by torch.compile."""
     return torch.ops.simtlab.matmul(a, b)
+
+
+# --- the row operators ------------------------------------------------------------------------------
+
+_ROW_TYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_rows(name: str, x: torch.Tensor) -> None:
+    if x.dtype not in _ROW_TYPES:
+        raise TypeError(f"simtlab.{name} takes float32, bfloat16 or float16 tensors, got {x.dtype}")
+
+
+@torch.library.custom_op("simtlab::softmax", mutates_args=())
+def _softmax(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    _check_rows("softmax", x)
+    return call_along("log_softmax" if log else "softmax", x, dim)
+
+
+@_softmax.register_fake
+def _softmax_fake(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    _check_rows("softmax", x)
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("simtlab::softmax_backward", mutates_args=())
+def _softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    return call_along("log_softmax_backward" if log else "softmax_backward", y, dim, dy.to(y.dtype))
+
+
+@_softmax_backward.register_fake
+def _softmax_backward_fake(y: torch.Tensor, dy: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    return y.new_empty(y.shape)
+
+
+def _softmax_setup(ctx, inputs, output) -> None:
+    _, ctx.dim, ctx.log = inputs
+    ctx.save_for_backward(output)
+
+
+def _softmax_grad(ctx, grad: torch.Tensor):
+    (y,) = ctx.saved_tensors
+    return torch.ops.simtlab.softmax_backward(y, grad, ctx.dim, ctx.log), None, None
+
+
+_softmax.register_autograd(_softmax_grad, setup_context=_softmax_setup)
+
+
+def _vector(v: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    """A weight or bias as the kernel reads it: x's type, contiguous."""
+    if v is None:
+        return None
+    return (v if v.dtype == x.dtype else v.to(x.dtype)).contiguous()
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    return x if x.is_contiguous() else x.contiguous()
+
+
+@torch.library.custom_op("simtlab::norm", mutates_args=())
+def _norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, rms: bool) -> torch.Tensor:
+    name = "rms_norm" if rms else "layer_norm"
+    _check_rows(name, x)
+    if x.dim() == 0:
+        raise ValueError(f"simtlab.{name}: x is a 0-d tensor; it normalises along the last dimension")
+    vectors = (_vector(weight, x),) if rms else (_vector(weight, x), _vector(bias, x))
+    return call(named(name), _rows(x), *vectors, eps=float(eps))
+
+
+@_norm.register_fake
+def _norm_fake(x, weight, bias, eps: float, rms: bool) -> torch.Tensor:
+    _check_rows("rms_norm" if rms else "layer_norm", x)
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("simtlab::norm_backward", mutates_args=())
+def _norm_backward(x: torch.Tensor, weight: torch.Tensor | None, dy: torch.Tensor, eps: float,
+                   rms: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    name = "rms_norm_backward" if rms else "layer_norm_backward"
+    out = call(named(name), _rows(x), _vector(weight, x), _rows(dy.to(x.dtype)), eps=float(eps))
+    if rms:  # (no bias: an empty db keeps the operator's one signature)
+        return out[0], out[1], x.new_empty((0,))
+    return out
+
+
+@_norm_backward.register_fake
+def _norm_backward_fake(x, weight, dy, eps: float, rms: bool):
+    cols = x.shape[-1] if x.dim() else 1
+    return x.new_empty(x.shape), x.new_empty((cols,)), x.new_empty((0,) if rms else (cols,))
+
+
+def _norm_setup(ctx, inputs, output) -> None:
+    x, weight, bias, ctx.eps, ctx.rms = inputs
+    ctx.weight_type = None if weight is None else weight.dtype
+    ctx.bias_type = None if bias is None else bias.dtype
+    ctx.save_for_backward(x, weight)
+
+
+def _norm_grad(ctx, grad: torch.Tensor):
+    x, weight = ctx.saved_tensors
+    dx, dw, db = torch.ops.simtlab.norm_backward(x, weight, grad, ctx.eps, ctx.rms)
+    wants = ctx.needs_input_grad
+    grad_w = dw.to(ctx.weight_type) if wants[1] else None
+    grad_b = db.to(ctx.bias_type) if len(wants) > 2 and wants[2] and not ctx.rms else None
+    return dx if wants[0] else None, grad_w, grad_b, None, None
+
+
+_norm.register_autograd(_norm_grad, setup_context=_norm_setup)
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """torch.softmax(x, dim) on simtlab's softmax rung 5: differentiable, traced by torch.compile."""
+    return torch.ops.simtlab.softmax(x, dim, False)
+
+
+def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """torch.log_softmax(x, dim) on simtlab's softmax rung 5."""
+    return torch.ops.simtlab.softmax(x, dim, True)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """F.layer_norm(x, (x.shape[-1],), weight, bias, eps) on simtlab's layernorm rungs 3 and 5."""
+    return torch.ops.simtlab.norm(x, weight, bias, eps, False)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
+    """F.rms_norm(x, (x.shape[-1],), weight, eps) on simtlab's layernorm rungs 4 and 5 (eps=None: the
+    machine epsilon of x's type, as PyTorch)."""
+    return torch.ops.simtlab.norm(x, weight, None, torch.finfo(x.dtype).eps if eps is None else eps, True)

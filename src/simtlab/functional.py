@@ -1,0 +1,112 @@
+"""The row operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
+`rms_norm` - for PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16).
+A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
+(simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
+neither watches (inference) goes straight to the plan, without the operator dispatch's cost.
+
+Each runs along one dimension of any number of leading ones, in float32 arithmetic whatever the
+storage type (float32, bfloat16, float16; the output in the input's type), on the caller's
+current stream, through a plan kept for the kind of call (see simtlab.operator). Inputs that are
+not contiguous along the operation's rows - another `dim`, a sliced or transposed view - are
+copied to contiguous ones first, inside the call (as PyTorch's own kernels do); the output is
+contiguous."""
+
+from __future__ import annotations
+
+from .operator import call, call_along, named
+
+__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "EPS"]
+
+EPS = 1e-5  # torch.nn.functional.layer_norm's default
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _untracked(*tensors) -> bool:
+    """CUDA tensors that neither autograd (no gradient asked of them) nor a tracer (torch.compile,
+    fake tensors) is watching: the call goes straight to the plan, skipping the custom operator's
+    dispatch (microseconds a call: inference's host cost); otherwise through torch.ops.simtlab."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (t.device.type != "cuda" or (grad and t.requires_grad) or type(t) is not torch.Tensor):
+            return False
+    return True
+
+
+def _torch_ops():
+    from . import torch as simtlab_torch  # (registers the simtlab:: operators)
+
+    return simtlab_torch
+
+
+def softmax(x, dim: int = -1):
+    """exp(x - max) / sum(exp(x - max)) along `dim`: rung 5 of the softmax ladder (rows of up to 32768
+    values held in registers, one read and one write; longer rows streamed). PyTorch tensors go
+    through `torch.ops.simtlab.softmax` (differentiable, traced by torch.compile)."""
+    if _is_torch(x):
+        if not _untracked(x):
+            return _torch_ops().softmax(x, dim)
+        _check_torch_type("softmax", x)
+    return call_along("softmax", x, dim)
+
+
+def log_softmax(x, dim: int = -1):
+    """x - max - log(sum(exp(x - max))) along `dim` (no division, no log of a rounded probability)."""
+    if _is_torch(x):
+        if not _untracked(x):
+            return _torch_ops().log_softmax(x, dim)
+        _check_torch_type("log_softmax", x)
+    return call_along("log_softmax", x, dim)
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = EPS):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (var the biased
+    variance, as torch.nn.functional.layer_norm with normalized_shape = (x.shape[-1],)); weight and
+    bias of that length, in x's type, or None."""
+    if _is_torch(x) and not _untracked(x, weight, bias):
+        return _torch_ops().layer_norm(x, weight, bias, eps)
+    return _with_vectors("layer_norm", x, (weight, bias), eps)
+
+
+def rms_norm(x, weight=None, eps: float | None = None):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension, as torch.nn.functional.rms_norm
+    with normalized_shape = (x.shape[-1],): eps=None is the machine epsilon of x's type."""
+    if eps is None:
+        eps = type_epsilon(x)
+    if _is_torch(x) and not _untracked(x, weight):
+        return _torch_ops().rms_norm(x, weight, eps)  # (eps set above: the same epsilon)
+    return _with_vectors("rms_norm", x, (weight,), eps)
+
+
+def type_epsilon(x) -> float:
+    """The machine epsilon of x's floating type (PyTorch's default eps for rms_norm)."""
+    name = str(x.dtype).removeprefix("torch.")
+    return {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10, "float64": 2.0**-52}.get(name, 2.0**-23)
+
+
+def _with_vectors(name: str, x, vectors: tuple, eps: float):
+    """A normalisation of x's rows with its per-column operands (None where absent), each made
+    contiguous (and, for tensors, of x's type) where it is not."""
+    if x.ndim == 0:
+        raise ValueError(f"simtlab.{name}: x is a 0-d array; it normalises along the last dimension")
+    if _is_torch(x):
+        _check_torch_type(name, x)
+        x = x if x.is_contiguous() else x.contiguous()
+        vectors = tuple(v if v is None else (v if v.dtype == x.dtype else v.to(x.dtype)).contiguous() for v in vectors)
+    else:
+        import cupy
+
+        x = x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+        vectors = tuple(v if v is None or v.flags.c_contiguous else cupy.ascontiguousarray(v) for v in vectors)
+    return call(named(name), x, *vectors, eps=float(eps))
+
+
+def _check_torch_type(name: str, x) -> None:
+    if str(x.dtype).removeprefix("torch.") not in ("float32", "bfloat16", "float16"):
+        raise TypeError(f"simtlab.{name} takes float32, bfloat16 or float16 tensors, got {x.dtype}")

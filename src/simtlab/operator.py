@@ -1,0 +1,291 @@
+"""Every family's public operators through one generic plan.
+
+A family declares its operators (`simtlab.family.Operator`: the operands, the storage types, and
+what a call of one kind runs - rungs, parameters, launches, argument slots, outputs, scratch).
+`OperatorPlan` does the rest once per kind of call (each operand's type, shape, strides and
+device, and the options): it validates the operands, compiles the rungs, checks every launch's
+resources and packs its parameters. A call then costs reading the operands' addresses, allocating
+the outputs (and scratch) through the caller's own allocator, the caller's current stream and one
+driver launch a step: nothing synchronizes, reads device memory on the host or allocates beyond
+that, so calls are captured by CUDA graphs like the library's own ops.
+
+`call(operator, *operands, **options)` is what `simtlab.softmax` and the other public functions
+run; `plan(...)` hands a plan to a caller who wants the lookup skipped too."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+import threading
+
+import numpy as np
+
+from .arrays import ArrayLib, array_lib
+from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
+from .family import CONST, IN, OUT, SCRATCH, Declared, Operator
+from .launch import build, function_handle, prepare
+
+__all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "PLANS_KEPT"]
+
+PLANS_KEPT = 512  # plans kept per operator; the oldest half is dropped past this
+_PLANS: dict = {}
+_LIBS: dict = {}
+_SLOT_KINDS = (IN, OUT, SCRATCH, CONST)
+
+
+_INSTANCES: dict = {}  # (rung id, parameters, arch) -> its build
+
+
+def _instance(rung, params: dict, arch: str):
+    key = (rung.id, tuple(sorted(params.items())), arch)
+    inst = _INSTANCES.get(key)
+    if inst is None:
+        inst = _INSTANCES[key] = build(rung, params, arch)
+    return inst
+
+
+def _lib(x) -> ArrayLib:
+    lib = _LIBS.get(type(x))
+    if lib is None:
+        lib = _LIBS[type(x)] = array_lib(x)
+    return lib
+
+
+def _contiguous(shape: tuple, strides: tuple) -> bool:
+    """C-contiguous in elements (a dimension of extent 1 may have any stride)."""
+    expected = 1
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+class OperatorPlan:
+    """One operator for one kind of call: validated, compiled and packed once (see the module)."""
+
+    def __init__(self, op: Operator, lib: ArrayLib, operands: tuple, options: dict):
+        from .device import device_info, require_gpu
+
+        self.op, self.lib, self.options = op, lib, dict(options)
+        if len(operands) != len(op.operands):
+            raise TypeError(f"simtlab.{op.name} takes {len(op.operands)} arrays ({', '.join(op.operands)}), "
+                            f"got {len(operands)}")
+        shapes, dtype, device = [], None, None
+        for name, x in zip(op.operands, operands):
+            if x is None:
+                if name not in op.optional:
+                    raise TypeError(f"simtlab.{op.name}: {name} is required")
+                shapes.append(None)
+                continue
+            if not lib.owns(x):
+                other = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+                raise TypeError(f"simtlab.{op.name}: {name} is a {other} but {op.operands[0]} is a {lib.name} array: "
+                                "pass one library's arrays")
+            try:  # (a host tensor is named here, before the GPU is looked for)
+                t, shape, strides, dev = lib.describe(x)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"simtlab.{op.name}: {name}: {exc}") from None
+            if t not in op.dtypes:
+                raise TypeError(f"simtlab.{op.name}: {name} has dtype {t}; it takes {', '.join(op.dtypes)}")
+            if dtype is not None and t != dtype:
+                raise TypeError(f"simtlab.{op.name}: {name} is {t} but {op.operands[0]} is {dtype}: one type for all")
+            if device is not None and dev != device:
+                raise ValueError(f"simtlab.{op.name}: {name} is on GPU {dev} but {op.operands[0]} on GPU {device}")
+            if not _contiguous(shape, strides):
+                raise ValueError(f"simtlab.{op.name}: {name} has shape {shape} and element strides {strides}; the "
+                                 "kernels read contiguous rows - pass a contiguous copy")
+            dtype, device = t, dev
+            shapes.append(tuple(shape))
+        require_gpu()
+        self.device, self.dtype, self.shapes = device, dtype, tuple(shapes)
+        self.info = device_info(device)
+        self.keys = tuple(None if x is None else lib.key(x) for x in operands)
+        guard = None if lib.current_device() == device else lib.device_guard(device)
+        with guard if guard is not None else nullcontext():
+            self._variants = {True: self._prepare(True)}
+            declared = self._variants[True][0]
+            self._allocators = tuple(lib.allocator(shape, t, device) for shape, t in declared.outputs)
+            self._scratch = tuple(lib.allocator(shape, t, device) for shape, t in declared.scratch)
+            self._constants = tuple(self._constant(shape, t, value) for shape, t, value in declared.constants)
+        self._empty = any(0 in s for s in self.shapes if s is not None)  # (nothing to launch)
+        self._lock = threading.Lock()
+
+    # --- building ---------------------------------------------------------------------------------
+    def _prepare(self, vec: bool):
+        """The family's declaration for `vec` (the 128-bit build, or the one for any alignment) and
+        its packed launches; None where the family declares the same launches for both."""
+        arch = self.info.arch
+
+        def built(rung, params):
+            return _instance(rung, params, arch)
+
+        declared: Declared = self.op.declare(self.shapes, self.dtype, self.options, self.info, vec, built)
+        launches = []
+        for step in declared.steps:
+            inst = built(step.rung, step.params)
+            use_vec = declared.vec if step.rung.vec_variant else None
+            func = prepare(inst, step.launch, use_vec, self.info)
+            kinds = tuple(PTR if isinstance(a, tuple) else I32 if isinstance(a, np.int32) else F32 for a in step.args)
+            packed = PackedLaunch(function_handle(func), step.launch.grid, step.launch.block, step.launch.shared, kinds,
+                                  self.device)
+            slots = []
+            for i, a in enumerate(step.args):
+                if isinstance(a, tuple):
+                    if a[0] not in _SLOT_KINDS:
+                        raise ValueError(f"{step.rung.id}: argument {i} is slot {a}, not one of {_SLOT_KINDS}")
+                    slots.append((packed.values[i], a[0], a[1]))
+                else:
+                    packed.values[i].value = a.item()
+            launches.append((packed, tuple(slots)))
+        return declared, tuple(launches)
+
+    def _constant(self, shape, dtype, value):
+        x = self.lib.empty(shape, dtype, self.device)
+        if value == 0:
+            self.lib.fill_zero(x)
+        else:
+            x.fill_(value) if self.lib.name == "torch" else x.fill(value)
+        return x
+
+    # --- calling ----------------------------------------------------------------------------------
+    def describe(self) -> str:
+        """What a call runs: the rungs and their parameters."""
+        return f"simtlab.{self.op.name}: {self._variants[True][0].what}"
+
+    def __repr__(self) -> str:
+        return f"<OperatorPlan {self.describe()}>"
+
+    def matches(self, *operands) -> bool:
+        """Whether operands are of the kind the plan was made for (type, shape, strides, device)."""
+        lib = self.lib
+        try:
+            return tuple(None if x is None else lib.key(x) for x in operands) == self.keys
+        except AttributeError:  # (another library's array)
+            return False
+
+    def __call__(self, *operands):
+        """Run on operands of the kind the plan was made for (checked); returns the outputs (one
+        array, or a tuple of them)."""
+        if not self.matches(*operands):
+            raise ValueError(f"simtlab.{self.op.name}: these operands differ from the ones this plan was made for "
+                             "(shape, strides, type or device): make a plan for them")
+        return self.run(operands)
+
+    def run(self, operands: tuple):
+        """(Operands already matched.) Outputs allocated, addresses set, each step launched on the
+        caller's current stream; from a thread where another device is current, the launches run
+        under a guard that makes the plan's device current."""
+        lib, device = self.lib, self.device
+        first = operands[0]
+        outputs = tuple(new(first) for new in self._allocators)
+        if self._empty:  # (an empty operand: nothing to launch; a sum over no rows is zeros)
+            for x in outputs:
+                lib.fill_zero(x)
+            return outputs[0] if len(outputs) == 1 else outputs
+        scratch = tuple(new(first) for new in self._scratch)
+        ptr = lib.ptr
+        arrays = {IN: tuple(0 if x is None else ptr(x) for x in operands), OUT: tuple(ptr(x) for x in outputs),
+                  SCRATCH: tuple(ptr(x) for x in scratch), CONST: tuple(ptr(x) for x in self._constants)}
+        declared, launches = self._variants[True]
+        if not all(a % declared.align == 0 for a in arrays[IN]):  # (outputs, scratch: the allocator's alignment)
+            declared, launches = self._unaligned()
+        with self._lock:  # (the packed parameters are the plan's: one thread sets and launches at a time)
+            try:
+                self._launch(launches, arrays, lib.stream(device))
+            except ContextMismatch:
+                with lib.device_guard(device):
+                    self._launch(launches, arrays, lib.stream(device))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _unaligned(self):
+        """The declaration for operands whose addresses the 128-bit path cannot take (made once)."""
+        variant = self._variants.get(False)
+        if variant is None:
+            guard = None if self.lib.current_device() == self.device else self.lib.device_guard(self.device)
+            with guard if guard is not None else nullcontext():
+                variant = self._variants[False] = self._prepare(False)
+        return variant
+
+    @staticmethod
+    def _launch(launches, arrays, stream: int) -> None:
+        for packed, slots in launches:
+            for value, kind, index in slots:
+                value.value = arrays[kind][index]
+            packed.launch(stream)
+
+
+def plan(op: Operator, *operands, **options) -> OperatorPlan:
+    """A plan for calls like this one (`plan(*operands)` then runs it on new operands of the kind)."""
+    first = next((x for x in operands if x is not None), None)
+    if first is None:
+        raise TypeError(f"simtlab.{op.name} needs a GPU array")
+    return OperatorPlan(op, _lib(first), operands, options)
+
+
+def call(op: Operator, *operands, **options):
+    """Run `op` on the operands: the plan kept for their kind (made on its first call)."""
+    first = operands[0] if operands and operands[0] is not None else None
+    if first is None:
+        raise TypeError(f"simtlab.{op.name}: {op.operands[0]} must be a GPU array, got None")
+    lib = _lib(first)
+    try:
+        key = (op.name, tuple(None if x is None else lib.key(x) for x in operands), tuple(sorted(options.items())))
+    except AttributeError:  # (another library's array: the plan names it)
+        return OperatorPlan(op, lib, operands, options).run(operands)
+    found = _PLANS.get(key)
+    if found is None:
+        if len(_PLANS) >= PLANS_KEPT:
+            for old in list(_PLANS)[: PLANS_KEPT // 2]:
+                del _PLANS[old]
+        found = _PLANS[key] = OperatorPlan(op, lib, operands, options)
+    return found.run(operands)
+
+
+_NAMED: dict = {}
+
+
+def named(name: str) -> Operator:
+    """The operator a family declares under `name` (simtlab.<name>)."""
+    op = _NAMED.get(name)
+    if op is None:
+        from .catalog import families
+
+        for fam in families():
+            for o in fam.operators:
+                _NAMED[o.name] = o
+        op = _NAMED.get(name)
+        if op is None:
+            raise KeyError(f"no operator {name!r}; the families declare {', '.join(sorted(_NAMED))}")
+    return op
+
+
+def call_along(name: str, x, dim: int, *others, **options):
+    """Operator `name` along dimension `dim` of x (and of `others`, arrays of x's shape such as a
+    backward's dy): the arrays moved so that `dim` is last and made contiguous where they are not
+    (copies inside the call, on its stream), the result moved back, contiguous. A 0-d x is one
+    row of one value."""
+    torch_like = type(x).__module__.startswith("torch")
+    if x.ndim == 0:
+        return call_along(name, x.reshape(1), 0, *(o.reshape(1) for o in others), **options).reshape(())
+    if not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"simtlab.{name}: dim {dim} is out of range for a {x.ndim}-d array of shape {tuple(x.shape)}")
+    d = dim % x.ndim
+    last = d == x.ndim - 1
+
+    def ready(a):
+        if torch_like:
+            a = a if last else a.movedim(d, -1)
+            return a if a.is_contiguous() else a.contiguous()
+        import cupy
+
+        a = a if last else cupy.moveaxis(a, d, -1)
+        return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+
+    out = call(named(name), ready(x), *(ready(o) for o in others), **options)
+    if last:
+        return out
+    if torch_like:
+        return out.movedim(-1, d).contiguous()
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.moveaxis(out, -1, d))

@@ -1,0 +1,142 @@
+"""The row operators' declarations (simtlab.softmax, log_softmax, layer_norm, rms_norm and their
+backwards), checked without a GPU: for every regime of row length, storage type and alignment,
+each launch a call would make is built for sm_90, fits the SM's resources without spilling,
+covers every row, and passes exactly the kernel's parameters (their count and sizes, read from
+the cubin)."""
+
+import numpy as np
+import pytest
+
+from simtlab.catalog import family
+from simtlab.device import DeviceInfo
+from simtlab.family import CONST, IN, OUT, SCRATCH
+from simtlab.hw.resources import param_sizes_from_cubin
+from simtlab.launch import build, check_launch
+
+H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
+                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
+OPERATORS = {o.name: o for fam in ("softmax", "layernorm") for o in family(fam).operators}
+# one length in each regime of the launch rules: a warp a row, a block of 256, of 512 / 1024 in
+# registers, streamed; either side of each boundary; lengths not in groups of four
+COLS = (1, 3, 128, 1024, 1025, 4096, 6144, 6145, 8192, 8193, 16384, 16385, 32768, 32769, 65536, 100003)
+SIZES = {"in": 8, "out": 8, "scratch": 8, "const": 8}
+
+
+def _operands(op, rows, cols, weight=True, bias=True):
+    shape = (rows, cols)
+    if op.name.endswith("_backward"):
+        return (shape, (cols,) if weight else None, shape) if "norm" in op.name else (shape, shape)
+    if op.name == "layer_norm":
+        return (shape, (cols,) if weight else None, (cols,) if bias else None)
+    if op.name == "rms_norm":
+        return (shape, (cols,) if weight else None)
+    return (shape,)
+
+
+def _declare(op, shapes, dtype, vec):
+    built = {}
+
+    def build_once(rung, params):
+        key = (rung.id, tuple(sorted(params.items())))
+        if key not in built:
+            built[key] = build(rung, params, "sm_90")
+        return built[key]
+
+    return op.declare(shapes, dtype, {}, H100, vec, build_once), build_once
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("vec", [True, False], ids=["aligned", "unaligned"])
+def test_every_launch_a_call_makes_fits_and_passes_the_kernels_parameters(name, dtype, vec, tmp_path, monkeypatch):
+    op = OPERATORS[name]
+    itemsize = 4 if dtype == "float32" else 2
+    for cols in COLS:
+        rows = 3
+        shapes = _operands(op, rows, cols)
+        declared, build_once = _declare(op, shapes, dtype, vec)
+        assert declared.vec == (vec and cols % 4 == 0) and declared.align == 4 * itemsize
+        assert declared.outputs[0] == ((rows, cols), dtype)
+        for step in declared.steps:
+            inst = build_once(step.rung, step.params)
+            use_vec = declared.vec if step.rung.vec_variant else None
+            res = inst.resources(use_vec)
+            assert res.spill_bytes == 0 and res.stack_frame == 0, (inst.expression(use_vec), cols)
+            check_launch(res, step.launch, "sm_90", H100)
+            sizes = param_sizes_from_cubin(inst.cubin.data())[inst.cubin.mangled(inst.expression(use_vec))]
+            passed = [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args]
+            assert passed == sizes, (inst.expression(use_vec), step.args)
+            for a in step.args:
+                if isinstance(a, tuple):
+                    pool = {IN: shapes, OUT: declared.outputs, SCRATCH: declared.scratch, CONST: declared.constants}[a[0]]
+                    assert 0 <= a[1] < len(pool) and (a[0] != IN or shapes[a[1]] is not None)
+        first = declared.steps[0]
+        slots = first.params["BLOCK"] // 32 if first.params.get("WARP_ROWS") else 1
+        if "norm_backward" in name:  # a persistent grid striding over the rows
+            assert 1 <= first.launch.grid[0] <= -(-rows // slots)
+        else:
+            assert first.launch.grid[0] * slots >= rows
+
+
+def test_absent_weight_and_bias_read_constants_made_once_per_plan():
+    declared, _ = _declare(OPERATORS["layer_norm"], _operands(OPERATORS["layer_norm"], 5, 64, False, False),
+                           "bfloat16", True)
+    assert declared.constants == (((64,), "bfloat16", 1.0), ((64,), "bfloat16", 0.0))
+    assert declared.steps[0].args[1:3] == ((CONST, 0), (CONST, 1))
+    declared, _ = _declare(OPERATORS["rms_norm_backward"], (((5, 64)), None, (5, 64)), "float32", True)
+    assert declared.constants == (((64,), "float32", 1.0),) and declared.steps[0].args[1] == (CONST, 0)
+    assert [o[0] for o in declared.outputs] == [(5, 64), (64,)]  # dx, dw (no bias)
+
+
+def test_the_backward_s_partial_rows_are_its_grid():
+    declared, _ = _declare(OPERATORS["layer_norm_backward"], ((100000, 4096), (4096,), (100000, 4096)), "bfloat16",
+                           True)
+    first, second = declared.steps
+    parts = first.launch.grid[0]
+    assert declared.scratch == (((parts, 4096), "float32"),) * 2 and first.args[9] == np.int32(parts)
+    assert parts % H100.sms == 0 and parts <= 100000  # as many blocks as run at once
+    assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] == 4096 // 32
+
+
+@pytest.mark.parametrize("shapes, match", [
+    (((4, 8), (7,), (8,)), r"weight has shape \(7,\); it takes one value per column, \(8,\)"),
+    (((4, 8), (8,), (8, 1)), r"bias has shape \(8, 1\)"),
+    (((), None, None), "0-d"),
+])
+def test_a_call_it_cannot_run_is_named_in_one_line(shapes, match):
+    with pytest.raises(ValueError, match=match):
+        _declare(OPERATORS["layer_norm"], shapes, "float32", True)
+    with pytest.raises(ValueError, match=r"dy has shape \(4, 9\) but y has \(4, 8\)"):
+        _declare(OPERATORS["softmax_backward"], ((4, 8), (4, 9)), "float32", True)
+
+
+def test_rows_over_int32_are_refused():
+    with pytest.raises(ValueError, match="32-bit integers"):
+        _declare(OPERATORS["softmax"], ((2**20, 2**12, 2),), "float32", True)
+
+
+def test_public_names_and_errors_without_a_gpu():
+    import torch
+
+    import simtlab
+
+    with pytest.raises(TypeError, match="simtlab.softmax: x: a PyTorch tensor on cpu"):
+        simtlab.softmax(torch.randn(3, 4))
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16 tensors, got torch.float64"):
+        simtlab.rms_norm(torch.randn(3, 4, dtype=torch.float64, device="meta"))
+    with pytest.raises(TypeError, match="GPU array"):
+        simtlab.layer_norm(np.ones((3, 4), dtype=np.float32))
+
+
+def test_the_torch_operators_trace_with_their_fakes():
+    """On the meta device the fake implementations answer: shapes and types as the real calls'."""
+    import torch
+
+    import simtlab.torch as st
+
+    x = torch.empty(2, 5, 7, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(7, device="meta", dtype=torch.float32)
+    assert st.softmax(x, 1).shape == x.shape and st.log_softmax(x).dtype == torch.bfloat16
+    assert st.layer_norm(x, w, w).shape == x.shape and st.rms_norm(x, w).shape == x.shape
+    dx, dw, db = torch.ops.simtlab.norm_backward(x, w.to(x.dtype), x, 1e-5, False)
+    assert dx.shape == x.shape and dw.shape == db.shape == (7,)
