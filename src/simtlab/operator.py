@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from .arrays import ArrayLib, array_lib
-from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
+from .driver import F32, I32, I64, PTR, ContextMismatch, PackedLaunch
 from .family import CONST, IN, OUT, SCRATCH, Declared, Operator
 from .launch import build, function_handle, prepare
 
@@ -48,6 +48,20 @@ def _lib(x) -> ArrayLib:
     if lib is None:
         lib = _LIBS[type(x)] = array_lib(x)
     return lib
+
+
+_SCALARS = ((np.int32, I32), (np.int64, I64), (np.float32, F32))
+
+
+def _kind(step, index: int, arg) -> str:
+    """A step argument's parameter kind: a slot is a pointer; scalars are NumPy int32, int64, float32."""
+    if isinstance(arg, tuple):
+        return PTR
+    for scalar, kind in _SCALARS:
+        if isinstance(arg, scalar):
+            return kind
+    raise TypeError(f"{step.rung.id}: argument {index} is a {type(arg).__name__}; a step passes slots (kind, index) "
+                    "and NumPy int32, int64 or float32 scalars")
 
 
 def _contiguous(shape: tuple, strides: tuple) -> bool:
@@ -125,7 +139,7 @@ class OperatorPlan:
             inst = built(step.rung, step.params)
             use_vec = declared.vec if step.rung.vec_variant else None
             func = prepare(inst, step.launch, use_vec, self.info)
-            kinds = tuple(PTR if isinstance(a, tuple) else I32 if isinstance(a, np.int32) else F32 for a in step.args)
+            kinds = tuple(_kind(step, i, a) for i, a in enumerate(step.args))
             packed = PackedLaunch(function_handle(func), step.launch.grid, step.launch.block, step.launch.shared, kinds,
                                   self.device)
             slots = []

@@ -140,3 +140,136 @@ def test_the_torch_operators_trace_with_their_fakes():
     assert st.layer_norm(x, w, w).shape == x.shape and st.rms_norm(x, w).shape == x.shape
     dx, dw, db = torch.ops.simtlab.norm_backward(x, w.to(x.dtype), x, 1e-5, False)
     assert dx.shape == x.shape and dw.shape == db.shape == (7,)
+
+
+# --- the generic plan on the CPU: a fake array library and a recording launcher ----------------------
+
+class _Array:
+    def __init__(self, shape, dtype, ptr, strides=None):
+        self.shape, self.dtype, self.ptr = tuple(shape), dtype, ptr
+        size, st = 1, []
+        for n in reversed(self.shape):
+            st.append(size)
+            size *= n
+        self.strides = tuple(strides) if strides is not None else tuple(reversed(st))
+        self.zeroed = False
+
+
+class _Lib:
+    name = "fake"
+
+    def __init__(self):
+        self.next = 1 << 20
+
+    def owns(self, x):
+        return isinstance(x, _Array)
+
+    def key(self, x):
+        return (x.dtype, x.shape, x.strides, 0)
+
+    def ptr(self, x):
+        return x.ptr
+
+    def describe(self, x):
+        return x.dtype, x.shape, x.strides, 0
+
+    def stream(self, device):
+        return 77
+
+    def current_device(self):
+        return 0
+
+    def allocator(self, shape, dtype, device):
+        def new(first):
+            self.next += 1 << 16
+            return _Array(shape, dtype, self.next)
+        return new
+
+    def empty(self, shape, dtype, device):
+        return self.allocator(shape, dtype, device)(None)
+
+    def fill_zero(self, x):
+        x.zeroed = True
+
+
+class _Packed:
+    launches: list = []
+
+    def __init__(self, function, grid, block, shared, kinds, device=0, cluster=None):
+        import ctypes
+
+        self.kinds, self.grid = kinds, grid
+        self.values = [ctypes.c_uint64() if k == "ptr" else ctypes.c_int64() if k == "i64" else
+                       ctypes.c_int32() if k == "i32" else ctypes.c_float() for k in kinds]
+
+    def launch(self, stream):
+        _Packed.launches.append((self.grid, [v.value for v in self.values], stream))
+
+
+@pytest.fixture
+def fake_plan(monkeypatch):
+    import simtlab.device
+    import simtlab.operator as operator
+
+    vecs = []
+    monkeypatch.setattr(simtlab.device, "require_gpu", lambda: None)
+    monkeypatch.setattr(simtlab.device, "device_info", lambda index=None: H100)
+    monkeypatch.setattr(operator, "PackedLaunch", _Packed)
+    monkeypatch.setattr(operator, "prepare", lambda inst, launch, vec, info: vecs.append(vec) or object())
+    monkeypatch.setattr(operator, "function_handle", lambda func: 1)
+    _Packed.launches = []
+    return operator, vecs
+
+
+def test_a_plan_binds_each_slot_and_takes_the_unaligned_build_for_misaligned_addresses(fake_plan):
+    operator, vecs = fake_plan
+    lib = _Lib()
+    op = OPERATORS["layer_norm_backward"]
+    x, w, dy = _Array((300, 1024), "bfloat16", 4096), _Array((1024,), "bfloat16", 8192), _Array((300, 1024), "bfloat16",
+                                                                                                    12288)
+    plan = operator.OperatorPlan(op, lib, (x, w, dy), {"eps": 1e-5})
+    dx, dw, db = plan.run((x, w, dy))
+    (g0, first, s0), (g1, second, _) = _Packed.launches
+    parts = first[9]
+    assert s0 == 77 and first[:4] == [x.ptr, w.ptr, dy.ptr, dx.ptr] and first[6:8] == [300, 1024]
+    assert abs(first[8] - 1e-5) < 1e-12 and first[10:] == [dw.ptr, db.ptr, 0] and second[-1] == 1
+    assert g0[0] == parts and dx.shape == (300, 1024) and dw.shape == db.shape == (1024,)
+    assert first[4] != first[5] and first[4] not in (dx.ptr, dw.ptr, db.ptr)  # two scratch buffers, fresh
+    assert vecs == [True, True]
+    odd = _Array((300, 1024), "bfloat16", 12290)  # 2 bytes off: the element-load build, declared once
+    plan.run((x, w, odd))
+    plan.run((x, w, odd))
+    assert vecs == [True, True, False, False] and len(_Packed.launches) == 6
+    assert plan.matches(x, w, dy) and not plan.matches(x, w, _Array((300, 1023), "bfloat16", 0))
+    with pytest.raises(ValueError, match="make a plan for them"):
+        plan(x, w, _Array((2, 1024), "bfloat16", 0))
+
+
+def test_absent_weights_are_constants_and_empty_calls_launch_nothing(fake_plan):
+    operator, _ = fake_plan
+    lib = _Lib()
+    x = _Array((0, 64), "float32", 4096)
+    plan = operator.OperatorPlan(OPERATORS["layer_norm_backward"], lib, (x, None, _Array((0, 64), "float32", 8192)), {})
+    dx, dw, db = plan.run((x, None, _Array((0, 64), "float32", 8192)))
+    assert not _Packed.launches and dw.zeroed and db.zeroed  # (a sum over no rows: zeros)
+    y = _Array((5, 64), "float32", 4096)
+    plan = operator.OperatorPlan(OPERATORS["layer_norm"], lib, (y, None, None), {})
+    plan.run((y, None, None))
+    (_, values, _), = _Packed.launches
+    ones, zeros = plan._constants
+    assert values[1:3] == [ones.ptr, zeros.ptr]
+
+
+def test_a_plan_names_a_bad_operand_in_one_line(fake_plan):
+    operator, _ = fake_plan
+    lib = _Lib()
+    x = _Array((4, 8), "float32", 4096)
+    cases = [((_Array((4, 8), "float64", 0),), TypeError, "x has dtype float64; it takes float32, bfloat16, float16"),
+             ((_Array((4, 8), "float32", 0, strides=(16, 2)),), ValueError, r"element strides \(16, 2\)"),
+             ((x, _Array((4, 8), "bfloat16", 0)), TypeError, "dy is bfloat16 but y is float32")]
+    for operands, exc, match in cases:
+        op = OPERATORS["softmax"] if len(operands) == 1 else OPERATORS["softmax_backward"]
+        with pytest.raises(exc, match=match):
+            operator.OperatorPlan(op, lib, operands, {})
+    with pytest.raises(TypeError, match="takes 1 arrays"):
+        operator.OperatorPlan(OPERATORS["softmax"], lib, (x, x), {})
