@@ -67,6 +67,7 @@ class ArrayLib:
     # (an out-of-memory failure raised as a MemoryError naming the size and the free memory)
     def empty(self, shape: tuple, dtype: str, device: int): ...
     def zeros(self, shape: tuple, dtype: str, device: int): ...
+    def full(self, shape: tuple, dtype: str, device: int, value: float): ...
     def copy_into(self, dst, src) -> None: ...  # dst[...] = src (a view of dst may be passed)
     def fill_zero(self, x) -> None: ...  # x[...] = 0 (a view)
     def contiguous(self, x): ...
@@ -126,6 +127,9 @@ class TorchArrays(ArrayLib):
 
     def zeros(self, shape, dtype, device):
         return self.torch.zeros(shape, dtype=self.by_name[dtype], device=self.torch.device("cuda", device))
+
+    def full(self, shape, dtype, device, value):
+        return self.torch.full(shape, value, dtype=self.by_name[dtype], device=self.torch.device("cuda", device))
 
     def copy_into(self, dst, src) -> None:
         dst.copy_(src)
@@ -193,6 +197,10 @@ class CupyArrays(ArrayLib):
     def zeros(self, shape, dtype, device):
         with self.cupy.cuda.Device(device):
             return self.cupy.zeros(shape, dtype=dtype)
+
+    def full(self, shape, dtype, device, value):
+        with self.cupy.cuda.Device(device):
+            return self.cupy.full(shape, value, dtype=dtype)
 
     def copy_into(self, dst, src) -> None:
         dst[...] = src

@@ -154,12 +154,7 @@ class OperatorPlan:
         return declared, tuple(launches)
 
     def _constant(self, shape, dtype, value):
-        x = self.lib.empty(shape, dtype, self.device)
-        if value == 0:
-            self.lib.fill_zero(x)
-        else:
-            x.fill_(value) if self.lib.name == "torch" else x.fill(value)
-        return x
+        return self.lib.full(shape, dtype, self.device, value)
 
     # --- calling ----------------------------------------------------------------------------------
     def describe(self) -> str:

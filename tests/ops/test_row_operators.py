@@ -185,8 +185,10 @@ class _Lib:
             return _Array(shape, dtype, self.next)
         return new
 
-    def empty(self, shape, dtype, device):
-        return self.allocator(shape, dtype, device)(None)
+    def full(self, shape, dtype, device, value):
+        x = self.allocator(shape, dtype, device)(None)
+        x.value = value
+        return x
 
     def fill_zero(self, x):
         x.zeroed = True
@@ -257,7 +259,7 @@ def test_absent_weights_are_constants_and_empty_calls_launch_nothing(fake_plan):
     plan.run((y, None, None))
     (_, values, _), = _Packed.launches
     ones, zeros = plan._constants
-    assert values[1:3] == [ones.ptr, zeros.ptr]
+    assert values[1:3] == [ones.ptr, zeros.ptr] and (ones.value, zeros.value) == (1.0, 0.0)
 
 
 def test_a_plan_names_a_bad_operand_in_one_line(fake_plan):

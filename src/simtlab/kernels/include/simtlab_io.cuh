@@ -106,4 +106,18 @@ __device__ __forceinline__ float4 load_group(const typename Io<DT>::T* row, int 
                      c + 2 < cols ? IoT::load(row + c + 2) : pad, c + 3 < cols ? IoT::load(row + c + 3) : pad);
 }
 
+// Four values to a row at column c: one vector store (VEC), else the ones inside the row, one by one.
+template <int DT, bool VEC>
+__device__ __forceinline__ void store_group(typename Io<DT>::T* row, int c, int cols, float4 o) {
+  using IoT = Io<DT>;
+  if (VEC) {
+    if (c < cols) IoT::store4(row + c, o);
+  } else {
+    if (c + 0 < cols) IoT::store(row + c + 0, o.x);
+    if (c + 1 < cols) IoT::store(row + c + 1, o.y);
+    if (c + 2 < cols) IoT::store(row + c + 2, o.z);
+    if (c + 3 < cols) IoT::store(row + c + 3, o.w);
+  }
+}
+
 }  // namespace simtlab

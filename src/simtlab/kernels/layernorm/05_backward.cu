@@ -10,6 +10,16 @@
 #include "simtlab_io.cuh"
 #include "simtlab_reduce.cuh"
 
+// A group of four columns' shares of dw and db handed to `put(column, dw part, db part)`, those
+// inside the row.
+template <typename Put>
+__device__ __forceinline__ void share(int c, int cols, float4 a, float4 b, Put put) {
+  const float as[4] = {a.x, a.y, a.z, a.w}, bs[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (c + e < cols) put(c + e, as[e], bs[e]);
+}
+
 // Phase 0: dx, and a partial row of the column sums a block.
 template <int DT, int BLOCK, int VPT, int WARP_ROWS, int RMS, bool VEC>
 __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T* __restrict__ x,
@@ -91,14 +101,7 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
         const int c = col(j);
         const float4 o = make_float4(rstd * (g[j].x - mg - v[j].x * mgx), rstd * (g[j].y - mg - v[j].y * mgx),
                                      rstd * (g[j].z - mg - v[j].z * mgx), rstd * (g[j].w - mg - v[j].w * mgx));
-        if (VEC) {
-          if (c < cols) Io::store4(dr + c, o);
-        } else {
-          if (c + 0 < cols) Io::store(dr + c + 0, o.x);
-          if (c + 1 < cols) Io::store(dr + c + 1, o.y);
-          if (c + 2 < cols) Io::store(dr + c + 2, o.z);
-          if (c + 3 < cols) Io::store(dr + c + 3, o.w);
-        }
+        simtlab::store_group<DT, VEC>(dr, c, cols, o);
       }
     } else {  // rows too long for registers: streamed, later passes served by L2
       float s1 = 0.0f;
@@ -154,14 +157,10 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
 #pragma unroll
           for (int j = 0; j < VPT; ++j) {
             const int c = col(j);
-            const float ws_[4] = {pw[j].x, pw[j].y, pw[j].z, pw[j].w};
-            const float bs_[4] = {pb[RMS ? 0 : j].x, pb[RMS ? 0 : j].y, pb[RMS ? 0 : j].z, pb[RMS ? 0 : j].w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (c + e < cols) {
-                block_w[c + e] = (turn ? block_w[c + e] : 0.0f) + ws_[e];
-                if constexpr (!RMS) block_b[c + e] = (turn ? block_b[c + e] : 0.0f) + bs_[e];
-              }
+            share(c, cols, pw[j], pb[RMS ? 0 : j], [&](int i, float a, float b) {
+              block_w[i] = (turn ? block_w[i] : 0.0f) + a;
+              if constexpr (!RMS) block_b[i] = (turn ? block_b[i] : 0.0f) + b;
+            });
           }
         }
         __syncthreads();
@@ -174,14 +173,10 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
         const int c = col(j);
-        const float ws_[4] = {pw[j].x, pw[j].y, pw[j].z, pw[j].w};
-        const float bs_[4] = {pb[RMS ? 0 : j].x, pb[RMS ? 0 : j].y, pb[RMS ? 0 : j].z, pb[RMS ? 0 : j].w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (c + e < cols) {
-            pw_row[c + e] = ws_[e];
-            if constexpr (!RMS) pb_row[c + e] = bs_[e];
-          }
+        share(c, cols, pw[j], pb[RMS ? 0 : j], [&](int i, float a, float b) {
+          pw_row[i] = a;
+          if constexpr (!RMS) pb_row[i] = b;
+        });
       }
     }
   } else if (first) {  // a block that had no row: its partial row is zeros

@@ -42,16 +42,7 @@ softmax_ops(const typename simtlab::Io<DT>::T* __restrict__ a, const typename si
     else return make_float4(g.x - __expf(x.x) * s0, g.y - __expf(x.y) * s0, g.z - __expf(x.z) * s0,
                             g.w - __expf(x.w) * s0);
   };
-  auto put = [&](int c, float4 o) {
-    if (VEC) {
-      if (c < cols) Io::store4(orow + c, o);
-    } else {
-      if (c + 0 < cols) Io::store(orow + c + 0, o.x);
-      if (c + 1 < cols) Io::store(orow + c + 1, o.y);
-      if (c + 2 < cols) Io::store(orow + c + 2, o.z);
-      if (c + 3 < cols) Io::store(orow + c + 3, o.w);
-    }
-  };
+  auto put = [&](int c, float4 o) { simtlab::store_group<DT, VEC>(orow, c, cols, o); };
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float s0 = 0.0f, s1 = 0.0f;
   if constexpr (VPT > 0) {  // the row in registers: read once
