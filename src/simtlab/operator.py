@@ -43,10 +43,13 @@ def _instance(rung, params: dict, arch: str):
     return inst
 
 
-def _lib(x) -> ArrayLib:
+def _lib(x, op: Operator) -> ArrayLib:
     lib = _LIBS.get(type(x))
     if lib is None:
-        lib = _LIBS[type(x)] = array_lib(x)
+        try:
+            lib = _LIBS[type(x)] = array_lib(x)
+        except TypeError as exc:
+            raise TypeError(f"simtlab.{op.name}: {op.operands[0]}: {exc}") from None
     return lib
 
 
@@ -228,7 +231,7 @@ def plan(op: Operator, *operands, **options) -> OperatorPlan:
     first = next((x for x in operands if x is not None), None)
     if first is None:
         raise TypeError(f"simtlab.{op.name} needs a GPU array")
-    return OperatorPlan(op, _lib(first), operands, options)
+    return OperatorPlan(op, _lib(first, op), operands, options)
 
 
 def call(op: Operator, *operands, **options):
@@ -236,7 +239,7 @@ def call(op: Operator, *operands, **options):
     first = operands[0] if operands and operands[0] is not None else None
     if first is None:
         raise TypeError(f"simtlab.{op.name}: {op.operands[0]} must be a GPU array, got None")
-    lib = _lib(first)
+    lib = _lib(first, op)
     try:
         key = (op.name, tuple(None if x is None else lib.key(x) for x in operands), tuple(sorted(options.items())))
     except AttributeError:  # (another library's array: the plan names it)
