@@ -21,6 +21,8 @@ gradient back to its own type.
 
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import torch
 
 from .api import gemm_tc
@@ -144,7 +146,8 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 @torch.library.custom_op("simtlab::norm", mutates_args=())
-def _norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, rms: bool) -> torch.Tensor:
+def _norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], eps: float,
+          rms: bool) -> torch.Tensor:  # (typing's Optional and Tuple: what every torch.library release parses)
     name = "rms_norm" if rms else "layer_norm"
     _check_rows(name, x)
     if x.dim() == 0:
@@ -160,8 +163,8 @@ def _norm_fake(x, weight, bias, eps: float, rms: bool) -> torch.Tensor:
 
 
 @torch.library.custom_op("simtlab::norm_backward", mutates_args=())
-def _norm_backward(x: torch.Tensor, weight: torch.Tensor | None, dy: torch.Tensor, eps: float,
-                   rms: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _norm_backward(x: torch.Tensor, weight: Optional[torch.Tensor], dy: torch.Tensor, eps: float,
+                   rms: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     name = "rms_norm_backward" if rms else "layer_norm_backward"
     out = call(named(name), _rows(x), _vector(weight, x), _rows(dy.to(x.dtype)), eps=float(eps))
     if rms:  # (no bias: an empty db keeps the operator's one signature)
