@@ -130,17 +130,15 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder softmax", f"simtlab ladder softmax {sizes(ROW_SIZES)} --json-out {{out}}/softmax_ladder.json"),
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
-    "row-ops": ("the row operators (simtlab.softmax, log_softmax, layer_norm, rms_norm) and their backwards: every "
-                "rung's and call's GPU tests, the ladders' operator sizes, then each call beside PyTorch eager and "
-                "compiled", [
-        Tests("rows or softmax or layernorm", "pytest_row_ops.txt", 420),
-        Run("row operators beside PyTorch", "python3 benchmarks/row_ops.py --json {out}/row_ops.json", 560),
+    "row-ops-tests": ("the row operators (simtlab.softmax, log_softmax, layer_norm, rms_norm) and their backwards: "
+                      "every rung's and call's GPU tests", [Tests("rows or softmax or layernorm", "pytest_row_ops.txt", 520)]),
+    "row-ops": ("the row operators beside PyTorch eager and compiled and the device copy, forward and backward, their "
+                "host cost, and the ladders at the operators' sizes (run row-ops-tests first)", [
+        Run("row operators beside PyTorch", "python3 benchmarks/row_ops.py --json {out}/row_ops.json", 400),
         Run("simtlab ladder softmax (operators)", "simtlab ladder softmax -s 16384x4096:bf16:log_softmax "
-            "-s 16384x4096:bf16:softmax_backward -s 4096x32768:bf16 -s 4096x65536:bf16 "
-            "--json-out {out}/softmax_ops_ladder.json"),
+            "-s 16384x4096:bf16:softmax_backward -s 4096x65536:bf16 --json-out {out}/softmax_ops_ladder.json", 60),
         Run("simtlab ladder layernorm (operators)", "simtlab ladder layernorm -s 16384x4096:bf16:rms_norm "
-            "-s 16384x4096:bf16:layer_norm_backward -s 16384x4096:bf16:rms_norm_backward "
-            "-s 4096x16384:bf16:layer_norm_backward --json-out {out}/layernorm_ops_ladder.json")]),
+            "-s 16384x4096:bf16:layer_norm_backward --json-out {out}/layernorm_ops_ladder.json", 60)]),
     "scan": ("the scan ladder: tests (every rung, fp32 and int32, odd lengths), the ladder, rung 6's tile and order", [
         Tests("scan", "pytest_scan.txt", 200),
         Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json"),
