@@ -2,6 +2,7 @@
 // (1 and 0 without clusters, or before sm_90), a barrier over every thread of the cluster, and a
 // float read from any block's shared memory (distributed shared memory).
 #pragma once
+#include "simtlab_hopper.cuh"  // (its cluster helpers, used here only where __CUDA_ARCH__ >= 900)
 
 namespace simtlab {
 
@@ -14,11 +15,11 @@ __device__ __forceinline__ unsigned cluster_blocks() {
 }
 
 __device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r = 0;
 #if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return cluster_ctarank();
+#else
+  return 0;
 #endif
-  return r;
 }
 
 // Every thread of every block of the cluster; shared-memory writes before it are visible after it.
@@ -37,9 +38,7 @@ __device__ __forceinline__ float load_peer(unsigned addr, unsigned rank, bool cl
   float v;
 #if __CUDA_ARCH__ >= 900
   if (clustered) {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(cluster_map(addr, rank)) : "memory");
     return v;
   }
 #endif
