@@ -10,6 +10,21 @@
 #include "simtlab_io.cuh"
 #include "simtlab_reduce.cuh"
 
+// A group's share of the row's first statistic: its sum of squares (RMSNorm) or its sum (LayerNorm);
+// the zeros loaded past the row's end add nothing.
+template <int RMS>
+__device__ __forceinline__ float first_sum(float4 v) {
+  return RMS ? (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w) : (v.x + v.y) + (v.z + v.w);
+}
+
+// A group's squared deviations from `mean` added to `ss` one by one, of the columns inside the row
+// (past its end there are none).
+__device__ __forceinline__ void add_squared_deviations(float& ss, float4 v, float mean, int c, int cols) {
+  const float d[4] = {v.x - mean, v.y - mean, v.z - mean, v.w - mean};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) ss += c + e < cols ? d[e] * d[e] : 0.0f;
+}
+
 // A group of four columns' shares of dw and db handed to `put(column, dw part, db part)`, those
 // inside the row.
 template <typename Put>
@@ -61,8 +76,7 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
       for (int j = 0; j < VPT; ++j) {  // (zeros past the row's end)
         v[j] = simtlab::load_group<DT, VEC>(xr, col(j), cols, 0.0f);
         g[j] = simtlab::load_group<DT, VEC>(gr, col(j), cols, 0.0f);
-        s1 += RMS ? (v[j].x * v[j].x + v[j].y * v[j].y) + (v[j].z * v[j].z + v[j].w * v[j].w)
-                  : (v[j].x + v[j].y) + (v[j].z + v[j].w);
+        s1 += first_sum<RMS>(v[j]);
       }
       s1 = allsum(s1);
       if constexpr (RMS) {
@@ -71,12 +85,7 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
         mean = s1 * inv_cols;
         float ss = 0.0f;
 #pragma unroll
-        for (int j = 0; j < VPT; ++j) {
-          const int c = col(j);
-          const float d[4] = {v[j].x - mean, v[j].y - mean, v[j].z - mean, v[j].w - mean};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) ss += c + e < cols ? d[e] * d[e] : 0.0f;  // (past the end: no deviation)
-        }
+        for (int j = 0; j < VPT; ++j) add_squared_deviations(ss, v[j], mean, col(j), cols);
         rstd = rsqrtf(allsum(ss) * inv_cols + eps);
       }
       float sg = 0.0f, sgx = 0.0f;  // sums of g = dy w and of g xhat
@@ -106,8 +115,7 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
     } else {  // rows too long for registers: streamed, later passes served by L2
       float s1 = 0.0f;
       for (int c = tid * 4; c < cols; c += BLOCK * 4) {
-        const float4 v = simtlab::load_group<DT, VEC>(xr, c, cols, 0.0f);
-        s1 += RMS ? (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w) : (v.x + v.y) + (v.z + v.w);
+        s1 += first_sum<RMS>(simtlab::load_group<DT, VEC>(xr, c, cols, 0.0f));
       }
       s1 = allsum(s1);
       if constexpr (RMS) {
@@ -115,12 +123,8 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
       } else {
         mean = s1 * inv_cols;
         float ss = 0.0f;
-        for (int c = tid * 4; c < cols; c += BLOCK * 4) {
-          const float4 v = simtlab::load_group<DT, VEC>(xr, c, cols, 0.0f);
-          const float d[4] = {v.x - mean, v.y - mean, v.z - mean, v.w - mean};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) ss += c + e < cols ? d[e] * d[e] : 0.0f;
-        }
+        for (int c = tid * 4; c < cols; c += BLOCK * 4)
+          add_squared_deviations(ss, simtlab::load_group<DT, VEC>(xr, c, cols, 0.0f), mean, c, cols);
         rstd = rsqrtf(allsum(ss) * inv_cols + eps);
       }
       float sg = 0.0f, sgx = 0.0f;
