@@ -32,9 +32,9 @@ def _untracked(*tensors) -> bool:
 
     if torch.compiler.is_compiling():
         return False
-    grad = torch.is_grad_enabled()
+    grad, plain = torch.is_grad_enabled(), (torch.Tensor, torch.nn.Parameter)  # (a module's weights are Parameters)
     for t in tensors:
-        if t is not None and (t.device.type != "cuda" or (grad and t.requires_grad) or type(t) is not torch.Tensor):
+        if t is not None and (t.device.type != "cuda" or (grad and t.requires_grad) or type(t) not in plain):
             return False
     return True
 
@@ -50,18 +50,16 @@ def softmax(x, dim: int = -1):
     values held in registers, one read and one write; longer rows streamed). PyTorch tensors go
     through `torch.ops.simtlab.softmax` (differentiable, traced by torch.compile)."""
     if _is_torch(x):
-        if not _untracked(x):
-            return _torch_ops().softmax(x, dim)
-        _check_torch_type("softmax", x)
+        ops = _torch_ops()
+        return ops.softmax_rows(x, dim, False) if _untracked(x) else ops.softmax(x, dim)
     return call_along("softmax", x, dim)
 
 
 def log_softmax(x, dim: int = -1):
     """x - max - log(sum(exp(x - max))) along `dim` (no division, no log of a rounded probability)."""
     if _is_torch(x):
-        if not _untracked(x):
-            return _torch_ops().log_softmax(x, dim)
-        _check_torch_type("log_softmax", x)
+        ops = _torch_ops()
+        return ops.softmax_rows(x, dim, True) if _untracked(x) else ops.log_softmax(x, dim)
     return call_along("log_softmax", x, dim)
 
 
@@ -69,44 +67,36 @@ def layer_norm(x, weight=None, bias=None, eps: float = EPS):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (var the biased
     variance, as torch.nn.functional.layer_norm with normalized_shape = (x.shape[-1],)); weight and
     bias of that length, in x's type, or None."""
-    if _is_torch(x) and not _untracked(x, weight, bias):
-        return _torch_ops().layer_norm(x, weight, bias, eps)
-    return _with_vectors("layer_norm", x, (weight, bias), eps)
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.norm_rows(x, weight, bias, eps, False) if _untracked(x, weight, bias) else \
+            ops.layer_norm(x, weight, bias, eps)
+    return _cupy_norm("layer_norm", x, (weight, bias), eps)
 
 
 def rms_norm(x, weight=None, eps: float | None = None):
     """x / sqrt(mean(x^2) + eps) * weight over the last dimension, as torch.nn.functional.rms_norm
     with normalized_shape = (x.shape[-1],): eps=None is the machine epsilon of x's type."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.norm_rows(x, weight, None, eps, True) if _untracked(x, weight) else ops.rms_norm(x, weight, eps)
     if eps is None:
-        eps = type_epsilon(x)
-    if _is_torch(x) and not _untracked(x, weight):
-        return _torch_ops().rms_norm(x, weight, eps)  # (eps set above: the same epsilon)
-    return _with_vectors("rms_norm", x, (weight,), eps)
+        import numpy
+
+        eps = float(numpy.finfo(x.dtype).eps) if getattr(x.dtype, "kind", "") == "f" else 2.0**-23
+    return _cupy_norm("rms_norm", x, (weight,), eps)
 
 
-def type_epsilon(x) -> float:
-    """The machine epsilon of x's floating type (PyTorch's default eps for rms_norm)."""
-    name = str(x.dtype).removeprefix("torch.")
-    return {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10, "float64": 2.0**-52}.get(name, 2.0**-23)
-
-
-def _with_vectors(name: str, x, vectors: tuple, eps: float):
-    """A normalisation of x's rows with its per-column operands (None where absent), each made
-    contiguous (and, for tensors, of x's type) where it is not."""
+def _cupy_norm(name: str, x, vectors: tuple, eps: float):
+    """A normalisation of a CuPy array's rows with its per-column operands (None where absent), each
+    made contiguous where it is not (tensors: simtlab.torch.norm_rows)."""
     if x.ndim == 0:
         raise ValueError(f"simtlab.{name}: x is a 0-d array; it normalises along the last dimension")
-    if _is_torch(x):
-        _check_torch_type(name, x)
-        x = x if x.is_contiguous() else x.contiguous()
-        vectors = tuple(v if v is None else (v if v.dtype == x.dtype else v.to(x.dtype)).contiguous() for v in vectors)
-    else:
+    def contiguous(a):
+        if a is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:
+            return a  # (a host array is named by the call)
         import cupy
 
-        x = x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
-        vectors = tuple(v if v is None or v.flags.c_contiguous else cupy.ascontiguousarray(v) for v in vectors)
-    return call(named(name), x, *vectors, eps=float(eps))
+        return cupy.ascontiguousarray(a)
 
-
-def _check_torch_type(name: str, x) -> None:
-    if str(x.dtype).removeprefix("torch.") not in ("float32", "bfloat16", "float16"):
-        raise TypeError(f"simtlab.{name} takes float32, bfloat16 or float16 tensors, got {x.dtype}")
+    return call(named(name), contiguous(x), *(contiguous(v) for v in vectors), eps=float(eps))

@@ -99,10 +99,16 @@ def _check_rows(name: str, x: torch.Tensor) -> None:
         raise TypeError(f"simtlab.{name} takes float32, bfloat16 or float16 tensors, got {x.dtype}")
 
 
+def softmax_rows(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
+    """simtlab::softmax's work, also run directly on tensors neither autograd nor a tracer watches
+    (simtlab.softmax's inference path)."""
+    _check_rows("log_softmax" if log else "softmax", x)
+    return call_along("log_softmax" if log else "softmax", x, dim)
+
+
 @torch.library.custom_op("simtlab::softmax", mutates_args=())
 def _softmax(x: torch.Tensor, dim: int, log: bool) -> torch.Tensor:
-    _check_rows("softmax", x)
-    return call_along("log_softmax" if log else "softmax", x, dim)
+    return softmax_rows(x, dim, log)
 
 
 @_softmax.register_fake
@@ -145,15 +151,27 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_contiguous() else x.contiguous()
 
 
-@torch.library.custom_op("simtlab::norm", mutates_args=())
-def _norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], eps: float,
-          rms: bool) -> torch.Tensor:  # (typing's Optional and Tuple: what every torch.library release parses)
+def _eps(x: torch.Tensor, eps: float | None) -> float:
+    """eps, or for None the machine epsilon of x's type (F.rms_norm's default)."""
+    return torch.finfo(x.dtype).eps if eps is None else eps
+
+
+def norm_rows(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float | None,
+              rms: bool) -> torch.Tensor:
+    """simtlab::norm's work, also run directly on tensors neither autograd nor a tracer watches
+    (simtlab.layer_norm's and rms_norm's inference path; eps None: x's machine epsilon)."""
     name = "rms_norm" if rms else "layer_norm"
     _check_rows(name, x)
     if x.dim() == 0:
         raise ValueError(f"simtlab.{name}: x is a 0-d tensor; it normalises along the last dimension")
     vectors = (_vector(weight, x),) if rms else (_vector(weight, x), _vector(bias, x))
-    return call(named(name), _rows(x), *vectors, eps=float(eps))
+    return call(named(name), _rows(x), *vectors, eps=float(_eps(x, eps)))
+
+
+@torch.library.custom_op("simtlab::norm", mutates_args=())
+def _norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], eps: float,
+          rms: bool) -> torch.Tensor:  # (typing's Optional and Tuple: what every torch.library release parses)
+    return norm_rows(x, weight, bias, eps, rms)
 
 
 @_norm.register_fake
@@ -216,4 +234,4 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
     """F.rms_norm(x, (x.shape[-1],), weight, eps) on simtlab's layernorm rungs 4 and 5 (eps=None: the
     machine epsilon of x's type, as PyTorch)."""
-    return torch.ops.simtlab.norm(x, weight, None, torch.finfo(x.dtype).eps if eps is None else eps, True)
+    return torch.ops.simtlab.norm(x, weight, None, _eps(x, eps), True)
