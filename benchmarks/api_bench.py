@@ -45,6 +45,27 @@ def _ms(fn) -> float:
 HOST_ROUNDS, HOST_CALLS = 15, 400
 
 
+def host_samples(variants: dict, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Microseconds of host time a call of each variant, one sample a round: `calls` calls enqueued
+    back to back while the GPU sleeps in a kernel queued before them, the variants in turn each
+    round (each called once first: plans made, kernels loaded)."""
+    for fn in variants.values():
+        fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            torch.cuda.synchronize()
+            torch.cuda._sleep(SLEEP_CYCLES)  # the GPU busy until every call below is enqueued
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            samples[name].append((t1 - t0) / calls * 1e6)
+    return samples
+
+
 def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]:
     """Microseconds of host time per call, 256^2 bf16 (and fp32)."""
     n = 256
@@ -102,20 +123,7 @@ def host_costs(rounds: int = HOST_ROUNDS, calls: int = HOST_CALLS) -> list[dict]
     }
     variants.update(pieces)
     variants.update(launch_anatomy(a))
-    for fn in variants.values():  # warm: plans made, kernels loaded
-        fn()
-    torch.cuda.synchronize()
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            torch.cuda.synchronize()
-            torch.cuda._sleep(SLEEP_CYCLES)  # the GPU busy until every call below is enqueued
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            t1 = time.perf_counter()
-            torch.cuda.synchronize()
-            samples[name].append((t1 - t0) / calls * 1e6)
+    samples = host_samples(variants, rounds, calls)
     # Against torch.mm round by round (the two were timed seconds apart, under the same load), then
     # the median of those ratios: the host's drift between rounds, large on a shared machine, cancels.
     rows = []

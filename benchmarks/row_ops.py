@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -31,13 +30,13 @@ import triton
 
 import simtlab
 import simtlab.torch  # noqa: F401 (the simtlab:: operators)
+from api_bench import host_samples  # (beside this script: the same host-cost measure as the GEMM's)
 
 ROUNDS = 3
 SHAPES = ((65536, 1024), (16384, 4096), (65536, 4096), (8192, 8192), (4096, 16384), (4096, 32768))
 TYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 EPS = 1e-5
-SLEEP_CYCLES = 200_000_000
 
 
 def _ms(fn) -> float:
@@ -178,7 +177,7 @@ def measure(ops, shapes, dtypes, compile_: bool, copy: float) -> list[dict]:
 
 
 def host_costs(rounds: int = 9, calls: int = 400) -> list[dict]:
-    """Microseconds of host time per call, 64 x 1024 bf16, while the GPU sleeps (see api_bench.py)."""
+    """Microseconds of host time per call, 64 x 1024 bf16, measured as api_bench.py measures the GEMM's."""
     x = torch.randn(64, 1024, device="cuda").to(torch.bfloat16)
     w = torch.ones(1024, device="cuda", dtype=torch.bfloat16)
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -192,20 +191,7 @@ def host_costs(rounds: int = 9, calls: int = 400) -> list[dict]:
         "F.rms_norm, autograd on": lambda: F.rms_norm(xg, (1024,), wg, EPS),
         "simtlab.rms_norm, autograd on (simtlab:: operator)": lambda: simtlab.rms_norm(xg, wg, EPS),
     }
-    for fn in variants.values():
-        fn()
-    torch.cuda.synchronize()
-    samples = {k: [] for k in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            torch.cuda.synchronize()
-            torch.cuda._sleep(SLEEP_CYCLES)
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            t1 = time.perf_counter()
-            torch.cuda.synchronize()
-            samples[name].append((t1 - t0) / calls * 1e6)
+    samples = host_samples(variants, rounds, calls)
     out = [{"call": k, "us": statistics.median(v)} for k, v in samples.items()]
     for r in out:
         print(f"host  {r['call']:55s} {r['us']:6.1f} us", flush=True)
