@@ -9,6 +9,7 @@ library's CUDA graphs."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import cache
 from typing import Any
 
@@ -71,6 +72,11 @@ class ArrayLib:
     def copy_into(self, dst, src) -> None: ...  # dst[...] = src (a view of dst may be passed)
     def fill_zero(self, x) -> None: ...  # x[...] = 0 (a view)
     def contiguous(self, x): ...
+
+    def on_device(self, device: int):
+        """A context in which `device` is current: nothing to do where it already is (the common case,
+        no guard's cost), else the library's device guard."""
+        return nullcontext() if self.current_device() == device else self.device_guard(device)
 
 
 class TorchArrays(ArrayLib):

@@ -14,7 +14,6 @@ run; `plan(...)` hands a plan to a caller who wants the lookup skipped too."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 import threading
 
 import numpy as np
@@ -117,8 +116,7 @@ class OperatorPlan:
         self.device, self.dtype, self.shapes = device, dtype, tuple(shapes)
         self.info = device_info(device)
         self.keys = tuple(None if x is None else lib.key(x) for x in operands)
-        guard = None if lib.current_device() == device else lib.device_guard(device)
-        with guard if guard is not None else nullcontext():
+        with lib.on_device(device):
             self._variants = {True: self._prepare(True)}
             declared = self._variants[True][0]
             self._allocators = tuple(lib.allocator(shape, t, device) for shape, t in declared.outputs)
@@ -213,8 +211,7 @@ class OperatorPlan:
         """The declaration for operands whose addresses the 128-bit path cannot take (made once)."""
         variant = self._variants.get(False)
         if variant is None:
-            guard = None if self.lib.current_device() == self.device else self.lib.device_guard(self.device)
-            with guard if guard is not None else nullcontext():
+            with self.lib.on_device(self.device):
                 variant = self._variants[False] = self._prepare(False)
         return variant
 

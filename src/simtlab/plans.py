@@ -12,7 +12,6 @@ through the caller's own allocator), so calls can be captured in CUDA graphs."""
 from __future__ import annotations
 
 import warnings
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -75,11 +74,6 @@ def _layout_error(name: str, shape, strides) -> ValueError:
                       f"matrices (C-contiguous) or their transposed views (x.T, x.mT) - pass a contiguous copy")
 
 
-def _current(lib: ArrayLib, device: int):
-    """None when `device` is the caller's current device, else a guard that makes it current."""
-    return None if lib.current_device() == device else lib.device_guard(device)
-
-
 class _Plan:
     """What the two GEMM plans share: the operands' library, device and expected kinds."""
 
@@ -136,8 +130,7 @@ class _Plan:
         now, reused by every call."""
         if not self.matches(A, B, C):
             self._mismatch(A, B, C)  # (raises, naming the operand)
-        guard = _current(self.lib, self.device)
-        with guard if guard is not None else nullcontext():
+        with self.lib.on_device(self.device):
             if C is None:
                 if args[1:2] and args[1] != 0:
                     raise ValueError("beta != 0 needs an input C")
@@ -246,8 +239,7 @@ class TcPlan(_Plan):
             raise ValueError(f"rung {r.id} needs {r.requirement}; this GPU is {info.arch}")
         self.rung, self.info = r, info
         self._padded = self._direct = self._pointer = self._unaligned = None
-        guard = _current(lib, dev)
-        with guard if guard is not None else nullcontext():
+        with lib.on_device(dev):
             row_major = TcProblem(M, N, K, ta, batch, out_dtype)
             if r.can(SPLIT):  # rows of any alignment, read where they lie
                 from .ops.gemm_dispatch import split_config
@@ -365,8 +357,7 @@ class TcPlan(_Plan):
                 return C
         if self.rung.can(SPLIT):  # addresses off the rows' alignment: the build for 2-byte rows
             if self._unaligned is None:
-                guard = _current(lib, self.device)
-                with guard if guard is not None else nullcontext():
+                with lib.on_device(self.device):
                     self._unaligned = self._split(self.problem, {**self._split_params, "AV": 2, "BV": 2})
             self._unaligned.launch(lib.ptr(A), lib.ptr(B), lib.ptr(C), lib.stream(self.device))
             return C
@@ -570,8 +561,7 @@ class GemmPlan(_Plan):
         if r.vec_variant and (K % 4 or N % 4) and M * N * K >= PAD_MIN_MACS:
             self.pad = (-(-K // 4) * 4, -(-N // 4) * 4)
         self.launches = {}
-        guard = _current(lib, dev)
-        with guard if guard is not None else nullcontext():
+        with lib.on_device(dev):
             if self.pad is not None:
                 self.launches[True] = self._launch(r, GemmProblem(M, self.pad[1], self.pad[0]), True, sums)
             else:
@@ -584,8 +574,7 @@ class GemmPlan(_Plan):
         self.problem, self.info, self.pad, self.copies = shape, info, None, (False, False)
         self.rung = family("gemm").rung("split_k")
         self._split_k_shape, self._split_k_any = shape, None
-        guard = _current(self.lib, self.device)
-        with guard if guard is not None else nullcontext():
+        with self.lib.on_device(self.device):
             self.split_k = self._split_k_kernel(self._split_k_params)
 
     def _split_k_kernel(self, params):
@@ -600,8 +589,7 @@ class GemmPlan(_Plan):
         kernel = self.split_k
         if not kernel.aligned(pa, pb, pc):  # (addresses off 16 bytes: the build with element loads)
             if self._split_k_any is None:
-                guard = _current(lib, self.device)
-                with guard if guard is not None else nullcontext():
+                with lib.on_device(self.device):
                     self._split_k_any = self._split_k_kernel({**self._split_k_params, "AV": 4, "BV": 4})
             kernel = self._split_k_any
         kernel.launch(pa, pb, pc, lib.stream(self.device), alpha, beta)
@@ -624,8 +612,7 @@ class GemmPlan(_Plan):
                              f"- use precision='tf32x3' with rung 'best' (rung 12 there) or precision='ieee'")
         self.problem, self.rung, self.info, self.pad = GemmProblem(M, N, K), r, info, None
         self._split_args = (M, N, K)
-        guard = _current(self.lib, self.device)
-        with guard if guard is not None else nullcontext():
+        with self.lib.on_device(self.device):
             self.split = self._split_kernel(_store_params(name, self.problem, None, info))
         self._split_epi0 = None  # (built on the first C that is not on a 16-byte boundary)
 
@@ -643,8 +630,7 @@ class GemmPlan(_Plan):
         pa, pb, pc = lib.ptr(A), lib.ptr(B), lib.ptr(C)
         if pc % 16 and self.problem.N % 4 == 0:  # (the TMA stores' C starts on a 16-byte boundary)
             if self._split_epi0 is None:
-                guard = _current(lib, self.device)
-                with guard if guard is not None else nullcontext():
+                with lib.on_device(self.device):
                     self._split_epi0 = self._split_kernel(tuple(sorted({**dict(_store_params(
                         self.rung.name, self.problem, None, self.info)), "EPI": 0}.items())))
             kernel = self._split_epi0

@@ -7,6 +7,7 @@ the cubin)."""
 import numpy as np
 import pytest
 
+from simtlab.arrays import ArrayLib
 from simtlab.catalog import family
 from simtlab.device import DeviceInfo
 from simtlab.family import CONST, IN, OUT, SCRATCH
@@ -161,7 +162,7 @@ class _Array:
         self.zeroed = False
 
 
-class _Lib:
+class _Lib(ArrayLib):
     name = "fake"
 
     def __init__(self):
