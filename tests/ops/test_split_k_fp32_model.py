@@ -11,6 +11,7 @@ import pytest
 from simtlab.ops import gemm_dispatch as gd
 from simtlab.ops.gemm_tc import split_layout
 from simtlab.plans import _Shape
+from test_split_k_model import band_elements  # (rung 7's model: the same epilogue order)
 
 pytestmark = pytest.mark.split
 
@@ -65,11 +66,7 @@ def rung14(A, B, P, S, alpha=1.0, beta=0.0, C0=None):
                     tx, ty = tid % TX, tid // TX
                     parked[split, ty * TM:ty * TM + TM, tx * TN:tx * TN + TN] = tot[tid] - comp[tid]
             for split in range(S):
-                band = -(-BM // S)
-                r0, rows = split * band, min(BM, split * band + band) - split * band
-                for e in range(max(rows, 0) * BN):
-                    r = r0 + (e % rows if TC else e // BN)
-                    c = e // rows if TC else e % BN
+                for r, c in band_elements(split, S, BM, BN, TC):
                     gm, gn = m0 + r, n0 + c
                     v = sum(parked[p, r, c] for p in range(S))
                     if gm < M and gn < N:

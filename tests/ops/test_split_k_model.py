@@ -71,6 +71,16 @@ def mma_16816(acc: np.ndarray, a: np.ndarray, b0: np.ndarray, b1: np.ndarray) ->
         acc[lane] += [D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]]
 
 
+def band_elements(split: int, S: int, BM: int, BN: int, TC: bool):
+    """(row, column) of the tile's elements that block `split` of S sums and writes, in its threads'
+    order: a band of ceil(BM / S) rows, down columns where C is written transposed (TC), else along
+    rows (rungs 7 and 14 alike)."""
+    band = -(-BM // S)
+    r0, rows = split * band, min(BM, split * band + band) - split * band
+    for e in range(max(rows, 0) * BN):
+        yield r0 + (e % rows if TC else e // BN), e // rows if TC else e % BN
+
+
 def rung7(A: np.ndarray, B: np.ndarray, P: dict, S: int) -> np.ndarray:
     """The kernel for C = A @ B as its launch takes them: A, B the kernel's operands as stored (TA:
     A stored K x M; TB: B stored N x K), M, N its own (swapped already), C returned as stored (TC:
@@ -153,11 +163,7 @@ def rung7(A: np.ndarray, B: np.ndarray, P: dict, S: int) -> np.ndarray:
                                     at = (wk * BM + wm + 16 * i + g + 8 * h) * LDP + wn + 8 * j + 2 * t
                                     parked[split, at:at + 2] = acc[warp, i, j, lane, 2 * h:2 * h + 2]
             for split in range(S):  # each block's band of rows, summed over the cluster and the warps
-                band = -(-BM // S)
-                r0, rows = split * band, min(BM, split * band + band) - split * band
-                for e in range(max(rows, 0) * BN):
-                    r = r0 + (e % rows if TC else e // BN)
-                    c = e // rows if TC else e % BN
+                for r, c in band_elements(split, S, BM, BN, TC):
                     gm, gn = m0 + r, n0 + c
                     v = sum(parked[p, (w * BM + r) * LDP + c] for p in range(S) for w in range(WK))
                     if gm < M and gn < N:
