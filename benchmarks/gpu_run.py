@@ -60,6 +60,7 @@ class Tests:
     markers: str | None
     log: str
     timeout: int = 300
+    workers: int = 0  # pytest-xdist processes (correctness only: tests that time anything run alone)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
     "row-ops-tests": ("the row operators (simtlab.softmax, log_softmax, layer_norm, rms_norm) and their backwards: "
-                      "every rung's and call's GPU tests", [Tests("rows or softmax or layernorm", "pytest_row_ops.txt", 520)]),
+                      "every rung's and call's GPU tests", [Tests("rows or softmax or layernorm", "pytest_row_ops.txt", 520, 6)]),
     "row-ops": ("the row operators beside PyTorch eager and compiled and the device copy, forward and backward, their "
                 "host cost, and the ladders at the operators' sizes (run row-ops-tests first)", [
         Run("row operators beside PyTorch", "python3 benchmarks/row_ops.py --json {out}/row_ops.json", 400),
@@ -443,7 +444,9 @@ def run_step(step, out: Path, log: Log) -> int:
     if isinstance(step, Tests):
         select = "" if step.markers is None else f"-m {shlex.quote(f'gpu and ({step.markers})')}"
         log(f"== GPU tests: {step.markers or 'the whole suite'} ({step.log})")
-        return _stream(f"python3 -m pytest -q -p no:cacheprovider -rfE {select}", step.timeout, log, out / step.log)
+        workers = f"-n {step.workers} " if step.workers else ""
+        return _stream(f"python3 -m pytest -q -p no:cacheprovider -rfE {workers}{select}", step.timeout, log,
+                       out / step.log)
     log(f"== {step.title}")
     return _stream(step.command.format(out=out), step.timeout, log)
 
