@@ -1,5 +1,6 @@
-"""The row operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm` - for PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16).
+"""The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
+`rms_norm`, the reductions `sum` and `amax` and `transpose` - for PyTorch CUDA tensors and CuPy
+arrays (float32 and float16: CuPy has no bfloat16; transpose: float32).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
 neither watches (inference) goes straight to the plan, without the operator dispatch's cost.
@@ -13,9 +14,9 @@ contiguous."""
 
 from __future__ import annotations
 
-from .operator import call, call_along, named
+from .operator import call, call_along, named, reduce_along
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "EPS"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "transpose", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -100,3 +101,44 @@ def _cupy_norm(name: str, x, vectors: tuple, eps: float):
         return cupy.ascontiguousarray(a)
 
     return call(named(name), contiguous(x), *(contiguous(v) for v in vectors), eps=float(eps))
+
+
+def sum(x, dim: int | None = None, keepdim: bool = False):  # noqa: A001 (torch.sum's name)
+    """The sum over dimension `dim` (None: every element) in x's type, fp32 arithmetic, as torch.sum:
+    reduction rung 10 (rows a warp or a block each; few long rows cut into chunks, their partials
+    reduced by a second launch - a fixed order, the same result every run)."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.reduce_rows(x, dim, keepdim, "sum") if _untracked(x) else ops.sum(x, dim, keepdim)
+    return reduce_along("sum", x, dim, keepdim)
+
+
+def amax(x, dim: int | None = None, keepdim: bool = False):
+    """The largest value over dimension `dim` (None: every element), as torch.amax: a NaN in a row
+    makes its result NaN; an empty dimension is refused (no identity)."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.reduce_rows(x, dim, keepdim, "amax") if _untracked(x) else ops.amax(x, dim, keepdim)
+    return reduce_along("amax", x, dim, keepdim)
+
+
+def transpose(x):
+    """A contiguous copy of x.T for a float32 matrix (a 0-d or 1-d x: a contiguous copy of x):
+    transpose rung 5 (64x64 tiles through shared memory, 16-byte accesses)."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.transpose_matrix(x) if _untracked(x) else ops.transpose(x)
+    return _transpose(x)
+
+
+def _transpose(x):
+    if getattr(x, "ndim", None) not in (0, 1, 2):
+        shape = tuple(getattr(x, "shape", ()))
+        raise ValueError(f"simtlab.transpose takes a matrix (x.T of a {len(shape)}-d array reverses every "
+                         f"dimension); got shape {shape}")
+    if x.ndim < 2:
+        return x.copy()
+    import cupy
+
+    return call(named("transpose"), x if x.flags.c_contiguous else cupy.ascontiguousarray(x))
+

@@ -23,7 +23,7 @@ from .driver import F32, I32, I64, PTR, ContextMismatch, PackedLaunch
 from .family import CONST, IN, OUT, SCRATCH, Declared, Operator
 from .launch import build, function_handle, prepare
 
-__all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "PLANS_KEPT"]
+__all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "reduce_along", "PLANS_KEPT"]
 
 PLANS_KEPT = 512  # plans kept per operator; the oldest half is dropped past this
 _PLANS: dict = {}
@@ -298,3 +298,46 @@ def call_along(name: str, x, dim: int, *others, **options):
     import cupy
 
     return cupy.ascontiguousarray(cupy.moveaxis(out, -1, d))
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _contiguous_copy(a):
+    if _is_torch(a):
+        return a if a.is_contiguous() else a.contiguous()
+    import cupy
+
+    return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+
+
+def reduce_along(name: str, x, dim: int | None = None, keepdim: bool = False):
+    """Operator `name` - each row of a matrix reduced to one value - over dimension `dim` of x (moved
+    last and made contiguous where it is not: a copy inside the call), or over every element for
+    dim None; the result shaped as torch.sum shapes it (`keepdim`: the reduced dimension kept as 1)."""
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))):
+        raise TypeError(f"simtlab.{name}: dim is one dimension (an int) or None for every element, got {dim!r}")
+    if not hasattr(x, "ndim"):
+        raise TypeError(f"simtlab.{name}: x must be a GPU array, got {type(x).__name__}")
+    ndim = x.ndim
+    if dim is None:
+        out = call(named(name), _contiguous_copy(x).reshape(1, -1))
+        return out.reshape((1,) * ndim if keepdim else ())
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise ValueError(f"simtlab.{name}: dim {dim} is out of range for a {ndim}-d array of shape {tuple(x.shape)}")
+    if ndim == 0:
+        return call(named(name), x.reshape(1, 1)).reshape(())
+    d = int(dim) % ndim
+    torch_like = _is_torch(x)
+    if not torch_like:
+        import cupy
+    if d != ndim - 1:
+        x = x.movedim(d, -1) if torch_like else cupy.moveaxis(x, d, -1)
+    x = _contiguous_copy(x)
+    lead = tuple(x.shape[:-1])
+    rows = int(np.prod(lead, dtype=np.int64))
+    out = call(named(name), x.reshape(rows, x.shape[-1])).reshape(lead)
+    if keepdim:
+        out = out.unsqueeze(d) if torch_like else cupy.expand_dims(out, d)
+    return out

@@ -27,9 +27,9 @@ import torch
 
 from .api import gemm_tc
 from .arrays import layout_of
-from .operator import call, call_along, named
+from .operator import call, call_along, named, reduce_along
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm"]
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "transpose"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -213,6 +213,118 @@ def _norm_grad(ctx, grad: torch.Tensor):
 
 
 _norm.register_autograd(_norm_grad, setup_context=_norm_setup)
+
+
+# --- reductions and transpose -------------------------------------------------------------------------
+
+def _reduced_shape(x: torch.Tensor, dim: Optional[int], keepdim: bool) -> list:
+    if dim is None:
+        return [1] * x.dim() if keepdim else []
+    if x.dim() == 0:
+        return []
+    d = dim % x.dim()
+    return [1 if i == d else n for i, n in enumerate(x.shape) if keepdim or i != d]
+
+
+def reduce_rows(x: torch.Tensor, dim: Optional[int], keepdim: bool, name: str) -> torch.Tensor:
+    """simtlab::sum's and amax's work, also run directly on tensors neither autograd nor a tracer
+    watches (the inference path)."""
+    _check_rows(name, x)
+    return reduce_along(name, x, dim, keepdim)
+
+
+@torch.library.custom_op("simtlab::sum", mutates_args=())
+def _sum(x: torch.Tensor, dim: Optional[int], keepdim: bool) -> torch.Tensor:
+    return reduce_rows(x, dim, keepdim, "sum")
+
+
+@torch.library.custom_op("simtlab::amax", mutates_args=())
+def _amax(x: torch.Tensor, dim: Optional[int], keepdim: bool) -> torch.Tensor:
+    return reduce_rows(x, dim, keepdim, "amax")
+
+
+def _reduce_fake(name: str):
+    def fake(x: torch.Tensor, dim: Optional[int], keepdim: bool) -> torch.Tensor:
+        _check_rows(name, x)
+        return x.new_empty(_reduced_shape(x, dim, keepdim))
+
+    return fake
+
+
+_sum.register_fake(_reduce_fake("sum"))
+_amax.register_fake(_reduce_fake("amax"))
+
+
+def _reduce_setup(ctx, inputs, output) -> None:
+    x, ctx.dim, ctx.keepdim = inputs
+    ctx.shape = x.shape
+    ctx.save_for_backward(x, output)
+
+
+def _kept(ctx, t: torch.Tensor) -> torch.Tensor:
+    """A reduced tensor with its reduced dimension(s) back as 1, to broadcast against x."""
+    if ctx.dim is None:
+        return t.reshape([1] * len(ctx.shape))
+    if ctx.keepdim or len(ctx.shape) == 0:
+        return t
+    return t.unsqueeze(ctx.dim % len(ctx.shape))
+
+
+def _sum_grad(ctx, grad: torch.Tensor):
+    return _kept(ctx, grad).expand(ctx.shape), None, None
+
+
+def _amax_grad(ctx, grad: torch.Tensor):
+    x, out = ctx.saved_tensors  # (as torch.amax: the gradient shared evenly among a row's maxima)
+    hit = (x == _kept(ctx, out)).to(grad.dtype)
+    count = hit.sum(dim=None if ctx.dim is None else ctx.dim % max(x.dim(), 1), keepdim=True)
+    return hit * (_kept(ctx, grad) / count), None, None
+
+
+_sum.register_autograd(_sum_grad, setup_context=_reduce_setup)
+_amax.register_autograd(_amax_grad, setup_context=_reduce_setup)
+
+
+def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
+    """simtlab::transpose's work (also the inference path): a contiguous x.T."""
+    if x.dtype != torch.float32:
+        raise TypeError(f"simtlab.transpose takes float32 tensors (transpose rung 5), got {x.dtype}")
+    if x.dim() > 2:
+        raise ValueError(f"simtlab.transpose takes a matrix (x.T of a {x.dim()}-d tensor reverses every dimension); "
+                         f"got shape {tuple(x.shape)}")
+    if x.dim() < 2:
+        return x.clone(memory_format=torch.contiguous_format)
+    return call(named("transpose"), _rows(x))
+
+
+@torch.library.custom_op("simtlab::transpose", mutates_args=())
+def _transpose(x: torch.Tensor) -> torch.Tensor:
+    return transpose_matrix(x)
+
+
+@_transpose.register_fake
+def _transpose_fake(x: torch.Tensor) -> torch.Tensor:
+    if x.dtype != torch.float32 or x.dim() > 2:
+        return transpose_matrix(x)  # (the same one-line errors)
+    return x.new_empty(tuple(reversed(x.shape)))
+
+
+_transpose.register_autograd(lambda ctx, grad: torch.ops.simtlab.transpose(grad), setup_context=lambda *_: None)
+
+
+def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
+    """torch.sum(x, dim, keepdim) on simtlab's reduction rung 10: differentiable, traced by torch.compile."""
+    return torch.ops.simtlab.sum(x, dim, keepdim)
+
+
+def amax(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:
+    """torch.amax(x, dim, keepdim) on simtlab's reduction rung 10 (NaN propagated)."""
+    return torch.ops.simtlab.amax(x, dim, keepdim)
+
+
+def transpose(x: torch.Tensor) -> torch.Tensor:
+    """x.T.contiguous() for a float32 matrix on simtlab's transpose rung 5."""
+    return torch.ops.simtlab.transpose(x)
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:

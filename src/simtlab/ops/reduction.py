@@ -2,6 +2,9 @@
 
 Rungs 1-8 produce one partial per block and are launched again on the partials
 until a single value is left (the runner below); rung 9 finishes in one launch.
+Rung 10 reduces many segments at once (the rows of a matrix, or chunks of one
+long row): the public `simtlab.sum` and `simtlab.amax` over a dimension or all
+of an array (fp32, bf16, fp16 storage) are declared on it below.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, SCRATCH, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch, LaunchError
 from ..space import Space
 from ..verify import UNIT_ROUNDOFF
@@ -163,8 +166,23 @@ def plan_passes(rung: Rung, params, n: int, device=None) -> list[tuple[int, int]
 
 
 def make_runner(inst, problem: ReduceProblem, ws: Workspace, device, vec, prepare):
-    """Launch the rung until one value is left (rung 9: once)."""
+    """Launch the rung until one value is left (rung 9: once; rung 10: chunks, then their partials)."""
     block = inst.params["BLOCK"]
+    if inst.rung.can(SEGMENTS):
+        seg = cut(1, problem.n, inst.params, device)
+        func = prepare(inst, seg.launch, vec, device)
+        steps = [(seg, ws.x, ws.out)]
+        if seg.per_row > 1:
+            if seg.count > ws.partials[0].size:
+                raise LaunchError(f"{seg.count} partials do not fit the workspace")
+            steps = [(seg, ws.x, ws.partials[0]), (seg.second, ws.partials[0], ws.out)]
+        calls = [(s.launch.grid, s.launch.block, (src, dst, *s.args)) for s, src, dst in steps]
+
+        def run_segments():
+            for grid, blk, args in calls:
+                func(grid, blk, args)
+
+        return run_segments
     if inst.rung.can(SINGLE_LAUNCH):
         launch = inst.geometry(problem, device)
         if launch.blocks > ws.partials[0].size:
@@ -211,6 +229,117 @@ def references() -> list[Reference]:
     return [Reference("CuPy (CUB)", _cupy), Reference("device copy", _device_copy, verifiable=False)]
 
 
+# --- rung 10: segments (rows, or chunks of a row) reduced in one launch ------------------------------
+
+SEGMENTS = "segments"  # rung capability: many reductions in one launch (rung 10)
+WARP_COLS = 4096  # rows up to this long: a warp each (up to 8 loads of 16 bytes a lane); longer: a block each
+MIN_CHUNK = 8192  # where a row is cut across blocks, each takes at least this many elements
+BLOCKS_PER_SM = 16  # blocks of 256 threads to aim for when few rows are cut into chunks: two waves
+
+
+@dataclass(frozen=True)
+class Segments:
+    """How rung 10 walks `rows` rows of `cols`: each row cut into `per_row` chunks of `chunk`
+    elements (the last one shorter), a segment a warp (warp_rows 1) or a block."""
+    rows: int
+    cols: int
+    block: int
+    warp_rows: int
+    per_row: int
+    chunk: int
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.per_row
+
+    @property
+    def launch(self) -> Launch:
+        per_block = self.block // 32 if self.warp_rows else 1
+        return Launch((max(1, min(_ceil(self.count, per_block), 2**31 - 1)), 1, 1), (self.block, 1, 1))
+
+    @property
+    def args(self) -> tuple:
+        return (np.int64(self.count), np.int32(self.per_row), np.int64(self.chunk), np.int64(self.cols))
+
+    @property
+    def second(self) -> "Segments":
+        """The launch that reduces the chunks' partials (fp32, `per_row` a row) to one value a row."""
+        return Segments(self.rows, self.per_row, self.block, self.warp_rows, 1, self.per_row)
+
+
+def segment_params(rows: int, cols: int) -> dict:
+    """Rung 10's launch shape for rows of `cols`: a warp a row up to WARP_COLS, else a block."""
+    return {"BLOCK": 256, "WARP_ROWS": int(cols <= WARP_COLS)}
+
+
+def cut(rows: int, cols: int, params, device=None) -> Segments:
+    """Rows of `cols` as rung 10 takes them: whole rows where there are enough of them to fill the
+    GPU (or they are short), else each cut into chunks of at least MIN_CHUNK (16-element multiples,
+    so every chunk starts aligned) until about BLOCKS_PER_SM blocks a multiprocessor have work."""
+    block, warp_rows = params["BLOCK"], params["WARP_ROWS"]
+    per_row = 1
+    sms = device.sms if device is not None else 132
+    want = sms * BLOCKS_PER_SM
+    if not warp_rows and rows < want:
+        per_row = max(1, min(_ceil(want, max(rows, 1)), cols // MIN_CHUNK))
+    chunk = max(_ceil(_ceil(max(cols, 1), per_row), 16) * 16, 1) if per_row > 1 else max(cols, 1)
+    return Segments(rows, cols, block, warp_rows, _ceil(max(cols, 1), chunk), chunk)
+
+
+def geometry_segments(params, p: ReduceProblem, device=None) -> Launch:
+    """The first launch over one row of n (the ladder's problem): chunks of it, a block each."""
+    return cut(1, p.n, params, device).launch
+
+
+def segment_defaults(p: ReduceProblem, device=None, vec=None) -> dict:
+    return {**operator_params(p), **segment_params(1, p.n)}
+
+
+# --- the public operators (simtlab.sum, simtlab.amax) ------------------------------------------------
+
+ROW_TYPES = ("float32", "bfloat16", "float16")
+DT = {"float32": 0, "bfloat16": 1, "float16": 2}
+TORCH_OPS = {"sum": 0, "amax": 2}  # amax: OP 2, a NaN wins (torch.amax), where the ladder's max (fmaxf) drops it
+ITEM = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _declare(op: str):
+    """Each row of a (rows, cols) operand reduced to one value in its type by rung 10: one launch
+    where the rows fill the GPU, else chunks to fp32 partials and a second launch over them."""
+    def declare(shapes, dtype, options, device, vec, build) -> Declared:
+        shape = shapes[0]
+        if len(shape) != 2:
+            raise ValueError(f"simtlab.{op}: the plan takes a (rows, cols) matrix, got shape {shape}")
+        rows, cols = shape
+        if op == "amax" and cols == 0:
+            raise ValueError(f"simtlab.amax: a reduction over an empty dimension (x of shape {shape}) has no "
+                             "identity; torch.amax refuses it too")
+        rung = FAMILY.rung(10)
+        base = {"OP": TORCH_OPS[op], **segment_params(rows, cols)}
+        seg = cut(rows, cols, base, device)
+        dt = DT[dtype]
+        args = seg.args
+        if seg.per_row == 1:
+            params = rung.params(device.arch, {**base, "DT": dt, "ODT": dt})
+            steps = (Step(rung, params, seg.launch, ((IN, 0), (OUT, 0), *args)),)
+            scratch = ()
+        else:
+            first = rung.params(device.arch, {**base, "DT": dt, "ODT": 0})
+            second = rung.params(device.arch, {**base, "DT": 0, "ODT": dt})
+            two = seg.second
+            steps = (Step(rung, first, seg.launch, ((IN, 0), (SCRATCH, 0), *args)),
+                     Step(rung, second, two.launch, ((SCRATCH, 0), (OUT, 0), *two.args)))
+            scratch = (((seg.count,), "float32"),)
+        what = (f"{rows}x{cols} {dtype}: {rung.id} {'a warp' if seg.warp_rows else 'a block'} a "
+                + (f"row" if seg.per_row == 1 else f"chunk of {seg.chunk} ({seg.per_row} a row), then the partials"))
+        return Declared((((rows,), dtype),), steps, what, scratch=scratch, vec=vec, align=4 * ITEM[dtype])
+
+    return declare
+
+
+OPERATORS = tuple(Operator(op, ("x",), ROW_TYPES, _declare(op)) for op in TORCH_OPS)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 def _reduction_rung(stage: int, name: str, kernel: str, lesson: str, kind: str, **kw) -> Rung:
@@ -254,6 +383,13 @@ FAMILY = Family(
                         "LDG.128 loads and a last-block finish: one launch, deterministic order",
                         VEC, vec_variant=True, sass_expect=("SHFL", "LDG.128", "ATOMG"),
                         capabilities=frozenset({SINGLE_LAUNCH})),
+        Rung("reduction", 10, "rows", "reduction/10_rows.cu", "reduce_rows",
+             ("DT", "ODT", "BLOCK", "WARP_ROWS", "OP"), frozen({"DT": 0, "ODT": 0, "BLOCK": 256, "WARP_ROWS": 0, "OP": 0}),
+             "many reductions in one launch (rows, or chunks of a row), four loads in flight a thread; the whole "
+             "array as chunks then partials: no ticket, no atomics",
+             geometry_segments, vec_variant=True, size_defaults=segment_defaults, sass_expect=("SHFL", "LDG.128"),
+             capabilities=frozenset({SEGMENTS})),
     ),
     metric="gbs",
+    operators=OPERATORS,
 )

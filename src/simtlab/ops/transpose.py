@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch, grid2
 from .base import Reference, device_copy, parse_int
 from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
@@ -167,6 +167,33 @@ def batched_transposer(x, out):
     return run
 
 
+# --- the public operator (simtlab.transpose) ------------------------------------------------------
+
+MAX_GRID_Y = 65535
+
+
+def _declare(shapes, dtype, options, device, vec, build) -> Declared:
+    """A (rows, cols) matrix to its (cols, rows) transpose: rung 5 (64x64 tiles, LDG.128 where rows
+    and columns are multiples of 4 and the matrix 16-byte aligned; element moves otherwise)."""
+    shape = shapes[0]
+    if len(shape) != 2:
+        raise ValueError(f"simtlab.transpose: the plan takes a matrix, got shape {shape}")
+    rows, cols = shape
+    rung = FAMILY.rung(5)
+    params = rung.params(device.arch)
+    p = TransposeProblem(max(rows, 1), max(cols, 1))
+    launch = rung.geometry(params, p, device)
+    if launch.grid[1] > MAX_GRID_Y:
+        raise ValueError(f"simtlab.transpose: {rows} rows are {launch.grid[1]} tiles of {params['TILE']}, past the "
+                         f"grid's {MAX_GRID_Y} in y")
+    vec = vec and rows % 4 == 0 and cols % 4 == 0
+    step = Step(rung, params, launch, ((IN, 0), (OUT, 0), np.int32(p.rows), np.int32(p.cols)))
+    return Declared((((cols, rows), dtype),), (step,), f"{rows}x{cols}: {rung.id} {dict(params)}", vec=vec)
+
+
+OPERATORS = (Operator("transpose", ("x",), (DTYPE,), _declare),)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 _TILE = ("TILE", "ROWS")
@@ -199,4 +226,5 @@ FAMILY = Family(
     ),
     metric="gbs",
     check_size="333x517",
+    operators=OPERATORS,
 )

@@ -97,3 +97,14 @@ __device__ __forceinline__ float block_allreduce(float v, float* warp_vals) {
 }
 
 }  // namespace simtlab
+
+namespace simtlab {
+
+// OP 2 = max as torch.amax computes it: a NaN anywhere makes the result NaN (fmaxf, OP 1, drops it).
+template <>
+struct Reduce<2> {
+  __device__ __forceinline__ static float identity() { return -__int_as_float(0x7f800000); }  // -inf
+  __device__ __forceinline__ static float apply(float a, float b) { return (a > b || a != a) ? a : b; }
+};
+
+}  // namespace simtlab
