@@ -14,6 +14,8 @@ Then the host cost of a repeated call (64 x 1024 bf16, 400 calls enqueued while 
 medians of rounds), simtlab beside PyTorch eager, inference (no autograd) and training (through
 the simtlab:: operators).
 
+sum, amax (over the rows, and over every element) and transpose take --only sum,amax,transpose.
+
     python benchmarks/row_ops.py [--json out.json] [--only softmax,log_softmax,layer_norm,rms_norm]
                                  [--shapes 16384x4096,...] [--dtypes bf16,fp32] [--no-compile] [--host-only]
 """
@@ -36,6 +38,7 @@ ROUNDS = 3
 SHAPES = ((65536, 1024), (16384, 4096), (65536, 4096), (8192, 8192), (4096, 16384), (4096, 32768))
 TYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+MORE = ("sum", "amax", "transpose")  # --only sum,amax,transpose (transpose: fp32 only)
 EPS = 1e-5
 
 
@@ -80,6 +83,25 @@ def cases(op: str, x, w, b, dy, compile_: bool):
     es = x.element_size()
     comp = (lambda f: torch.compile(f, dynamic=True)) if compile_ else None
     out = []
+    if op in ("sum", "amax"):  # over the rows, then over every element (a row of rows x cols)
+        for label, dim, nout in ((op, -1, rows), (f"{op} (all)", None, 1)):
+            calls = {"simtlab": lambda dim=dim: getattr(simtlab, op)(x, dim),
+                     "torch": (lambda dim=dim: getattr(torch, op)(x, dim)) if dim is not None else
+                     (lambda: getattr(torch, op)(x))}
+            if comp:
+                compiled = comp(lambda a, dim=dim: getattr(torch, op)(a, dim) if dim is not None else getattr(torch, op)(a))
+                calls["torch.compile"] = lambda compiled=compiled: compiled(x)
+            out.append((label, es * (rows * cols + nout), calls))
+        return out
+    if op == "transpose":
+        if x.dtype != torch.float32:
+            return out
+        calls = {"simtlab": lambda: simtlab.transpose(x), "torch": lambda: x.T.contiguous()}
+        if comp:
+            compiled = comp(lambda a: a.T.contiguous())
+            calls["torch.compile"] = lambda: compiled(x)
+        out.append(("transpose", 2 * es * rows * cols, calls))
+        return out
     if op in ("softmax", "log_softmax"):
         fwd = {"simtlab": lambda: getattr(simtlab, op)(x), "torch": lambda: getattr(torch, op)(x, -1)}
         if comp:
@@ -221,11 +243,13 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16,fp32")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--host-only", action="store_true")
+    ap.add_argument("--no-host", action="store_true")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
-    result["host"] = host_costs()
+    if not args.no_host:
+        result["host"] = host_costs()
     if not args.host_only:
         copy = copy_gbs()
         print(f"device copy: {copy:.0f} GB/s", flush=True)

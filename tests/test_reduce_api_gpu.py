@@ -1,0 +1,192 @@
+"""simtlab.sum, simtlab.amax and simtlab.transpose as users call them (GPU): values against
+float64 PyTorch on every storage type, rows short and long, few rows cut into chunks, one element,
+empty dimensions, other dims, keepdim, views, misaligned addresses, NaN, gradients, CuPy arrays,
+the caller's stream, CUDA graphs and torch.compile(fullgraph=True)."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.api, pytest.mark.reduction]
+
+TYPES = ("float32", "bfloat16", "float16")
+SHAPES = ((1, 1), (3, 7), (1, 4097), (5, 1000), (2, 100003), (1, 3_000_001), (4096, 4100), (300, 8192), (7, 65537))
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _tol(dtype: str, length: int) -> float:
+    """fp32 sums of positive values (condition 1) of `length`, rounded once to the storage type."""
+    from simtlab.verify import UNIT_ROUNDOFF, dot_tolerance
+
+    return 2 * dot_tolerance("float32", max(length, 1)) + 4 * UNIT_ROUNDOFF[dtype]
+
+
+def _x(torch, shape, dtype, seed, offset=0.5):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.rand(shape, device="cuda", generator=g) + offset).to(getattr(torch, dtype))
+
+
+def _rel(ours, ref) -> float:
+    ours, ref = ours.double(), ref.double()
+    return float(((ours - ref).abs() / ref.abs().clamp_min(1e-300)).max()) if ref.numel() else 0.0
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_sum_and_amax_match_float64_over_rows_and_everything(dtype, shape):
+    import simtlab
+
+    torch = _torch()
+    x = _x(torch, shape, dtype, shape[-1])
+    xd = x.double()
+    for dim in (-1, None):
+        ours, ref = simtlab.sum(x, dim), xd.sum(dim) if dim is not None else xd.sum()
+        assert ours.dtype == x.dtype and ours.shape == ref.shape
+        length = shape[-1] if dim is not None else x.numel()
+        assert _rel(ours, ref) <= _tol(dtype, length), (dtype, shape, dim)
+        ours = simtlab.amax(x, dim)
+        assert torch.equal(ours, x.amax(dim) if dim is not None else x.amax()), (dtype, shape, dim)
+    again = simtlab.sum(x, -1)
+    assert torch.equal(again, simtlab.sum(x, -1))  # (a fixed order: the same bits every run)
+
+
+def test_other_dims_keepdim_views_misaligned_and_empty():
+    import simtlab
+
+    torch = _torch()
+    x = _x(torch, (6, 33, 70), "float32", 3)
+    for dim in (0, 1, 2, -2):
+        for keepdim in (False, True):
+            ours = simtlab.sum(x, dim, keepdim)
+            ref = x.double().sum(dim, keepdim)
+            assert ours.shape == ref.shape and _rel(ours, ref) <= _tol("float32", x.shape[dim])
+            assert torch.equal(simtlab.amax(x, dim, keepdim), x.amax(dim, keepdim))
+    view = x[:, ::2, 1:]
+    assert _rel(simtlab.sum(view, 1), view.double().sum(1)) <= _tol("float32", view.shape[1])
+    assert simtlab.sum(x, None, True).shape == (1, 1, 1)
+    flat = torch.rand(4 * 1000 + 1, device="cuda")[1:].view(4, 1000)  # 4 bytes past the allocation: unaligned
+    assert _rel(simtlab.sum(flat, 1), flat.double().sum(1)) <= _tol("float32", 1000)
+    assert torch.equal(simtlab.amax(flat, 1), flat.amax(1))
+    half = torch.rand(2 * 999 + 1, device="cuda").to(torch.bfloat16)[1:].view(2, 999)
+    assert _rel(simtlab.sum(half, 1), half.double().sum(1)) <= _tol("bfloat16", 999)
+    empty = torch.empty(0, 5, device="cuda")
+    assert simtlab.sum(empty, 1).shape == (0,) and simtlab.sum(empty).item() == 0.0
+    assert torch.equal(simtlab.sum(torch.empty(3, 0, device="cuda"), 1), torch.zeros(3, device="cuda"))
+    one = torch.tensor(2.5, device="cuda")
+    assert simtlab.sum(one).item() == 2.5 and simtlab.amax(one, 0).item() == 2.5
+
+
+def test_amax_propagates_nan_and_refuses_an_empty_dimension():
+    import simtlab
+
+    torch = _torch()
+    x = _x(torch, (4, 9000), "float32", 5)
+    x[1, 4321] = float("nan")
+    x[2] = -float("inf")
+    x[3, 8999] = float("inf")
+    ours, ref = simtlab.amax(x, 1), x.amax(1)
+    assert torch.equal(ours.isnan(), ref.isnan()) and torch.equal(ours[~ref.isnan()], ref[~ref.isnan()])
+    assert simtlab.amax(x).isnan() and simtlab.sum(x, 1)[1].isnan()
+    with pytest.raises(ValueError, match="empty dimension"):
+        simtlab.amax(torch.empty(3, 0, device="cuda"), 1)
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        simtlab.sum(torch.ones(3, device="cuda", dtype=torch.int64))
+    with pytest.raises(TypeError, match="one dimension"):
+        simtlab.sum(x, (0, 1))
+
+
+@pytest.mark.transpose
+@pytest.mark.parametrize("shape", ((1, 1), (3, 5), (64, 64), (1000, 4), (4097, 1023), (1, 100003), (8192, 8192)),
+                         ids=lambda s: "x".join(map(str, s)))
+def test_transpose_is_exact(shape):
+    import simtlab
+
+    torch = _torch()
+    x = torch.randn(shape, device="cuda")
+    out = simtlab.transpose(x)
+    assert out.is_contiguous() and torch.equal(out, x.T)
+    odd = torch.randn(shape[0] * shape[1] + 1, device="cuda")[1:].view(shape)  # unaligned
+    assert torch.equal(simtlab.transpose(odd), odd.T)
+    assert torch.equal(simtlab.transpose(x.T.contiguous().T), x.T)  # (a transposed view: made contiguous first)
+
+
+@pytest.mark.transpose
+def test_transpose_of_vectors_and_bad_input():
+    import simtlab
+
+    torch = _torch()
+    v = torch.randn(7, device="cuda")
+    assert torch.equal(simtlab.transpose(v), v)
+    with pytest.raises(TypeError, match="float32"):
+        simtlab.transpose(v.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="takes a matrix"):
+        simtlab.transpose(torch.randn(2, 3, 4, device="cuda"))
+
+
+@pytest.mark.transpose
+def test_gradients_match_torch():
+    import simtlab
+
+    torch = _torch()
+    x = _x(torch, (37, 513), "float32", 9, offset=-0.5)
+    x[3, :5] = 2.0  # (ties for the maximum: the gradient is shared among them, as torch.amax does)
+    for fn, ref in ((lambda a: simtlab.sum(a, 1), lambda a: a.sum(1)),
+                    (lambda a: simtlab.sum(a), lambda a: a.sum()),
+                    (lambda a: simtlab.sum(a, 0, True), lambda a: a.sum(0, True)),
+                    (lambda a: simtlab.amax(a, 1), lambda a: a.amax(1)),
+                    (lambda a: simtlab.transpose(a), lambda a: a.T)):
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, want = fn(a), ref(b)
+        dy = torch.rand_like(want)
+        out.backward(dy)
+        want.backward(dy)
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+
+    import simtlab
+
+    x = cupy.random.default_rng(1).random((300, 5001), dtype=cupy.float32) + 0.5
+    assert float(abs(simtlab.sum(x, 1) - x.astype(cupy.float64).sum(1)).max() / 5001) < 1e-5
+    assert bool((simtlab.amax(x, 0) == x.max(0)).all()) and float(simtlab.sum(x)) == pytest.approx(float(x.sum()),
+                                                                                                   rel=1e-5)
+    h = x.astype(cupy.float16)
+    assert simtlab.sum(h, -1, keepdim=True).shape == (300, 1)
+    assert bool((simtlab.transpose(x) == x.T).all()) and simtlab.transpose(x).flags.c_contiguous
+
+
+def test_runs_on_the_callers_stream_in_cuda_graphs_and_under_torch_compile():
+    import simtlab
+
+    torch = _torch()
+    x = _x(torch, (64, 100000), "bfloat16", 21)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        s = simtlab.sum(x, 1)
+    side.synchronize()
+    assert _rel(s, x.double().sum(1)) <= _tol("bfloat16", 100000)
+    static = x.clone()
+    simtlab.sum(static)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        total = simtlab.sum(static)
+        top = simtlab.amax(static, 1)
+    static.copy_(_x(torch, (64, 100000), "bfloat16", 22))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel(total, static.double().sum()) <= _tol("bfloat16", static.numel())
+    assert torch.equal(top, static.amax(1))
+
+    def f(a):
+        return simtlab.sum(simtlab.transpose(a) * 2, 1) + simtlab.amax(a, 0)
+
+    a = _x(torch, (96, 130), "float32", 23).requires_grad_()
+    compiled = torch.compile(f, fullgraph=True)
+    out = compiled(a)
+    assert _rel(out, (a.double().T * 2).sum(1) + a.double().amax(0)) < 1e-5
+    out.sum().backward()
+    assert a.grad is not None
