@@ -156,7 +156,8 @@ class Declared:
     call through the caller's allocator (shape, dtype), constant arrays made once per plan (shape,
     dtype, fill value: an absent weight's ones), the launches, and how the description reads.
     `vec` is whether the launches take the rungs' 128-bit path, which needs every array's address
-    a multiple of `align` bytes (checked on each call: the other build runs otherwise)."""
+    a multiple of `align` bytes (checked on each call: the other build runs otherwise). `cleared`:
+    the scratch arrays zeroed on the caller's stream before the launches (a look-back's flags)."""
 
     outputs: tuple
     steps: tuple[Step, ...]
@@ -165,6 +166,7 @@ class Declared:
     constants: tuple = ()
     vec: bool = True
     align: int = 16
+    cleared: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm`, the reductions `sum` and `amax` and `transpose` - for PyTorch CUDA tensors and CuPy
-arrays (float32 and float16: CuPy has no bfloat16; transpose: float32).
+`rms_norm`, the reductions `sum` and `amax`, `cumsum` and `transpose` - for PyTorch CUDA tensors
+and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
+int32 and int64, int32 summed into int64 as torch promotes it).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
 neither watches (inference) goes straight to the plan, without the operator dispatch's cost.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from .operator import call, call_along, named, reduce_along
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "transpose", "EPS"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -120,6 +121,16 @@ def amax(x, dim: int | None = None, keepdim: bool = False):
         ops = _torch_ops()
         return ops.reduce_rows(x, dim, keepdim, "amax") if _untracked(x) else ops.amax(x, dim, keepdim)
     return reduce_along("amax", x, dim, keepdim)
+
+
+def cumsum(x, dim: int = -1):
+    """The inclusive prefix sum along `dim`, as torch.cumsum: float32 in float32, int32 and int64 in
+    int64. One row of float32: scan rung 6 (one pass, decoupled look-back); otherwise rung 7 (a
+    block a row where rows fill the GPU, else chunk totals, their scan, then the chunks)."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.cumsum_rows(x, dim) if _untracked(x) else ops.cumsum(x, dim)
+    return call_along("cumsum", x, dim)
 
 
 def transpose(x):

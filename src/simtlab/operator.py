@@ -193,6 +193,8 @@ class OperatorPlan:
                 lib.fill_zero(x)
             return outputs[0] if len(outputs) == 1 else outputs
         scratch = tuple(new(first) for new in self._scratch)
+        for i in self._variants[True][0].cleared:  # (same scratch in both builds; zeroed on the caller's stream)
+            lib.fill_zero(scratch[i])
         ptr = lib.ptr
         arrays = {IN: tuple(0 if x is None else ptr(x) for x in operands), OUT: tuple(ptr(x) for x in outputs),
                   SCRATCH: tuple(ptr(x) for x in scratch), CONST: tuple(ptr(x) for x in self._constants)}

@@ -29,7 +29,7 @@ from .api import gemm_tc
 from .arrays import layout_of
 from .operator import call, call_along, named, reduce_along
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "transpose"]
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -285,6 +285,39 @@ _sum.register_autograd(_sum_grad, setup_context=_reduce_setup)
 _amax.register_autograd(_amax_grad, setup_context=_reduce_setup)
 
 
+_CUMSUM = {torch.float32: torch.float32, torch.int32: torch.int64, torch.int64: torch.int64}
+
+
+def cumsum_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """simtlab::cumsum's work (also the inference path)."""
+    if x.dtype not in _CUMSUM:
+        raise TypeError(f"simtlab.cumsum takes float32, int32 or int64 tensors (scan rungs 6 and 7), got {x.dtype}")
+    return call_along("cumsum", x, dim)
+
+
+@torch.library.custom_op("simtlab::cumsum", mutates_args=())
+def _cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return cumsum_rows(x, dim)
+
+
+@_cumsum.register_fake
+def _cumsum_fake(x: torch.Tensor, dim: int) -> torch.Tensor:
+    if x.dtype not in _CUMSUM:
+        return cumsum_rows(x, dim)  # (the same one-line error)
+    return x.new_empty(x.shape, dtype=_CUMSUM[x.dtype])
+
+
+def _cumsum_setup(ctx, inputs, output) -> None:
+    ctx.dim = inputs[1]
+
+
+def _cumsum_grad(ctx, grad: torch.Tensor):  # (dx_i = sum of dy_j for j >= i: a scan of dy reversed)
+    return torch.ops.simtlab.cumsum(grad.flip(ctx.dim), ctx.dim).flip(ctx.dim), None
+
+
+_cumsum.register_autograd(_cumsum_grad, setup_context=_cumsum_setup)
+
+
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
     """simtlab::transpose's work (also the inference path): a contiguous x.T."""
     if x.dtype != torch.float32:
@@ -320,6 +353,11 @@ def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> to
 def amax(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:
     """torch.amax(x, dim, keepdim) on simtlab's reduction rung 10 (NaN propagated)."""
     return torch.ops.simtlab.amax(x, dim, keepdim)
+
+
+def cumsum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """torch.cumsum(x, dim) on simtlab's scan rungs 6 and 7 (float32, int32 -> int64, int64)."""
+    return torch.ops.simtlab.cumsum(x, dim)
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,9 @@ written), scans the totals, then scans each tile with its carry (read again, wri
 quarter less traffic. Rung 5 is one launch: each tile finds the total of the tiles before it by
 looking back at what they published (decoupled look-back), so the data is read and written once.
 Rung 6 is rung 5 with each warp's 16-byte accesses on consecutive bytes (whole sectors).
+Rung 7 scans rows (one scan a row, a sum type of its own: int32 in, int64 out): a block a row
+where rows fill the GPU, else chunk totals, their scan, and the chunks from their carries. The
+public `simtlab.cumsum` is declared on rungs 6 and 7 below.
 int32 is checked exactly (wrapping as the GPU's adds do), fp32 against a
 float64 scan.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, SCRATCH, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch, LaunchError
 from ..space import Space
 from ..verify import dot_tolerance
@@ -33,6 +36,7 @@ PHASE_SCAN, PHASE_CARRY, PHASE_REDUCE = 0, 1, 2  # the kernels' phase argument
 # What a rung does beyond scanning tiles and adding carries (Rung.capabilities):
 REDUCE_FIRST = "reduce_first"  # reduces the tiles before it scans them
 SINGLE_PASS = "single_pass"  # one launch: tiles in order by an atomic counter, carries by decoupled look-back
+ROWS = "rows"  # one scan a row of a matrix, whole rows a block or chunks in three launches (rung 7)
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,16 @@ def make_runner(inst, problem: ScanProblem, ws: Workspace, device, vec, prepare)
     block = params["BLOCK"]
     launch = inst.geometry(problem, device)
     func = prepare(inst, launch, vec, device)
+    if inst.rung.can(ROWS):
+        cut = cut_rows(1, problem.n, params, device)
+        totals = cupy.empty(max(cut.count, 1), dtype=ws.x.dtype)
+        calls = [(g, (block, 1, 1), (ws.x, ws.out, totals, *cut.args(phase))) for phase, g in cut.launches]
+
+        def run_rows():
+            for grid, blk, args in calls:
+                func(grid, blk, args)
+
+        return run_rows
     if inst.rung.can(SINGLE_PASS):
         # each tile's published word, then the tile counter: cleared on the caller's stream before each run
         state = cupy.empty(launch.blocks + 1, dtype=cupy.uint64)
@@ -239,6 +253,114 @@ def striped_space(max_smem: int) -> Space:
     return Space({"BLOCK": (128, 256, 512, 1024), "ITEMS": (4, 8, 12, 16), "ORDER": (0, 1)})
 
 
+# --- rung 7: rows, a block a row or chunks in three launches --------------------------------------
+
+ROWS_SCAN, ROWS_TOTALS, ROWS_REDUCE, ROWS_WHOLE = 0, 1, 2, 3  # rung 7's phase argument
+ROW_ITEMS = 8
+CHUNKS_PER_SM = 16  # chunks to aim for a multiprocessor when few long rows are cut
+
+
+@dataclass(frozen=True)
+class RowCut:
+    """How rung 7 takes `rows` rows of `cols`: whole (a block a row) or cut into `per_row` chunks
+    of `chunk` elements (multiples of the tile) scanned from their carries."""
+    rows: int
+    cols: int
+    chunk: int
+    per_row: int
+    whole: bool
+    grid_whole: int
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.per_row
+
+    def args(self, phase: int) -> tuple:
+        return (np.int64(self.rows), np.int64(self.cols), np.int64(self.chunk), np.int32(self.per_row),
+                np.int32(phase))
+
+    @property
+    def launches(self) -> list[tuple[int, tuple]]:
+        """(phase, grid) of each launch, in order."""
+        if self.whole:
+            return [(ROWS_WHOLE, (self.grid_whole, 1, 1))]
+        chunks = (self.count, 1, 1)
+        return [(ROWS_REDUCE, chunks), (ROWS_TOTALS, (min(self.rows, 2**31 - 1), 1, 1)), (ROWS_SCAN, chunks)]
+
+
+def row_block(cols: int) -> int:
+    """Rung 7's block for rows of `cols`: enough threads for a tile of about the row, 32 to 256."""
+    block = 32
+    while block < 256 and block * ROW_ITEMS < cols:
+        block *= 2
+    return block
+
+
+def cut_rows(rows: int, cols: int, params, device=None) -> RowCut:
+    """Whole rows where there are enough of them to fill the GPU (or they are one or two tiles
+    long); else chunks of whole tiles, about CHUNKS_PER_SM a multiprocessor."""
+    tile_ = tile(params)
+    sms = device.sms if device is not None else 132
+    resident = sms * min(2048 // params["BLOCK"], 32)
+    tiles_ = -(-max(cols, 1) // tile_)
+    if rows >= resident or tiles_ <= 2:
+        return RowCut(rows, cols, max(cols, 1), 1, True, max(1, min(rows, 4 * resident)))
+    per_row = min(tiles_, max(1, -(-sms * CHUNKS_PER_SM // rows)))
+    chunk = -(-tiles_ // per_row) * tile_
+    return RowCut(rows, cols, chunk, -(-cols // chunk), False, 0)
+
+
+def geometry_rows(params, p: ScanProblem, device=None) -> Launch:
+    """The first launch over one row of n (the ladder's problem)."""
+    phase, grid = cut_rows(1, p.n, params, device).launches[0]
+    return Launch(grid, (params["BLOCK"], 1, 1))
+
+
+def rows_params(p: ScanProblem, device=None, vec=None) -> dict:
+    code = {"float32": 0, "int32": 1}[p.dtype]
+    return {"IT": code, "OT": code, "BLOCK": row_block(p.n)}
+
+
+# --- the public operator (simtlab.cumsum) -----------------------------------------------------------
+
+CUMSUM_TYPES = ("float32", "int32", "int64")
+SUM_TYPE = {"float32": "float32", "int32": "int64", "int64": "int64"}  # as torch.cumsum promotes
+NUM = {"float32": 0, "int32": 1, "int64": 2}  # rung 7's IT / OT
+ITEM = {"float32": 4, "int32": 4, "int64": 8}
+
+
+def _declare_cumsum(shapes, dtype, options, device, vec, build) -> Declared:
+    """One row of float32: rung 6 (one pass, decoupled look-back, its flags cleared on the caller's
+    stream). Otherwise rung 7: a block a row where rows fill the GPU, else three launches over chunks."""
+    shape = shapes[0]
+    if len(shape) < 1:
+        raise ValueError("simtlab.cumsum: x is 0-d; the scan runs along a dimension")
+    rows, cols = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+    out_type = SUM_TYPE[dtype]
+    outputs = ((shape, out_type),)
+    if rows == 1 and dtype == "float32":
+        rung = FAMILY.rung(6)
+        params = rung.params(device.arch, {"DT": 0})
+        p = ScanProblem(max(cols, 1))
+        launch = rung.geometry(params, p, device)
+        state = launch.blocks + 1  # each tile's word, then the tile counter
+        step = Step(rung, params, launch, ((IN, 0), (OUT, 0), (SCRATCH, 0), (SCRATCH, 1), np.int64(p.n)))
+        return Declared(outputs, (step,), f"1x{cols} float32: {rung.id} (one pass, {launch.blocks} tiles)",
+                        scratch=(((state,), "int64"), ((1,), "int32")), cleared=(0, 1), vec=vec)
+    rung = FAMILY.rung(7)
+    params = rung.params(device.arch, {"IT": NUM[dtype], "OT": NUM[out_type], "BLOCK": row_block(cols)})
+    cut = cut_rows(rows, cols, params, device)
+    vec = vec and cols % 4 == 0
+    steps = tuple(Step(rung, params, Launch(grid, (params["BLOCK"], 1, 1)),
+                       ((IN, 0), (OUT, 0), (SCRATCH, 0), *cut.args(phase))) for phase, grid in cut.launches)
+    how = "a block a row" if cut.whole else f"chunks of {cut.chunk} ({cut.per_row} a row) in three launches"
+    return Declared(outputs, steps, f"{rows}x{cols} {dtype} -> {out_type}: {rung.id} {how}",
+                    scratch=(((max(cut.count, 1),), out_type),), vec=vec, align=4 * ITEM[dtype])
+
+
+OPERATORS = (Operator("cumsum", ("x",), CUMSUM_TYPES, _declare_cumsum),)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 FAMILY = Family(
@@ -275,7 +397,14 @@ FAMILY = Family(
              "rung 5 with a warp's 16-byte accesses on 512 consecutive bytes (whole sectors): half the L2 traffic",
              geometry, size_defaults=dtype_params, sass_expect=("SHFL", "LDG.128", "STG.128"), space=striped_space,
              capabilities=frozenset({SINGLE_PASS}), traffic=functools.partial(requested_bytes, passes=2)),
+        Rung("scan", 7, "rows", "scan/07_rows.cu", "scan_rows", ("IT", "OT", "BLOCK", "ITEMS"),
+             frozen({"IT": 0, "OT": 0, "BLOCK": 256, "ITEMS": ROW_ITEMS}),
+             "one scan a row (torch.cumsum): a block walks its row with the carry in a register where rows fill the "
+             "GPU; chunk totals, their scan and the chunks otherwise; int32 summed into int64",
+             geometry_rows, vec_variant=True, size_defaults=rows_params, sass_expect=("SHFL",),
+             capabilities=frozenset({ROWS}), traffic=functools.partial(requested_bytes, passes=3)),
     ),
     metric="gbs",
     check_size="1000003",
+    operators=OPERATORS,
 )
