@@ -132,8 +132,8 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
     "row-ops-tests": ("the operators (simtlab.softmax, log_softmax, layer_norm, rms_norm and their backwards, sum, "
-                      "amax, transpose): every rung's and call's GPU tests",
-                      [Tests("rows or softmax or layernorm or reduction or transpose", "pytest_row_ops.txt", 520, 6)]),
+                      "amax, cumsum, transpose): every rung's and call's GPU tests",
+                      [Tests("rows or softmax or layernorm or reduction or transpose or scan", "pytest_row_ops.txt", 520, 6)]),
     "row-ops": ("the row operators beside PyTorch eager and compiled and the device copy, forward and backward, their "
                 "host cost, and the ladders at the operators' sizes (run row-ops-tests first)", [
         Run("row operators beside PyTorch", "python3 benchmarks/row_ops.py --json {out}/row_ops.json", 400),
@@ -141,12 +141,15 @@ PHASES: dict[str, tuple[str, list]] = {
             "-s 16384x4096:bf16:softmax_backward -s 4096x65536:bf16 --json-out {out}/softmax_ops_ladder.json", 60),
         Run("simtlab ladder layernorm (operators)", "simtlab ladder layernorm -s 16384x4096:bf16:rms_norm "
             "-s 16384x4096:bf16:layer_norm_backward --json-out {out}/layernorm_ops_ladder.json", 60)]),
-    "reduce-ops": ("simtlab.sum, amax and transpose beside PyTorch eager and compiled and the device copy, and "
-                   "the reduction and transpose ladders with rung 10 (run row-ops-tests first)", [
-        Run("sum, amax, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only sum,amax,transpose --no-host "
+    "reduce-ops": ("simtlab.sum, amax, cumsum and transpose beside PyTorch eager and compiled and the device copy, "
+                   "and the reduction and scan ladders' new rungs (run row-ops-tests first)", [
+        Run("sum, amax, cumsum, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only "
+            "sum,amax,cumsum,transpose --no-host "
             "--shapes 65536x1024,16384x4096,4096x32768,64x1048576,1x268435456 --json {out}/reduce_ops.json", 300),
         Run("simtlab ladder reduction", "simtlab ladder reduction --rung 8 --rung 9 --rung 10 -s 268435456 "
-            "-s 268435456:max --json-out {out}/reduction_ladder.json", 90)]),
+            "-s 268435456:max --json-out {out}/reduction_ladder.json", 90),
+        Run("simtlab ladder scan", "simtlab ladder scan --rung 6 --rung 7 -s 268435456 -s 268435456:int32 "
+            "--json-out {out}/scan_ladder.json", 90)]),
     "scan": ("the scan ladder: tests (every rung, fp32 and int32, odd lengths), the ladder, rung 6's tile and order", [
         Tests("scan", "pytest_scan.txt", 200),
         Run("simtlab ladder scan", f"simtlab ladder scan {sizes('2^28 2^28:int32 2^24')} --json-out {{out}}/scan_ladder.json"),

@@ -14,7 +14,8 @@ Then the host cost of a repeated call (64 x 1024 bf16, 400 calls enqueued while 
 medians of rounds), simtlab beside PyTorch eager, inference (no autograd) and training (through
 the simtlab:: operators).
 
-sum, amax (over the rows, and over every element) and transpose take --only sum,amax,transpose.
+sum, amax (over the rows, and over every element), cumsum and transpose (fp32) take
+--only sum,amax,cumsum,transpose.
 
     python benchmarks/row_ops.py [--json out.json] [--only softmax,log_softmax,layer_norm,rms_norm]
                                  [--shapes 16384x4096,...] [--dtypes bf16,fp32] [--no-compile] [--host-only]
@@ -38,7 +39,7 @@ ROUNDS = 3
 SHAPES = ((65536, 1024), (16384, 4096), (65536, 4096), (8192, 8192), (4096, 16384), (4096, 32768))
 TYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
-MORE = ("sum", "amax", "transpose")  # --only sum,amax,transpose (transpose: fp32 only)
+MORE = ("sum", "amax", "cumsum", "transpose")  # --only sum,amax,cumsum,transpose (fp32 only for the last two)
 EPS = 1e-5
 
 
@@ -92,6 +93,15 @@ def cases(op: str, x, w, b, dy, compile_: bool):
                 compiled = comp(lambda a, dim=dim: getattr(torch, op)(a, dim) if dim is not None else getattr(torch, op)(a))
                 calls["torch.compile"] = lambda compiled=compiled: compiled(x)
             out.append((label, es * (rows * cols + nout), calls))
+        return out
+    if op == "cumsum":  # along the rows: x read, the sums written
+        if x.dtype != torch.float32:
+            return out
+        calls = {"simtlab": lambda: simtlab.cumsum(x, -1), "torch": lambda: torch.cumsum(x, -1)}
+        if comp:
+            compiled = comp(lambda a: torch.cumsum(a, -1))
+            calls["torch.compile"] = lambda: compiled(x)
+        out.append(("cumsum", 2 * es * rows * cols, calls))
         return out
     if op == "transpose":
         if x.dtype != torch.float32:
