@@ -144,7 +144,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "reduce-ops": ("simtlab.sum, amax, cumsum and transpose beside PyTorch eager and compiled and the device copy, "
                    "and the reduction and scan ladders' new rungs (run row-ops-tests first)", [
         Run("sum, amax, cumsum, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only "
-            "sum,amax,cumsum,transpose --no-host "
+            "sum,amax,cumsum,transpose --no-host --no-compile "
             "--shapes 65536x1024,16384x4096,4096x32768,64x1048576,1x268435456 --json {out}/reduce_ops.json", 300),
         Run("simtlab ladder reduction", "simtlab ladder reduction --rung 8 --rung 9 --rung 10 -s 268435456 "
             "-s 268435456:max --json-out {out}/reduction_ladder.json", 90),

@@ -131,7 +131,7 @@ def test_kernels_names_each_familys_tests_and_ladder():
     from simtlab.cli import app
 
     out = CliRunner().invoke(app, ["kernels", "--family", "scan"], env={"COLUMNS": "200"}).output
-    assert "python -m pytest -m scan" in out and "simtlab ladder scan" in out and "simtlab explain scan 6" in out
+    assert "python -m pytest -m scan" in out and "simtlab ladder scan" in out and "simtlab explain scan 7" in out
 
 
 MY_KERNEL = r"""

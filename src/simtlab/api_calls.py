@@ -1,6 +1,6 @@
-"""The public functions as rows of their ladders: `simtlab.gemm` (at each precision), `simtlab.gemm_tc` and
+"""The public functions as rows of their ladders: `simtlab.gemm` (at each precision), `simtlab.gemm_tc`,
 the row operators (`simtlab.softmax`, `log_softmax`, `layer_norm`, `rms_norm` and the backwards autograd
-runs) timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
+runs), `simtlab.sum` / `amax`, `simtlab.cumsum` and `simtlab.transpose` timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
 call), beside the libraries and the rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
 ops' kernels); the ladder asks here for a family's extra rows."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .ops.base import Reference
 
-__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL", "ROWS_CALL"]
+__all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL", "ROWS_CALL",
+           "ARRAY_CALL"]
 
 GEMM_CALL = "simtlab.gemm (API call)"
 GEMM_TF32X3_CALL = "simtlab.gemm tf32x3 (API call)"
@@ -84,6 +85,24 @@ def _rows(ws):
     return lambda: torch.ops.simtlab.norm_backward(x, w, dy, EPS, p.rms)
 
 
+ARRAY_CALL = "simtlab API call (CuPy arrays)"
+
+
+def _array_call(name: str):
+    """simtlab.<name> on the workspace's CuPy input as a user calls it (a new output each call; the
+    values are checked in tests/test_reduce_api_gpu.py). The reduction's problem picks sum or amax."""
+    def make(ws):
+        import simtlab
+
+        if name == "reduce":
+            f = simtlab.sum if ws.p.op == "sum" else simtlab.amax
+            return lambda: f(ws.x)
+        f = getattr(simtlab, name)
+        return lambda: f(ws.x)
+
+    return make
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -99,6 +118,9 @@ _CALLS = {
     "gemm_tc": [Reference(GEMM_TC_CALL, _gemm_tc, applies=lambda p: p.dtype != "float32")],  # (16-bit inputs)
     "softmax": [Reference(ROWS_CALL, _rows, verifiable=False, supports=_torch_present)],
     "layernorm": [Reference(ROWS_CALL, _rows, verifiable=False, supports=_torch_present)],
+    "reduction": [Reference(ARRAY_CALL, _array_call("reduce"), verifiable=False)],
+    "scan": [Reference(ARRAY_CALL, _array_call("cumsum"), verifiable=False)],
+    "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
 }
 
 
