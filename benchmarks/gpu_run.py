@@ -132,8 +132,9 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder layernorm", f"simtlab ladder layernorm {sizes(ROW_SIZES)} "
             "--json-out {out}/layernorm_ladder.json")]),
     "row-ops-tests": ("the operators (simtlab.softmax, log_softmax, layer_norm, rms_norm and their backwards, sum, "
-                      "amax, cumsum, transpose): every rung's and call's GPU tests",
-                      [Tests("rows or softmax or layernorm or reduction or transpose or scan", "pytest_row_ops.txt", 520, 6)]),
+                      "amax, cumsum, transpose, sort, argsort): every rung's and call's GPU tests",
+                      [Tests("rows or softmax or layernorm or reduction or transpose or scan or sort", "pytest_row_ops.txt", 520,
+                             6)]),
     "row-ops": ("the row operators beside PyTorch eager and compiled and the device copy, forward and backward, their "
                 "host cost, and the ladders at the operators' sizes (run row-ops-tests first)", [
         Run("row operators beside PyTorch", "python3 benchmarks/row_ops.py --json {out}/row_ops.json", 400),
@@ -144,7 +145,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "reduce-ops": ("simtlab.sum, amax, cumsum and transpose beside PyTorch eager and compiled and the device copy, "
                    "and the reduction and scan ladders' new rungs (run row-ops-tests first)", [
         Run("sum, amax, cumsum, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only "
-            "sum,amax,cumsum,transpose --no-host --no-compile "
+            "sum,amax,cumsum,transpose,sort --no-host --no-compile "
             "--shapes 65536x1024,16384x4096,4096x32768,64x1048576,1x268435456 --json {out}/reduce_ops.json", 300),
         Run("simtlab ladder reduction", "simtlab ladder reduction --rung 8 --rung 9 --rung 10 -s 268435456 "
             "-s 268435456:max --json-out {out}/reduction_ladder.json", 90),

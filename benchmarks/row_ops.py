@@ -14,8 +14,9 @@ Then the host cost of a repeated call (64 x 1024 bf16, 400 calls enqueued while 
 medians of rounds), simtlab beside PyTorch eager, inference (no autograd) and training (through
 the simtlab:: operators).
 
-sum, amax (over the rows, and over every element), cumsum and transpose (fp32) take
---only sum,amax,cumsum,transpose.
+sum, amax (over the rows, and over every element), cumsum, transpose and sort (fp32; the matrix as
+one row of keys: keys, pairs beside torch.sort's keys and indices, argsort) take --only
+sum,amax,cumsum,transpose,sort.
 
     python benchmarks/row_ops.py [--json out.json] [--only softmax,log_softmax,layer_norm,rms_norm]
                                  [--shapes 16384x4096,...] [--dtypes bf16,fp32] [--no-compile] [--host-only]
@@ -39,7 +40,7 @@ ROUNDS = 3
 SHAPES = ((65536, 1024), (16384, 4096), (65536, 4096), (8192, 8192), (4096, 16384), (4096, 32768))
 TYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
-MORE = ("sum", "amax", "cumsum", "transpose")  # --only sum,amax,cumsum,transpose (fp32 only for the last two)
+MORE = ("sum", "amax", "cumsum", "transpose", "sort")  # --only ... (fp32 only for the last three)
 EPS = 1e-5
 
 
@@ -102,6 +103,18 @@ def cases(op: str, x, w, b, dy, compile_: bool):
             compiled = comp(lambda a: torch.cumsum(a, -1))
             calls["torch.compile"] = lambda: compiled(x)
         out.append(("cumsum", 2 * es * rows * cols, calls))
+        return out
+    if op == "sort":  # the matrix as one row of keys: keys alone, with 32-bit values, positions
+        if x.dtype != torch.float32:
+            return out
+        k = x.reshape(-1)
+        v = torch.arange(k.numel(), device="cuda", dtype=torch.int32)
+        n = k.numel()
+        out.append(("sort keys", 8 * n, {"simtlab": lambda: simtlab.sort(k), "torch": lambda: torch.sort(k, stable=True)}))
+        out.append(("sort pairs", 16 * n, {"simtlab": lambda: simtlab.sort(k, v),
+                                           "torch": lambda: torch.sort(k, stable=True)}))
+        out.append(("argsort", 12 * n, {"simtlab": lambda: simtlab.argsort(k),
+                                        "torch": lambda: torch.argsort(k, stable=True)}))
         return out
     if op == "transpose":
         if x.dtype != torch.float32:

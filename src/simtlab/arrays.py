@@ -69,6 +69,7 @@ class ArrayLib:
     def empty(self, shape: tuple, dtype: str, device: int): ...
     def zeros(self, shape: tuple, dtype: str, device: int): ...
     def full(self, shape: tuple, dtype: str, device: int, value: float): ...
+    def arange(self, n: int, dtype: str, device: int): ...  # 0, 1, ..., n-1
     def copy_into(self, dst, src) -> None: ...  # dst[...] = src (a view of dst may be passed)
     def fill_zero(self, x) -> None: ...  # x[...] = 0 (a view)
     def contiguous(self, x): ...
@@ -88,7 +89,9 @@ class TorchArrays(ArrayLib):
         self.torch = torch
         self.tensor = torch.Tensor
         self.dtypes = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-                       torch.float64: "float64"}
+                       torch.float64: "float64", torch.int32: "int32", torch.int64: "int64"}
+        if hasattr(torch, "uint32"):  # (PyTorch 2.3 on)
+            self.dtypes[torch.uint32] = "uint32"
         self.by_name = {v: k for k, v in self.dtypes.items()}
         get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (what torch's own launches read)
         self.stream = get_stream if get_stream is not None else self._public_stream
@@ -136,6 +139,9 @@ class TorchArrays(ArrayLib):
 
     def full(self, shape, dtype, device, value):
         return self.torch.full(shape, value, dtype=self.by_name[dtype], device=self.torch.device("cuda", device))
+
+    def arange(self, n, dtype, device):
+        return self.torch.arange(n, dtype=self.by_name[dtype], device=self.torch.device("cuda", device))
 
     def copy_into(self, dst, src) -> None:
         dst.copy_(src)
@@ -207,6 +213,10 @@ class CupyArrays(ArrayLib):
     def full(self, shape, dtype, device, value):
         with self.cupy.cuda.Device(device):
             return self.cupy.full(shape, value, dtype=dtype)
+
+    def arange(self, n, dtype, device):
+        with self.cupy.cuda.Device(device):
+            return self.cupy.arange(n, dtype=dtype)
 
     def copy_into(self, dst, src) -> None:
         dst[...] = src

@@ -1,6 +1,6 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm`, the reductions `sum` and `amax`, `cumsum` and `transpose` - for PyTorch CUDA tensors
-and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
+`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort` and `argsort` - for
+PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
 int32 and int64, int32 summed into int64 as torch promotes it).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .operator import call, call_along, named, reduce_along
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "EPS"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
+           "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -131,6 +132,53 @@ def cumsum(x, dim: int = -1):
         ops = _torch_ops()
         return ops.cumsum_rows(x, dim) if _untracked(x) else ops.cumsum(x, dim)
     return call_along("cumsum", x, dim)
+
+
+def sort(keys, values=None, descending: bool = False):
+    """A stable sort of one row of float32, int32 or uint32 keys (ascending, or descending), in
+    torch's order for floats (-0.0 equal to +0.0, NaNs last ascending and first descending): sort
+    rung 5 (one-sweep radix; passes whose digit every key shares skipped on the device). Returns
+    the sorted keys, or (keys, values) with `values` - any 32-bit type, one per key - moved with them."""
+    if _is_torch(keys):
+        ops = _torch_ops()
+        tracked = not _untracked(keys, values)
+        out = ops.sort(keys, values, descending) if tracked else ops.sort_rows(keys, values, descending)
+        return out if values is not None else out[0]
+    return _sort_arrays(keys, values, descending)
+
+
+def argsort(keys, descending: bool = False):
+    """The positions that sort one row of keys stably (int64, as torch.argsort(stable=True))."""
+    if _is_torch(keys):
+        ops = _torch_ops()
+        return ops.argsort(keys, descending) if not _untracked(keys) else ops.argsort_rows(keys, descending)
+    import cupy
+
+    if getattr(keys, "ndim", None) is not None and keys.ndim != 1:
+        raise ValueError(f"simtlab.argsort: the radix sort takes one row of keys, got shape {keys.shape}")
+    _, order = call(named("argsort"), _contiguous(keys), descending=bool(descending))
+    return order.astype(cupy.int64)
+
+
+def _contiguous(a):
+    if a is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:
+        return a  # (a host array is named by the call)
+    import cupy
+
+    return cupy.ascontiguousarray(a)
+
+
+def _sort_arrays(keys, values, descending: bool):
+    if getattr(keys, "ndim", None) is not None and keys.ndim != 1:
+        raise ValueError(f"simtlab.sort: the radix sort takes one row of keys, got shape {keys.shape}")
+    if values is None:
+        return call(named("sort"), _contiguous(keys), None, descending=bool(descending))
+    if getattr(values, "itemsize", 0) != 4:
+        raise TypeError(f"simtlab.sort: values must be a 32-bit type (float32, int32, uint32), got "
+                        f"{getattr(values, 'dtype', type(values).__name__)}")
+    out_keys, out_values = call(named("sort"), _contiguous(keys), _contiguous(values).view(keys.dtype),
+                                descending=bool(descending))
+    return out_keys, out_values.view(values.dtype)
 
 
 def transpose(x):

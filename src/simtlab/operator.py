@@ -155,6 +155,8 @@ class OperatorPlan:
         return declared, tuple(launches)
 
     def _constant(self, shape, dtype, value):
+        if value == "iota":  # (0, 1, ..., n-1: argsort's values)
+            return self.lib.arange(shape[0], dtype, self.device)
         return self.lib.full(shape, dtype, self.device, value)
 
     # --- calling ----------------------------------------------------------------------------------

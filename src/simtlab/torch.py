@@ -29,7 +29,8 @@ from .api import gemm_tc
 from .arrays import layout_of
 from .operator import call, call_along, named, reduce_along
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose"]
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort",
+           "argsort"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -318,6 +319,60 @@ def _cumsum_grad(ctx, grad: torch.Tensor):  # (dx_i = sum of dy_j for j >= i: a 
 _cumsum.register_autograd(_cumsum_grad, setup_context=_cumsum_setup)
 
 
+_SORT_KEYS = (torch.float32, torch.int32) + ((torch.uint32,) if hasattr(torch, "uint32") else ())
+
+
+def _check_keys(name: str, keys: torch.Tensor, values: Optional[torch.Tensor] = None) -> None:
+    if keys.dtype not in _SORT_KEYS:
+        raise TypeError(f"simtlab.{name} takes float32, int32 or uint32 keys (sort rung 5), got {keys.dtype}")
+    if keys.dim() != 1:
+        raise ValueError(f"simtlab.{name}: the radix sort takes one row of keys, got shape {tuple(keys.shape)}")
+    if values is not None:
+        if values.element_size() != 4 or values.is_complex():
+            raise TypeError(f"simtlab.sort: values must be a 32-bit type (float32, int32, uint32), got {values.dtype}")
+        if values.shape != keys.shape:
+            raise ValueError(f"simtlab.sort: values have shape {tuple(values.shape)} but keys {tuple(keys.shape)}")
+
+
+def sort_rows(keys: torch.Tensor, values: Optional[torch.Tensor], descending: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """simtlab::sort's work (also the inference path): the sorted keys, and the values moved with
+    them (an empty tensor where none were given)."""
+    _check_keys("sort", keys, values)
+    if values is None:
+        return call(named("sort"), _rows(keys), None, descending=bool(descending)), keys.new_empty((0,))
+    k, v = call(named("sort"), _rows(keys), _rows(values).view(keys.dtype), descending=bool(descending))
+    return k, v.view(values.dtype)
+
+
+@torch.library.custom_op("simtlab::sort", mutates_args=())
+def _sort(keys: torch.Tensor, values: Optional[torch.Tensor], descending: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    return sort_rows(keys, values, descending)
+
+
+@_sort.register_fake
+def _sort_fake(keys, values, descending: bool):
+    _check_keys("sort", keys, values)
+    return keys.new_empty(keys.shape), (values.new_empty(values.shape) if values is not None else keys.new_empty((0,)))
+
+
+def argsort_rows(keys: torch.Tensor, descending: bool) -> torch.Tensor:
+    """simtlab::argsort's work (also the inference path)."""
+    _check_keys("argsort", keys)
+    _, order = call(named("argsort"), _rows(keys), descending=bool(descending))
+    return order.to(torch.int64)
+
+
+@torch.library.custom_op("simtlab::argsort", mutates_args=())
+def _argsort(keys: torch.Tensor, descending: bool) -> torch.Tensor:
+    return argsort_rows(keys, descending)
+
+
+@_argsort.register_fake
+def _argsort_fake(keys: torch.Tensor, descending: bool) -> torch.Tensor:
+    _check_keys("argsort", keys)
+    return keys.new_empty(keys.shape, dtype=torch.int64)
+
+
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
     """simtlab::transpose's work (also the inference path): a contiguous x.T."""
     if x.dtype != torch.float32:
@@ -358,6 +413,17 @@ def amax(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> t
 def cumsum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.cumsum(x, dim) on simtlab's scan rungs 6 and 7 (float32, int32 -> int64, int64)."""
     return torch.ops.simtlab.cumsum(x, dim)
+
+
+def sort(keys: torch.Tensor, values: Optional[torch.Tensor] = None, descending: bool = False):
+    """A stable sort of one row of keys on simtlab's sort rung 5: the keys, or (keys, values)."""
+    k, v = torch.ops.simtlab.sort(keys, values, descending)
+    return (k, v) if values is not None else k
+
+
+def argsort(keys: torch.Tensor, descending: bool = False) -> torch.Tensor:
+    """torch.argsort(keys, stable=True, descending=...) on simtlab's sort rung 5 (int64 positions)."""
+    return torch.ops.simtlab.argsort(keys, descending)
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

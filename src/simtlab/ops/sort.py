@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import CONST, IN, OUT, SCRATCH, Declared, Family, Operator, Rung, Step, frozen
 from ..hw.occupancy import SMEM_WITHOUT_OPT_IN
 from ..launch import Launch
 from ..space import Space
@@ -493,6 +493,69 @@ def radix_space(max_smem: int) -> Space:
                    lambda c: (1 << c["BITS"]) <= c["BLOCK"] and 4 * (1 << c["BITS"]) * c["BLOCK"] <= 40 * 1024)])
 
 
+# --- the public operators (simtlab.sort, simtlab.argsort) -------------------------------------------
+
+SORT_TYPES = ("float32", "int32", "uint32")
+KEY_MODE = {"float32": 1, "int32": 4, "uint32": 0}  # the FLOAT template argument's key bits (simtlab_sort.cuh)
+DESCENDING = 2
+IOTA = "iota"  # a constant 0, 1, ..., n-1 (argsort's values)
+
+
+def _declare_sort(op: str):
+    """Rung 5 (one-sweep radix, passes whose digit every key shares skipped on the device) over one
+    row of keys, stable, ascending or descending, with 32-bit values (argsort: their positions, a
+    constant made once per plan): its histogram, tickets and look-back words cleared on the
+    caller's stream, then the histogram, the digits' scans and a launch a digit."""
+    def declare(shapes, dtype, options, device, vec, build) -> Declared:
+        shape = shapes[0]
+        if len(shape) != 1:
+            raise ValueError(f"simtlab.{op}: the radix sort takes one row of keys, got shape {shape}")
+        n = shape[0]
+        if n >= 2**31:
+            raise ValueError(f"simtlab.{op}: {n} keys; the sort counts positions in 32 bits (at most 2^31 - 1)")
+        pairs = op == "argsort" or (len(shapes) > 1 and shapes[1] is not None)
+        if pairs and op == "sort" and shapes[1] != shape:
+            raise ValueError(f"simtlab.sort: values have shape {shapes[1]} but keys {shape}")
+        rung = FAMILY.rung(5)
+        p = SortProblem(max(n, 1), "float32" if dtype == "float32" else "uint32", pairs)
+        mode = KEY_MODE[dtype] | (DESCENDING if options.get("descending") else 0)
+        params = rung.params(device.arch, {**skip_params(p, device), "FLOAT": mode})
+        if params["REGS"] and build(rung, params).resources(None).spill_bytes:
+            # (the measured register cap leaves no room for another key mode's extra instruction
+            # - int32's sign flip, descending's inversion: ptxas's own count instead)
+            params = {**params, "REGS": 0}
+        t = tiles(params, p.n)
+        radix, passes = radix_digits(params)
+        values = (CONST, 0) if op == "argsort" else (IN, 1)
+        null = np.int64(0)
+        keys_route = ((IN, 0), (SCRATCH, 4), (OUT, 0))
+        vals_route = (values, (SCRATCH, 5), (OUT, 1)) if pairs else (null, null, null)
+        state = ((SCRATCH, 0), (SCRATCH, 1), (SCRATCH, 2), (SCRATCH, 3), np.int32(p.n), np.int32(t))
+        block = (params["BLOCK"], 1, 1)
+        route = (*keys_route, *vals_route, *state)
+        steps = [Step(rung, params, Launch((min(t, 1024), 1, 1), block), (np.int32(0), *route, np.int32(0))),
+                 Step(rung, params, Launch((passes, 1, 1), block), (np.int32(1), *route, np.int32(0)))]
+        steps += [Step(rung, params, Launch((t, 1, 1), block), (np.int32(2), *route, np.int32(d)))
+                  for d in range(passes)]
+        # (hist, look-back words, tickets, skipped passes, the keys' and values' buffer: 32-bit words
+        # as int32, a type every array library allocates and zeroes)
+        scratch = (((passes * radix,), "int32"), ((radix * t,), "int64"), ((passes,), "int32"), ((passes,), "int32"),
+                   ((p.n,), "int32"), ((p.n,) if pairs else (1,), "int32"))
+        value_type = "int32" if op == "argsort" else dtype
+        outputs = ((shape, dtype),) + (((shape, value_type),) if pairs else ())
+        constants = (((p.n,), "int32", IOTA),) if op == "argsort" else ()
+        order = "descending" if options.get("descending") else "ascending"
+        return Declared(outputs, tuple(steps), f"{n} {dtype} keys{' with values' if pairs else ''}, {order}: "
+                        f"{rung.id}, {passes} digit passes", scratch=scratch, constants=constants, cleared=(0, 1, 2),
+                        align=4)
+
+    return declare
+
+
+OPERATORS = (Operator("sort", ("keys", "values"), SORT_TYPES, _declare_sort("sort"), frozenset({"values"})),
+             Operator("argsort", ("keys",), SORT_TYPES, _declare_sort("argsort")))
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 # Rungs 4-5: one kernel's template parameters (rung 5 calls rung 4's launch) and their defaults
@@ -545,6 +608,7 @@ FAMILY = Family(
              geometry_radix, size_defaults=skip_params, capabilities=frozenset({ONESWEEP, SKIP}),
              space=onesweep_space, traffic=skip_bytes, sass_expect=("VOTE", "ATOMG")),
     ),
+    operators=OPERATORS,
     metric="gbs",
     check_size="100003",
 )

@@ -4,16 +4,26 @@
 namespace simtlab {
 namespace sort {
 
-// The unsigned key whose order is the sort's order: uint32 as it is; float32's bits mapped so that
-// unsigned order is numeric order (negatives flipped, positives' sign bit set), -0.0 equal to +0.0
-// and every NaN above +inf - NumPy's order (NaNs last). Equal keys keep their input order in a
-// stable sort, so a stable sort of the bits gives exactly NumPy's stable result.
+// The unsigned key whose order is the sort's order: uint32 as it is; float32's bits (FLOAT bit 0)
+// mapped so that unsigned order is numeric order (negatives flipped, positives' sign bit set),
+// -0.0 equal to +0.0 and every NaN above +inf - NumPy's and torch's order (NaNs last); int32's
+// (bit 2) with the sign bit flipped. Bit 1 sorts descending: every key inverted, so equal keys
+// stay equal (a stable sort keeps their input order, as torch.sort(stable=True) does) and NaNs
+// come first. A stable sort of these bits gives exactly the libraries' stable result.
 template <int FLOAT>
 __device__ __forceinline__ unsigned sort_key(unsigned bits) {
-  if (!FLOAT) return bits;
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0xffffffffu;  // NaN, any sign or payload
-  if (bits == 0x80000000u) bits = 0u;                             // -0.0 sorts as +0.0
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  unsigned k = bits;
+  if (FLOAT & 1) {
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+      k = 0xffffffffu;  // NaN, any sign or payload
+    } else {
+      if (bits == 0x80000000u) bits = 0u;  // -0.0 sorts as +0.0
+      k = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    }
+  } else if (FLOAT & 4) {
+    k = bits ^ 0x80000000u;
+  }
+  return (FLOAT & 2) ? ~k : k;
 }
 
 // Exclusive scan of one value a thread across the block (BLOCK threads, whole warps); `total`
