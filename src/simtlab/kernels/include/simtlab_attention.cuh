@@ -1,0 +1,28 @@
+// What the attention ladder's kernels share: the storage type of Q, K, V and O by number (DT 1 =
+// bf16, 2 = fp16, simtlab_io.cuh's numbering), the causal rule, and the online softmax's update.
+// Layout: Q, O (bh, sq, d), K, V (bh, sk, d), rows contiguous; LSE (bh, sq) fp32, the log of each
+// row's sum of exponentials plus its max (what a backward recomputes the softmax from).
+#pragma once
+#include "simtlab_io.cuh"
+
+namespace simtlab {
+namespace attention {
+
+// Query i may see key j: every key, or (causal) j <= i - PyTorch's is_causal, the mask aligned to
+// the top left (tril of an sq x sk matrix of ones).
+__device__ __forceinline__ bool visible(int i, int j, int sk, int causal) { return j < sk && (!causal || j <= i); }
+
+// A row's running max m and sum l after a block of scores whose max is `block_max`: returns the
+// factor the old sum and accumulator are scaled by, and the max the new exponentials subtract.
+// A row that has seen no visible key keeps m = -inf, and its exponentials are taken as zero.
+__device__ __forceinline__ float rescale(float& m, float block_max, float& shift) {
+  const float m_new = fmaxf(m, block_max);
+  const float neg_inf = -__int_as_float(0x7f800000);
+  shift = m_new == neg_inf ? 0.0f : m_new;
+  const float factor = m == neg_inf ? 0.0f : __expf(m - m_new);
+  m = m_new;
+  return factor;
+}
+
+}  // namespace attention
+}  // namespace simtlab

@@ -1,0 +1,277 @@
+"""Attention, O = softmax(scale Q K^T [+ causal mask]) V, for bf16 or fp16 Q, K, V with fp32
+softmax statistics, beside PyTorch's scaled_dot_product_attention.
+
+Q and O are (bh, sq, d), K and V (bh, sk, d): batch x heads flattened, rows contiguous, as SDPA's
+(batch, heads, sequence, head dim) tensors are once their first two dimensions are merged. The
+causal mask is SDPA's `is_causal` (query i sees keys j <= i, aligned to the top left). Every rung
+also writes each row's log-sum-exp (bh, sq) fp32, which a backward recomputes the softmax from.
+
+Rung 1 runs the formula as three launches with the scores in memory; rung 2 fuses them on the
+CUDA cores with an online softmax; rung 3 puts the two products on the tensor cores (mma.sync),
+FlashAttention-2's partition of the rows over warps. Verified against a float64 softmax of the
+same (rounded) inputs, head by head.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..family import Family, Rung, frozen
+from ..launch import Launch
+from ..verify import UNIT_ROUNDOFF, dot_tolerance
+from .base import ITEMSIZE, Reference, parse_int, torch_reference
+from .rows import load, store, torch_view
+
+DTYPE = "bfloat16"
+DT = {"bfloat16": 1, "float16": 2}  # the kernels' DT (simtlab_io.cuh)
+SHORT = {"bf16": "bfloat16", "fp16": "float16"}
+HEAD_DIMS = (64, 128)  # what the fused rungs are built for (rung 1 takes any)
+MMA_BQ = 64  # rung 3's query rows a block
+FUSED_BQ = 16  # rung 2's
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    bh: int  # batch x heads
+    sq: int  # query length
+    sk: int  # key (and value) length
+    d: int  # head dimension
+    dtype: str = DTYPE
+    causal: bool = False
+
+    def __post_init__(self):
+        for name in ("bh", "sq", "sk", "d"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"attention {name} must be >= 1, got {getattr(self, name)}")
+        if self.dtype not in DT:
+            raise ValueError(f"attention takes bfloat16 or float16 Q, K, V, not {self.dtype}")
+        if self.bh > 65535:
+            raise ValueError(f"attention: {self.bh} batch x heads; the grid holds at most 65535")
+
+    @property
+    def label(self) -> str:
+        lengths = f"{self.sq}" if self.sq == self.sk else f"{self.sq}x{self.sk}"
+        return (f"{self.bh}x{lengths}x{self.d}" + ("" if self.dtype == DTYPE else ":fp16")
+                + (":causal" if self.causal else ""))
+
+    @property
+    def pairs(self) -> int:
+        """(query, key) pairs the mask leaves visible."""
+        if not self.causal:
+            return self.sq * self.sk
+        full = min(self.sq, self.sk)  # rows 0 .. full-1 see i + 1 keys; later rows see all sk
+        return full * (full + 1) // 2 + (self.sq - full) * self.sk
+
+    @property
+    def flops(self) -> int:
+        return 4 * self.bh * self.pairs * self.d  # two products of the visible pairs
+
+    @property
+    def bytes(self) -> int:
+        item = ITEMSIZE[self.dtype]
+        return self.bh * (item * self.d * (2 * self.sq + 2 * self.sk) + 4 * self.sq)  # Q, K, V, O once; LSE
+
+
+def parse_size(text: str, **_) -> AttentionProblem:
+    """'BHxSxD' (sq = sk) or 'BHxSQxSKxD', then ':bf16' / ':fp16' and ':causal' in any order
+    ('16x4096x128:causal')."""
+    head, *tags = str(text).lower().split(":")
+    dtype, causal = DTYPE, False
+    for tag in tags:
+        if tag in SHORT:
+            dtype = SHORT[tag]
+        elif tag == "causal":
+            causal = True
+        else:
+            raise ValueError(f"attention size {text!r}: unknown tag {tag!r} (bf16, fp16, causal)")
+    parts = [parse_int(x, f"attention size {text!r}") for x in head.split("x")]
+    if len(parts) == 3:
+        bh, s, d = parts
+        return AttentionProblem(bh, s, s, d, dtype, causal)
+    if len(parts) == 4:
+        return AttentionProblem(*parts, dtype, causal)
+    raise ValueError(f"attention size {text!r}: use BHxSxD or BHxSQxSKxD (e.g. 16x4096x128:causal)")
+
+
+def tolerance(p: AttentionProblem, ws=None) -> float:
+    """Norm-wise, against a float64 softmax of the same rounded inputs: the fp32 sums of the scores
+    (d terms) and of P V (sk terms), the probabilities rounded to the storage type before P V
+    (rung 3: one unit of it), the output rounded once (another); 2x margin."""
+    u = UNIT_ROUNDOFF[p.dtype]
+    return 2 * (2 * u + dot_tolerance("float32", p.d) + dot_tolerance("float32", p.sk))
+
+
+def unsupported(rung, p: AttentionProblem) -> str | None:
+    if rung.stage >= 2 and p.d not in HEAD_DIMS:
+        return f"rung {rung.stage} is built for head dims {', '.join(map(str, HEAD_DIMS))}, not {p.d}"
+    return None
+
+
+def requested_bytes(params, p: AttentionProblem) -> int:
+    """Rungs 2-3: Q and O once, K and V once for every block of query rows that reads them."""
+    rows = MMA_BQ if "BQ" not in params else params["BQ"]
+    blocks = -(-p.sq // rows)
+    item = ITEMSIZE[p.dtype]
+    kv = 2 * item * p.sk * p.d * (blocks if not p.causal else max(1, (blocks + 1) // 2))
+    return p.bh * (2 * item * p.sq * p.d + kv + 4 * p.sq)
+
+
+def naive_bytes(params, p: AttentionProblem) -> int:
+    """Rung 1: the scores written, read and written by the softmax, read by P V (16 bytes a pair),
+    beside Q, K, V, O."""
+    return p.bytes + 16 * p.bh * p.sq * p.sk
+
+
+def dtype_params(p: AttentionProblem, device=None, vec=None) -> dict:
+    return {"DT": DT[p.dtype]}
+
+
+def head_params(p: AttentionProblem, device=None, vec=None) -> dict:
+    return {"DT": DT[p.dtype], "D": p.d}
+
+
+def geometry_naive(params, p: AttentionProblem, device=None) -> Launch:
+    """Phase 0's: a 16x16 block a tile of scores (phases 1 and 2 are the runner's)."""
+    return Launch((-(-p.sk // 16), -(-p.sq // 16), p.bh), (256, 1, 1))
+
+
+def geometry_fused(params, p: AttentionProblem, device=None) -> Launch:
+    return Launch((-(-p.sq // FUSED_BQ), p.bh, 1), (128, 1, 1))
+
+
+def mma_shared(d: int) -> int:
+    """Rung 3's dynamic shared memory: the Q tile and two slots of K and V, rows padded by 8 elements."""
+    return (MMA_BQ + 4 * 64) * (d + 8) * 2
+
+
+def geometry_mma(params, p: AttentionProblem, device=None) -> Launch:
+    return Launch((-(-p.sq // MMA_BQ), p.bh, 1), (128, 1, 1), mma_shared(params["D"]))
+
+
+def scale_of(p: AttentionProblem) -> float:
+    return 1.0 / math.sqrt(p.d)  # SDPA's default
+
+
+class Workspace:
+    """Q, K, V uniform in [-2, 2) (scores of a few units: softmax rows neither flat nor one-hot),
+    stored in the problem's type; O and LSE."""
+
+    def __init__(self, p: AttentionProblem, seed: int):
+        import cupy
+
+        self.p = p
+        rng = cupy.random.default_rng(seed)
+
+        def draw(rows):
+            return store((rng.random((p.bh, rows, p.d), dtype=cupy.float32) * 2 - 1) * 2, p.dtype)
+
+        self.q, self.k, self.v = draw(p.sq), draw(p.sk), draw(p.sk)
+        self.o = cupy.empty_like(self.q)
+        self.lse = cupy.empty((p.bh, p.sq), dtype=cupy.float32)
+        self.scale = scale_of(p)
+
+    def poison(self) -> None:
+        self.o.fill(0x7FC0 if self.p.dtype == "bfloat16" else np.float16(np.nan))
+
+    def args(self) -> tuple:
+        p = self.p
+        log2e = 1.4426950408889634
+        return (self.q, self.k, self.v, self.o, self.lse, np.int32(p.sq), np.int32(p.sk),
+                np.float32(self.scale * log2e), np.int32(p.causal))
+
+    def expected(self):
+        """float64 softmax(scale Q K^T + mask) V, a head at a time (sq x sk doubles at once)."""
+        import cupy
+
+        p = self.p
+        out = cupy.empty((p.bh, p.sq, p.d), dtype=cupy.float64)
+        mask = None
+        if p.causal:
+            mask = cupy.arange(p.sk)[None, :] > cupy.arange(p.sq)[:, None]
+        for h in range(p.bh):
+            qh, kh, vh = (load(a[h], p.dtype).astype(cupy.float64) for a in (self.q, self.k, self.v))
+            s = (qh @ kh.T) * self.scale
+            if mask is not None:
+                s[mask] = -cupy.inf
+            s -= s.max(axis=1, keepdims=True)
+            e = cupy.exp(s)
+            out[h] = (e / e.sum(axis=1, keepdims=True)) @ vh
+        return out
+
+    def output(self):
+        return load(self.o, self.p.dtype)
+
+
+def workspace(p: AttentionProblem, seed: int) -> Workspace:
+    return Workspace(p, seed)
+
+
+def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, prepare):
+    """Rung 1: the scores' buffer made here (outside the timed call), then three launches of one
+    kernel: scores, probabilities in place, P V. Rung 2 takes the plain scale (its exponentials are
+    natural); rung 3 one with log2(e) folded in (the workspace's arguments)."""
+    import cupy
+
+    p = problem
+    launch = inst.geometry(p, device)
+    func = prepare(inst, launch, vec, device)
+    if inst.rung.stage == 1:
+        scores = cupy.empty((p.bh, p.sq, p.sk), dtype=cupy.float32)
+        common = (ws.q, ws.k, ws.v, ws.o, scores, ws.lse, np.int32(p.sq), np.int32(p.sk), np.int32(p.d),
+                  np.float32(ws.scale), np.int32(p.causal))
+        steps = [(launch.grid, common + (np.int32(0),)), ((p.sq, 1, p.bh), common + (np.int32(1),)),
+                 ((-(-p.d // 16), -(-p.sq // 16), p.bh), common + (np.int32(2),))]
+
+        def run_naive():
+            for grid, args in steps:
+                func(grid, (256, 1, 1), args)
+
+        run_naive.keep = scores
+        return run_naive
+    if inst.rung.stage == 2:
+        args = (ws.q, ws.k, ws.v, ws.o, ws.lse, np.int32(p.sq), np.int32(p.sk), np.float32(ws.scale),
+                np.int32(p.causal))
+        return lambda: func(launch.grid, launch.block, args)
+    return lambda: func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+
+
+def _sdpa(ws: Workspace):
+    """torch.nn.functional.scaled_dot_product_attention on tensors over the workspace's arrays
+    (batch x heads as one dimension; the backend PyTorch picks)."""
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v = (torch_view(a, ws.p.dtype) for a in (ws.q, ws.k, ws.v))
+    if ws.p.dtype == "float16":
+        q, k, v = (a.view(torch.float16) for a in (q, k, v))
+    causal = ws.p.causal
+    return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def references() -> list[Reference]:
+    return torch_reference("PyTorch SDPA", _sdpa)
+
+
+FAMILY = Family(
+    name="attention",
+    title="fused attention, softmax(scale Q K^T) V, bf16/fp16 in, fp32 statistics",
+    ops=sys.modules[__name__],
+    reference="PyTorch scaled_dot_product_attention (the backend it picks)",
+    default_sizes=("16x4096x128", "16x4096x128:causal"),
+    rungs=(
+        Rung("attention", 1, "naive", "attention/01_naive.cu", "attention_naive", ("DT",), frozen({"DT": 1}),
+             "three launches, the sq x sk scores in memory: written once, read three times",
+             geometry_naive, size_defaults=dtype_params, traffic=naive_bytes, sass_expect=("LDS", "BAR")),
+        Rung("attention", 2, "fused", "attention/02_fused.cu", "attention_fused", ("DT", "D"),
+             frozen({"DT": 1, "D": 128}), "one launch, an online softmax: the scores never leave the SM",
+             geometry_fused, size_defaults=head_params, sass_expect=("SHFL",)),
+        Rung("attention", 3, "mma", "attention/03_mma.cu", "attention_mma", ("DT", "D"), frozen({"DT": 1, "D": 128}),
+             "both products on the tensor cores, Q in registers, a warp's rows whole (FlashAttention-2's split)",
+             geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS")),
+    ),
+    check_size="3x77x130x64:causal",
+)
