@@ -142,6 +142,18 @@ PHASES: dict[str, tuple[str, list]] = {
             "-s 16384x4096:bf16:softmax_backward -s 4096x65536:bf16 --json-out {out}/softmax_ops_ladder.json", 60),
         Run("simtlab ladder layernorm (operators)", "simtlab ladder layernorm -s 16384x4096:bf16:rms_norm "
             "-s 16384x4096:bf16:layer_norm_backward --json-out {out}/layernorm_ops_ladder.json", 60)]),
+    "ops-once": ("one call for the operators and attention when device time is short: every new GPU test over 8 "
+                 "workers, the operators beside PyTorch eager (no compile) at two LLM shapes, sum/amax/cumsum/transpose/"
+                 "sort, and the attention ladder", [
+        Tests("rows or softmax or layernorm or reduction or transpose or scan or sort or attention",
+              "pytest_ops_once.txt", 270, 8),
+        Run("row operators beside PyTorch eager", "python3 benchmarks/row_ops.py --no-compile --no-host "
+            "--shapes 16384x4096,4096x32768 --dtypes bf16,fp32 --json {out}/row_ops.json", 80),
+        Run("sum, amax, cumsum, transpose, sort beside PyTorch", "python3 benchmarks/row_ops.py --only "
+            "sum,amax,cumsum,transpose,sort --no-host --no-compile --shapes 16384x4096,1x268435456 --dtypes fp32,bf16 "
+            "--json {out}/reduce_ops.json", 80),
+        Run("simtlab ladder attention", "simtlab ladder attention -s 16x4096x128 -s 16x4096x128:causal "
+            "-s 4x16384x128:causal --json-out {out}/attention_ladder.json", 90)]),
     "reduce-ops": ("simtlab.sum, amax, cumsum and transpose beside PyTorch eager and compiled and the device copy, "
                    "and the reduction and scan ladders' new rungs (run row-ops-tests first)", [
         Run("sum, amax, cumsum, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only "
