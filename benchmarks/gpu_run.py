@@ -467,7 +467,7 @@ def run_step(step, out: Path, log: Log) -> int:
     if isinstance(step, Tests):
         select = "" if step.markers is None else f"-m {shlex.quote(f'gpu and ({step.markers})')}"
         log(f"== GPU tests: {step.markers or 'the whole suite'} ({step.log})")
-        workers = f"-n {step.workers} " if step.workers else ""
+        workers = f"-n {step.workers} -v " if step.workers else ""  # (-v: each result as it lands, kept if stopped)
         return _stream(f"python3 -m pytest -q -p no:cacheprovider -rfE {workers}{select}", step.timeout, log,
                        out / step.log)
     log(f"== {step.title}")

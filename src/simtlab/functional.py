@@ -1,5 +1,6 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort` and `argsort` - for
+`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort` and
+`attention` - for
 PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
 int32 and int64, int32 summed into int64 as torch promotes it).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
@@ -18,7 +19,7 @@ from __future__ import annotations
 from .operator import call, call_along, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
-           "EPS"]
+           "attention", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -179,6 +180,22 @@ def _sort_arrays(keys, values, descending: bool):
     out_keys, out_values = call(named("sort"), _contiguous(keys), _contiguous(values).view(keys.dtype),
                                 descending=bool(descending))
     return out_keys, out_values.view(values.dtype)
+
+
+def attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """softmax(scale q k^T [causal]) v for (batch, heads, sequence, head dim) bf16 / fp16 tensors, as
+    torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) (scale
+    None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 3 (tensor cores,
+    FlashAttention-2's split); forward only for now: a backward through it raises."""
+    if _is_torch(q):
+        ops = _torch_ops()
+        return ops.attention_forward(q, k, v, causal, scale) if _untracked(q, k, v) else \
+            ops.attention(q, k, v, causal, scale)
+    import cupy
+
+    args = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in (q, k, v)]
+    out, _ = call(named("attention"), *args, causal=bool(causal), scale=scale)
+    return out
 
 
 def transpose(x):

@@ -30,7 +30,7 @@ from .arrays import layout_of
 from .operator import call, call_along, named, reduce_along
 
 __all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort",
-           "argsort"]
+           "argsort", "attention"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -373,6 +373,51 @@ def _argsort_fake(keys: torch.Tensor, descending: bool) -> torch.Tensor:
     return keys.new_empty(keys.shape, dtype=torch.int64)
 
 
+_ATTENTION_TYPES = (torch.bfloat16, torch.float16)
+
+
+def _check_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    if q.dtype not in _ATTENTION_TYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"simtlab.attention takes bfloat16 or float16 q, k, v of one type, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype}")
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
+        raise ValueError(f"simtlab.attention takes (batch, heads, sequence, head dim) q and k, v of one shape; got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+
+
+def _aligned(x: torch.Tensor) -> torch.Tensor:
+    """x contiguous and 16-byte aligned (what rung 3's copies read), copied where it is not."""
+    x = _rows(x)
+    return x if x.data_ptr() % 16 == 0 else x.clone()
+
+
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                      scale: Optional[float]) -> torch.Tensor:
+    """simtlab::attention's work (also the inference path)."""
+    _check_attention(q, k, v)
+    out, _ = call(named("attention"), _aligned(q), _aligned(k), _aligned(v), causal=bool(causal), scale=scale)
+    return out
+
+
+@torch.library.custom_op("simtlab::attention", mutates_args=())
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]) -> torch.Tensor:
+    return attention_forward(q, k, v, causal, scale)
+
+
+@_attention.register_fake
+def _attention_fake(q, k, v, causal: bool, scale: Optional[float]) -> torch.Tensor:
+    _check_attention(q, k, v)
+    return q.new_empty(q.shape)
+
+
+def _attention_grad(ctx, grad):
+    raise NotImplementedError("simtlab.attention has no backward yet (its backward rungs are not built): for training "
+                              "call torch.nn.functional.scaled_dot_product_attention")
+
+
+_attention.register_autograd(_attention_grad, setup_context=lambda *_: None)
+
+
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
     """simtlab::transpose's work (also the inference path): a contiguous x.T."""
     if x.dtype != torch.float32:
@@ -424,6 +469,13 @@ def sort(keys: torch.Tensor, values: Optional[torch.Tensor] = None, descending: 
 def argsort(keys: torch.Tensor, descending: bool = False) -> torch.Tensor:
     """torch.argsort(keys, stable=True, descending=...) on simtlab's sort rung 5 (int64 positions)."""
     return torch.ops.simtlab.argsort(keys, descending)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: Optional[float] = None) -> torch.Tensor:
+    """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
+    rung 3 (forward; traced by torch.compile)."""
+    return torch.ops.simtlab.attention(q, k, v, causal, scale)
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import ITEMSIZE, Reference, parse_int, torch_reference
@@ -256,6 +256,43 @@ def references() -> list[Reference]:
     return torch_reference("PyTorch SDPA", _sdpa)
 
 
+# --- the public operator (simtlab.attention) --------------------------------------------------------
+
+LOG2E = 1.4426950408889634
+
+
+def _declare(shapes, dtype, options, device, vec, build) -> Declared:
+    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 3 (tensor cores) where its
+    16-byte copies can read the operands, else rung 2; head dims 64 and 128."""
+    qs, ks, vs = shapes
+    if len(qs) != 4 or len(ks) != 4 or ks != vs:
+        raise ValueError(f"simtlab.attention takes q (batch, heads, sq, d) and k, v (batch, heads, sk, d) of one shape;"
+                         f" got {qs}, {ks}, {vs}")
+    if qs[:2] != ks[:2] or qs[3] != ks[3]:
+        raise ValueError(f"simtlab.attention: q {qs} and k {ks} differ in batch, heads or head dim")
+    b, h, sq, d = qs
+    sk = ks[2]
+    if d not in HEAD_DIMS:
+        raise ValueError(f"simtlab.attention: head dim {d}; the kernels are built for {', '.join(map(str, HEAD_DIMS))}")
+    p = AttentionProblem(max(b * h, 1), max(sq, 1), max(sk, 1), d, dtype, bool(options.get("causal", False)))
+    scale = options.get("scale")
+    scale = scale_of(p) if scale is None else float(scale)
+    outputs = ((qs, dtype), ((b, h, sq), "float32"))
+    common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
+    if vec and tuple(device.compute_capability) >= (8, 0):
+        rung = FAMILY.rung(3)
+        params = rung.params(device.arch, head_params(p))
+        step = Step(rung, params, geometry_mma(params, p), (*common, np.float32(scale * LOG2E), np.int32(p.causal)))
+    else:  # (an operand off 16 bytes: rung 2's element loads)
+        rung = FAMILY.rung(2)
+        params = rung.params(device.arch, head_params(p))
+        step = Step(rung, params, geometry_fused(params, p), (*common, np.float32(scale), np.int32(p.causal)))
+    return Declared(outputs, (step,), f"{p.label}: {rung.id}", vec=vec, align=16)
+
+
+OPERATORS = (Operator("attention", ("q", "k", "v"), tuple(DT), _declare),)
+
+
 FAMILY = Family(
     name="attention",
     title="fused attention, softmax(scale Q K^T) V, bf16/fp16 in, fp32 statistics",
@@ -274,4 +311,5 @@ FAMILY = Family(
              geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS")),
     ),
     check_size="3x77x130x64:causal",
+    operators=OPERATORS,
 )
