@@ -1,6 +1,6 @@
 """The public functions as rows of their ladders: `simtlab.gemm` (at each precision), `simtlab.gemm_tc`,
 the row operators (`simtlab.softmax`, `log_softmax`, `layer_norm`, `rms_norm` and the backwards autograd
-runs), `simtlab.sum` / `amax`, `simtlab.cumsum` and `simtlab.transpose` timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
+runs), `simtlab.sum` / `amax`, `simtlab.cumsum`, `simtlab.transpose` and `simtlab.attention` timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
 call), beside the libraries and the rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
 ops' kernels); the ladder asks here for a family's extra rows."""
 
@@ -103,6 +103,16 @@ def _array_call(name: str):
     return make
 
 
+def _attention(ws):
+    """simtlab.attention on (1, bh, s, d) tensors over the workspace's arrays, as an SDPA user calls it."""
+    import simtlab
+    from .ops.rows import torch_view
+
+    q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0) for a in (ws.q, ws.k, ws.v))
+    causal = ws.p.causal
+    return lambda: simtlab.attention(q, k, v, causal=causal)
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -121,6 +131,8 @@ _CALLS = {
     "reduction": [Reference(ARRAY_CALL, _array_call("reduce"), verifiable=False)],
     "scan": [Reference(ARRAY_CALL, _array_call("cumsum"), verifiable=False)],
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
+    "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
+                            applies=lambda p: p.d in (64, 128))],
 }
 
 

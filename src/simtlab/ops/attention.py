@@ -245,10 +245,8 @@ def _sdpa(ws: Workspace):
     import torch
     import torch.nn.functional as F
 
-    q, k, v = (torch_view(a, ws.p.dtype) for a in (ws.q, ws.k, ws.v))
-    if ws.p.dtype == "float16":
-        q, k, v = (a.view(torch.float16) for a in (q, k, v))
-    causal = ws.p.causal
+    q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0) for a in (ws.q, ws.k, ws.v))  # (1, bh, s, d): 4-D, as the
+    causal = ws.p.causal                                                               # flash and cuDNN backends take
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
