@@ -326,7 +326,6 @@ def rows_params(p: ScanProblem, device=None, vec=None) -> dict:
 CUMSUM_TYPES = ("float32", "int32", "int64")
 SUM_TYPE = {"float32": "float32", "int32": "int64", "int64": "int64"}  # as torch.cumsum promotes
 NUM = {"float32": 0, "int32": 1, "int64": 2}  # rung 7's IT / OT
-ITEM = {"float32": 4, "int32": 4, "int64": 8}
 
 
 def _declare_cumsum(shapes, dtype, options, device, vec, build) -> Declared:
@@ -355,7 +354,7 @@ def _declare_cumsum(shapes, dtype, options, device, vec, build) -> Declared:
                        ((IN, 0), (OUT, 0), (SCRATCH, 0), *cut.args(phase))) for phase, grid in cut.launches)
     how = "a block a row" if cut.whole else f"chunks of {cut.chunk} ({cut.per_row} a row) in three launches"
     return Declared(outputs, steps, f"{rows}x{cols} {dtype} -> {out_type}: {rung.id} {how}",
-                    scratch=(((max(cut.count, 1),), out_type),), vec=vec, align=4 * ITEM[dtype])
+                    scratch=(((max(cut.count, 1),), out_type),), vec=vec, align=16)
 
 
 OPERATORS = (Operator("cumsum", ("x",), CUMSUM_TYPES, _declare_cumsum),)
