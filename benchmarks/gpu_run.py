@@ -145,7 +145,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "ops-once": ("one call for the operators and attention when device time is short: every new GPU test over 8 "
                  "workers, the operators beside PyTorch eager (no compile) at two LLM shapes, sum/amax/cumsum/transpose/"
                  "sort, and the attention ladder", [
-        Tests("rows or softmax or layernorm or reduction or transpose or scan or sort or attention",
+        Tests("rows or softmax or layernorm or reduction or transpose or scan or sort or attention or spmv",
               "pytest_ops_once.txt", 270, 8),
         Run("row operators beside PyTorch eager", "python3 benchmarks/row_ops.py --no-compile --no-host "
             "--shapes 16384x4096,4096x32768 --dtypes bf16,fp32 --json {out}/row_ops.json", 80),

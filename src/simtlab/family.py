@@ -148,6 +148,7 @@ class Step:
     params: Mapping[str, int]
     launch: Any  # simtlab.launch.Launch
     args: tuple
+    function: str | None = None  # another (extern "C") kernel of the rung's module, where not the rung's own
 
 
 @dataclass(frozen=True)
@@ -178,13 +179,15 @@ class Operator:
     vec, build)` says what a call runs - `shapes` each operand's shape (None for one absent),
     `options` the call's other arguments, `device` the GPU's DeviceInfo, `vec` whether the 128-bit
     build may be declared, `build(rung, params)` the compiled rung (for its occupancy) - raising
-    ValueError, in one line, for a call it cannot run."""
+    ValueError, in one line, for a call it cannot run. `typed` names operands of a fixed type of
+    their own, outside that rule (a sparse matrix's int32 offsets beside its float32 values)."""
 
     name: str
     operands: tuple[str, ...]
     dtypes: tuple[str, ...]
     declare: Callable
     optional: frozenset = frozenset()
+    typed: Mapping[str, str] = field(default_factory=frozen)
 
 
 @dataclass(frozen=True)

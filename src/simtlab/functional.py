@@ -1,5 +1,5 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort` and
+`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv` and
 `attention` - for
 PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
 int32 and int64, int32 summed into int64 as torch promotes it).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from .operator import call, call_along, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
-           "attention", "EPS"]
+           "attention", "spmv", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -196,6 +196,31 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None):
     args = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in (q, k, v)]
     out, _ = call(named("attention"), *args, causal=bool(causal), scale=scale)
     return out
+
+
+def spmv(A, x, alpha: float = 1.0, beta: float = 0.0, y=None):
+    """alpha A x + beta y for a sparse CSR matrix A (a torch.sparse_csr tensor or a
+    cupyx.scipy.sparse.csr_matrix, float32 values) and a float32 vector x, as a new vector (y is
+    read, not written): SpMV rung 4, the merge path (the same share of rows and nonzeros to every
+    thread, whatever the rows' lengths; no setup). int64 indices (torch's default) are narrowed to
+    int32 inside the call - build A with int32 indices to skip that copy."""
+    if _is_torch(A):
+        ops = _torch_ops()
+        return ops.spmv_csr(A, x, alpha, beta, y)
+    return _cupy_spmv(A, x, alpha, beta, y)
+
+
+def _cupy_spmv(A, x, alpha, beta, y):
+    import cupy
+
+    if getattr(A, "format", None) != "csr":
+        raise TypeError(f"simtlab.spmv takes a cupyx.scipy.sparse.csr_matrix (or a torch sparse CSR tensor), got "
+                        f"{type(A).__name__}")
+    if A.nnz == 0 or A.shape[1] == 0:  # (nothing to multiply: beta y)
+        return beta * y if (y is not None and beta != 0.0) else cupy.zeros(A.shape[0], dtype=cupy.float32)
+    parts = [a.astype(cupy.int32, copy=False) for a in (A.indptr, A.indices)]
+    return call(named("spmv"), *parts, A.data, _contiguous(x), _contiguous(y), cols=A.shape[1], alpha=float(alpha),
+                beta=float(beta))
 
 
 def transpose(x):

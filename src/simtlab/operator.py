@@ -86,7 +86,7 @@ class OperatorPlan:
         if len(operands) != len(op.operands):
             raise TypeError(f"simtlab.{op.name} takes {len(op.operands)} arrays ({', '.join(op.operands)}), "
                             f"got {len(operands)}")
-        shapes, dtype, device = [], None, None
+        shapes, dtype, device, first_typed = [], None, None, None
         for name, x in zip(op.operands, operands):
             if x is None:
                 if name not in op.optional:
@@ -101,16 +101,22 @@ class OperatorPlan:
                 t, shape, strides, dev = lib.describe(x)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"simtlab.{op.name}: {name}: {exc}") from None
-            if t not in op.dtypes:
+            fixed = op.typed.get(name)
+            if fixed is not None:
+                if t != fixed:
+                    raise TypeError(f"simtlab.{op.name}: {name} has dtype {t}; it takes {fixed}")
+            elif t not in op.dtypes:
                 raise TypeError(f"simtlab.{op.name}: {name} has dtype {t}; it takes {', '.join(op.dtypes)}")
-            if dtype is not None and t != dtype:
-                raise TypeError(f"simtlab.{op.name}: {name} is {t} but {op.operands[0]} is {dtype}: one type for all")
+            elif dtype is not None and t != dtype:
+                raise TypeError(f"simtlab.{op.name}: {name} is {t} but {first_typed} is {dtype}: one type for all")
             if device is not None and dev != device:
                 raise ValueError(f"simtlab.{op.name}: {name} is on GPU {dev} but {op.operands[0]} on GPU {device}")
             if not _contiguous(shape, strides):
                 raise ValueError(f"simtlab.{op.name}: {name} has shape {shape} and element strides {strides}; the "
                                  "kernels read contiguous rows - pass a contiguous copy")
-            dtype, device = t, dev
+            if fixed is None and dtype is None:
+                dtype, first_typed = t, name
+            device = dev
             shapes.append(tuple(shape))
         require_gpu()
         self.device, self.dtype, self.shapes = device, dtype, tuple(shapes)
@@ -139,7 +145,8 @@ class OperatorPlan:
         for step in declared.steps:
             inst = built(step.rung, step.params)
             use_vec = declared.vec if step.rung.vec_variant else None
-            func = prepare(inst, step.launch, use_vec, self.info)
+            func = inst.module().get_function(step.function) if step.function else \
+                prepare(inst, step.launch, use_vec, self.info)
             kinds = tuple(_kind(step, i, a) for i, a in enumerate(step.args))
             packed = PackedLaunch(function_handle(func), step.launch.grid, step.launch.block, step.launch.shared, kinds,
                                   self.device)

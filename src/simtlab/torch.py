@@ -30,7 +30,7 @@ from .arrays import layout_of
 from .operator import call, call_along, named, reduce_along
 
 __all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort",
-           "argsort", "attention"]
+           "argsort", "attention", "spmv"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -373,6 +373,68 @@ def _argsort_fake(keys: torch.Tensor, descending: bool) -> torch.Tensor:
     return keys.new_empty(keys.shape, dtype=torch.int64)
 
 
+def _csr_parts(A: torch.Tensor):
+    if A.layout != torch.sparse_csr:
+        raise TypeError(f"simtlab.spmv takes a sparse CSR tensor (A.to_sparse_csr()), got layout {A.layout}")
+    if A.dim() != 2:
+        raise ValueError(f"simtlab.spmv takes a matrix, got a {A.dim()}-d sparse tensor")
+    return A.crow_indices(), A.col_indices(), A.values()
+
+
+def spmv_csr(A: torch.Tensor, x: torch.Tensor, alpha: float, beta: float, y: Optional[torch.Tensor]) -> torch.Tensor:
+    """simtlab.spmv on a torch sparse CSR matrix: through simtlab::spmv (differentiable in x and y)."""
+    crow, col, val = _csr_parts(A)
+    return torch.ops.simtlab.spmv(crow, col, val, x, y, A.shape[1], alpha, beta)
+
+
+def _spmv_run(crow, col, val, x, y, cols: int, alpha: float, beta: float) -> torch.Tensor:
+    if val.dtype != torch.float32 or x.dtype != torch.float32:
+        raise TypeError(f"simtlab.spmv takes float32 values and x, got {val.dtype} and {x.dtype}")
+    rows = crow.shape[0] - 1
+    if val.numel() == 0 or cols == 0:  # (nothing to multiply: beta y)
+        return beta * y if (y is not None and beta != 0.0) else x.new_zeros(rows)
+    if crow.dtype != torch.int32 or col.dtype != torch.int32:
+        if val.numel() + rows >= 2**31:
+            raise ValueError(f"simtlab.spmv: {val.numel()} nonzeros; the kernel counts them in 32 bits")
+        crow, col = crow.to(torch.int32), col.to(torch.int32)  # (torch's default int64 indices)
+    return call(named("spmv"), _rows(crow), _rows(col), _rows(val), _rows(x), None if y is None else _rows(y),
+                cols=int(cols), alpha=float(alpha), beta=float(beta))
+
+
+@torch.library.custom_op("simtlab::spmv", mutates_args=())
+def _spmv(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, x: torch.Tensor, y: Optional[torch.Tensor],
+          cols: int, alpha: float, beta: float) -> torch.Tensor:
+    return _spmv_run(crow, col, val, x, y, cols, alpha, beta)
+
+
+@_spmv.register_fake
+def _spmv_fake(crow, col, val, x, y, cols: int, alpha: float, beta: float) -> torch.Tensor:
+    return x.new_empty((crow.shape[0] - 1,))
+
+
+def _spmv_setup(ctx, inputs, output) -> None:
+    crow, col, val, x, y, ctx.cols, ctx.alpha, ctx.beta = inputs
+    ctx.save_for_backward(crow, col, val)
+
+
+def _spmv_grad(ctx, grad: torch.Tensor):
+    """dx = alpha A^T dy (PyTorch's sparse product: simtlab has no transposed SpMV), dy_in = beta dy."""
+    crow, col, val = ctx.saved_tensors
+    wants = ctx.needs_input_grad
+    if wants[2]:
+        raise NotImplementedError("simtlab.spmv is differentiable in x and y, not in A's values")
+    dx = dy = None
+    if wants[3]:
+        a = torch.sparse_csr_tensor(crow, col, val, (crow.shape[0] - 1, ctx.cols))
+        dx = ctx.alpha * (a.t() @ grad.unsqueeze(1)).squeeze(1).to_dense()
+    if wants[4]:
+        dy = ctx.beta * grad
+    return None, None, None, dx, dy, None, None, None
+
+
+_spmv.register_autograd(_spmv_grad, setup_context=_spmv_setup)
+
+
 _ATTENTION_TYPES = (torch.bfloat16, torch.float16)
 
 
@@ -476,6 +538,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
     rung 3 (forward; traced by torch.compile)."""
     return torch.ops.simtlab.attention(q, k, v, causal, scale)
+
+
+def spmv(A: torch.Tensor, x: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,
+         y: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """alpha A x + beta y for a sparse CSR A on simtlab's SpMV rung 4 (merge path)."""
+    return spmv_csr(A, x, alpha, beta, y)
 
 
 def transpose(x: torch.Tensor) -> torch.Tensor:

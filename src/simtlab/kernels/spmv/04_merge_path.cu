@@ -33,6 +33,19 @@ extern "C" __global__ void spmv_merge_prepare(int n, const int* __restrict__ row
   }
 }
 
+// The same for simtlab.spmv, whose y is the caller's and stays unchanged: y_out = beta * y_in (y_in
+// unread where beta == 0), the corners as above.
+extern "C" __global__ void spmv_merge_prepare_into(int n, const int* __restrict__ row_ptr, int tile, int tiles,
+                                                   float beta, const float* __restrict__ y_in, float* __restrict__ y_out,
+                                                   int* __restrict__ corners) {
+  const int nnz = row_ptr[n];
+  const long long total = (long long)n + nnz;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < max(n, tiles + 1); i += gridDim.x * blockDim.x) {
+    if (i < n) y_out[i] = beta != 0.0f ? beta * y_in[i] : 0.0f;
+    if (i <= tiles) corners[i] = merge_rows_before((int)min((long long)i * tile, total), row_ptr, n, nnz);
+  }
+}
+
 template <int BLOCK, int IPT>
 __global__ void __launch_bounds__(BLOCK) spmv_merge_path(int n, const int* __restrict__ row_ptr,
                                                          const int* __restrict__ cols, const float* __restrict__ vals,

@@ -1,0 +1,99 @@
+"""simtlab.spmv as users call it (GPU): torch sparse CSR tensors (int64 and int32 indices) and
+CuPy csr_matrix, against a float64 product: uniform, power-law (one row of 50000) and empty rows,
+alpha / beta / y, no nonzeros, the caller's stream, CUDA graphs, torch.compile and dx."""
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.api, pytest.mark.spmv]
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _matrix(torch, n, cols, lengths, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    crow = torch.zeros(n + 1, dtype=torch.int64, device="cuda")
+    crow[1:] = torch.cumsum(torch.as_tensor(lengths, device="cuda"), 0)
+    nnz = int(crow[-1])
+    col = torch.randint(0, cols, (nnz,), device="cuda", generator=g)
+    val = torch.rand(nnz, device="cuda", generator=g) * 2 - 1
+    return torch.sparse_csr_tensor(crow, col, val, (n, cols))
+
+
+def _err(ours, ref):
+    return float((ours.double() - ref).norm() / max(float(ref.norm()), 1e-300))
+
+
+@pytest.mark.parametrize("profile", ["uniform", "powerlaw", "empty_rows"])
+def test_spmv_matches_float64(profile):
+    import simtlab
+
+    torch = _torch()
+    n, cols = 20001, 7000
+    if profile == "uniform":
+        lengths = [16] * n
+    elif profile == "powerlaw":
+        lengths = [int(6 * (1 + i % 97) ** 0.5) for i in range(n)]
+        lengths[123] = 50000
+    else:
+        lengths = [0 if i % 3 else 5 for i in range(n)]
+    A = _matrix(torch, n, cols, lengths, len(profile))
+    x = torch.rand(cols, device="cuda")
+    y = torch.rand(n, device="cuda")
+    dense = A.to_dense().double()
+    from simtlab.verify import dot_tolerance
+
+    tol = dot_tolerance("float32", max(lengths))
+    assert _err(simtlab.spmv(A, x), dense @ x.double()) <= tol
+    out = simtlab.spmv(A, x, alpha=2.0, beta=-0.5, y=y)
+    assert _err(out, 2 * (dense @ x.double()) - 0.5 * y.double()) <= tol
+    A32 = torch.sparse_csr_tensor(A.crow_indices().int(), A.col_indices().int(), A.values(), A.shape)
+    assert _err(simtlab.spmv(A32, x), dense @ x.double()) <= tol
+
+
+def test_spmv_edges_streams_graphs_compile_and_dx():
+    import simtlab
+
+    torch = _torch()
+    empty = torch.sparse_csr_tensor(torch.zeros(5, dtype=torch.int64), torch.zeros(0, dtype=torch.int64),
+                                    torch.zeros(0), (4, 3)).cuda()
+    y = torch.rand(4, device="cuda")
+    assert torch.equal(simtlab.spmv(empty, torch.rand(3, device="cuda")), torch.zeros(4, device="cuda"))
+    assert torch.allclose(simtlab.spmv(empty, torch.rand(3, device="cuda"), beta=2.0, y=y), 2 * y)
+    with pytest.raises(ValueError, match="x has shape"):
+        simtlab.spmv(_matrix(torch, 10, 5, [2] * 10, 1), torch.rand(6, device="cuda"))
+    A = _matrix(torch, 3000, 3000, [9] * 3000, 2)
+    A32 = torch.sparse_csr_tensor(A.crow_indices().int(), A.col_indices().int(), A.values(), A.shape)
+    x = torch.rand(3000, device="cuda")
+    ref = A.to_dense() @ x
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = simtlab.spmv(A32, x)
+    side.synchronize()
+    assert _err(out, ref.double()) < 1e-5
+    simtlab.spmv(A32, x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = simtlab.spmv(A32, x)
+    x.copy_(torch.rand(3000, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _err(captured, (A.to_dense() @ x).double()) < 1e-5
+    xs = x.clone().requires_grad_()
+    simtlab.spmv(A32, xs, alpha=3.0).sum().backward()
+    assert torch.allclose(xs.grad, 3 * A.to_dense().sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_cupy_csr_matrix():
+    cupy = pytest.importorskip("cupy")
+    sparse = pytest.importorskip("cupyx.scipy.sparse")
+
+    import simtlab
+
+    A = sparse.random(5000, 4000, density=0.003, format="csr", dtype=cupy.float32, random_state=3)
+    x = cupy.random.default_rng(4).random(4000, dtype=cupy.float32)
+    ref = A.astype(cupy.float64) @ x.astype(cupy.float64)
+    out = simtlab.spmv(A, x)
+    assert float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref)) < 1e-5
