@@ -67,7 +67,9 @@ def _kind(step, index: int, arg) -> str:
 
 
 def _contiguous(shape: tuple, strides: tuple) -> bool:
-    """C-contiguous in elements (a dimension of extent 1 may have any stride)."""
+    """C-contiguous in elements (a dimension of extent 1 may have any stride; an empty array is)."""
+    if 0 in shape:
+        return True
     expected = 1
     for extent, stride in zip(reversed(shape), reversed(strides)):
         if extent != 1 and stride != expected:

@@ -35,6 +35,10 @@ __all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
+def _no_context(ctx, inputs, output) -> None:
+    """register_autograd's setup for a backward that needs nothing saved."""
+
+
 def _readable(x: torch.Tensor) -> torch.Tensor:
     """x itself where simtlab reads it in place (row-major or a transposed view), else a
     contiguous copy (an expanded gradient, a sliced view)."""
@@ -477,7 +481,7 @@ def _attention_grad(ctx, grad):
                               "call torch.nn.functional.scaled_dot_product_attention")
 
 
-_attention.register_autograd(_attention_grad, setup_context=lambda *_: None)
+_attention.register_autograd(_attention_grad, setup_context=_no_context)
 
 
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
@@ -504,7 +508,7 @@ def _transpose_fake(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty(tuple(reversed(x.shape)))
 
 
-_transpose.register_autograd(lambda ctx, grad: torch.ops.simtlab.transpose(grad), setup_context=lambda *_: None)
+_transpose.register_autograd(lambda ctx, grad: torch.ops.simtlab.transpose(grad), setup_context=_no_context)
 
 
 def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
