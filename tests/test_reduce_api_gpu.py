@@ -98,7 +98,7 @@ def test_amax_propagates_nan_and_refuses_an_empty_dimension():
 
 
 @pytest.mark.transpose
-@pytest.mark.parametrize("shape", ((1, 1), (3, 5), (64, 64), (1000, 4), (4097, 1023), (1, 100003), (8192, 8192)),
+@pytest.mark.parametrize("shape", ((1, 1), (3, 5), (64, 64), (1000, 4), (4097, 1023), (1, 100003), (77, 1), (8192, 8192)),
                          ids=lambda s: "x".join(map(str, s)))
 def test_transpose_is_exact(shape):
     import simtlab

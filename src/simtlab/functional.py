@@ -239,6 +239,8 @@ def _transpose(x):
                          f"dimension); got shape {shape}")
     if x.ndim < 2:
         return x.copy()
+    if 1 in x.shape:  # (a row or a column: the same bytes in the same order - a copy)
+        return x.reshape(x.shape[1], x.shape[0]).copy()
     import cupy
 
     return call(named("transpose"), x if x.flags.c_contiguous else cupy.ascontiguousarray(x))

@@ -493,6 +493,8 @@ def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
                          f"got shape {tuple(x.shape)}")
     if x.dim() < 2:
         return x.clone(memory_format=torch.contiguous_format)
+    if 1 in x.shape:  # (a row or a column: its transpose holds the same bytes in the same order - a copy)
+        return x.reshape(x.shape[1], x.shape[0]).clone(memory_format=torch.contiguous_format)
     return call(named("transpose"), _rows(x))
 
 
