@@ -298,12 +298,28 @@ def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, pre
     return run
 
 
+L2_FALLBACK = 50 * 2**20  # an H100's L2, where no device is given
+
+
+def streamed_parts_cap(p: LayerNormProblem, device=None) -> int:
+    """Streamed rows (VPT 0) add each row into their block's partial rows in global memory: at most
+    as many partial rows as fill half the L2, so that read-modify-write stays there. (Run
+    2026-12-06_h100_511d348_row_ops, 4096x32768 on an H100: 528 blocks' partial rows, 138 MB, went to
+    HBM on every row - 13% of the copy, 0.34x PyTorch.)"""
+    l2 = getattr(device, "l2_bytes", None) or L2_FALLBACK
+    return max(1, (l2 // 2) // (4 * p.cols * (1 if p.rms else 2)))
+
+
 def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[Launch, Launch]:
     """Rung 5's two launches: the rows at as many blocks as the build runs at once on the device
-    (its occupancy), the column sums of their partial rows."""
+    (its occupancy; streamed rows: no more than their partial rows' share of the L2 allows), the
+    column sums of their partial rows."""
     one = inst.geometry(p, device)
     per_sm = inst.occupancy(one, vec).blocks_per_sm
-    first = Launch((backward_blocks(inst.params, p, sm_count(device), per_sm), 1, 1), one.block)
+    blocks = backward_blocks(inst.params, p, sm_count(device), per_sm)
+    if inst.params["VPT"] == STREAMED:
+        blocks = min(blocks, streamed_parts_cap(p, device))
+    first = Launch((blocks, 1, 1), one.block)
     return first, column_sums_launch(inst.params, p)
 
 
