@@ -32,21 +32,27 @@ def _untracked(*tensors) -> bool:
     """CUDA tensors that neither autograd (no gradient asked of them) nor a tracer (torch.compile,
     fake tensors) is watching: the call goes straight to the plan, skipping the custom operator's
     dispatch (microseconds a call: inference's host cost); otherwise through torch.ops.simtlab."""
-    import torch
-
-    if torch.compiler.is_compiling():
-        return False
-    grad, plain = torch.is_grad_enabled(), (torch.Tensor, torch.nn.Parameter)  # (a module's weights are Parameters)
+    torch = _torch_ops().torch
+    grad, plain = torch.is_grad_enabled(), _PLAIN
     for t in tensors:
-        if t is not None and (t.device.type != "cuda" or (grad and t.requires_grad) or type(t) not in plain):
+        if t is not None and (type(t) not in plain or not t.is_cuda or (grad and t.requires_grad)):
             return False
-    return True
+    return not torch.compiler.is_compiling()
+
+
+_OPS = None
+_PLAIN = ()  # torch.Tensor and torch.nn.Parameter (a module's weights), once torch is imported
 
 
 def _torch_ops():
-    from . import torch as simtlab_torch  # (registers the simtlab:: operators)
+    """simtlab.torch (importing it registers the simtlab:: operators), imported once."""
+    global _OPS, _PLAIN
+    if _OPS is None:
+        from . import torch as simtlab_torch
 
-    return simtlab_torch
+        _PLAIN = (simtlab_torch.torch.Tensor, simtlab_torch.torch.nn.Parameter)
+        _OPS = simtlab_torch
+    return _OPS
 
 
 def softmax(x, dim: int = -1):

@@ -130,6 +130,8 @@ class OperatorPlan:
             self._allocators = tuple(lib.allocator(shape, t, device) for shape, t in declared.outputs)
             self._scratch = tuple(lib.allocator(shape, t, device) for shape, t in declared.scratch)
             self._constants = tuple(self._constant(shape, t, value) for shape, t, value in declared.constants)
+        self._const_ptrs = tuple(lib.ptr(c) for c in self._constants)
+        self._cleared = declared.cleared  # (the same scratch in both builds)
         self._empty = any(0 in s for s in self.shapes if s is not None)  # (nothing to launch)
         self._lock = threading.Lock()
 
@@ -157,7 +159,7 @@ class OperatorPlan:
                 if isinstance(a, tuple):
                     if a[0] not in _SLOT_KINDS:
                         raise ValueError(f"{step.rung.id}: argument {i} is slot {a}, not one of {_SLOT_KINDS}")
-                    slots.append((packed.values[i], a[0], a[1]))
+                    slots.append((packed.values[i], _SLOT_KINDS.index(a[0]), a[1]))
                 else:
                     packed.values[i].value = a.item()
             launches.append((packed, tuple(slots)))
@@ -195,30 +197,37 @@ class OperatorPlan:
     def run(self, operands: tuple):
         """(Operands already matched.) Outputs allocated, addresses set, each step launched on the
         caller's current stream; from a thread where another device is current, the launches run
-        under a guard that makes the plan's device current."""
-        lib, device = self.lib, self.device
+        under a guard that makes the plan's device current. (Lists over generators, kinds as
+        indexes: this is every call's host time.)"""
+        lib = self.lib
         first = operands[0]
-        outputs = tuple(new(first) for new in self._allocators)
+        outputs = [new(first) for new in self._allocators]
         if self._empty:  # (an empty operand: nothing to launch; a sum over no rows is zeros)
             for x in outputs:
                 lib.fill_zero(x)
-            return outputs[0] if len(outputs) == 1 else outputs
-        scratch = tuple(new(first) for new in self._scratch)
-        for i in self._variants[True][0].cleared:  # (same scratch in both builds; zeroed on the caller's stream)
-            lib.fill_zero(scratch[i])
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
         ptr = lib.ptr
-        arrays = {IN: tuple(0 if x is None else ptr(x) for x in operands), OUT: tuple(ptr(x) for x in outputs),
-                  SCRATCH: tuple(ptr(x) for x in scratch), CONST: tuple(ptr(x) for x in self._constants)}
+        ins = [0 if x is None else ptr(x) for x in operands]
         declared, launches = self._variants[True]
-        if not all(a % declared.align == 0 for a in arrays[IN]):  # (outputs, scratch: the allocator's alignment)
-            declared, launches = self._unaligned()
+        align = declared.align
+        for a in ins:  # (outputs, scratch: the allocator's alignment)
+            if a % align:
+                declared, launches = self._unaligned()
+                break
+        scratch = ()
+        if self._scratch:
+            made = [new(first) for new in self._scratch]
+            for i in self._cleared:  # (zeroed on the caller's stream)
+                lib.fill_zero(made[i])
+            scratch = [ptr(x) for x in made]
+        arrays = (ins, [ptr(x) for x in outputs], scratch, self._const_ptrs)  # (indexed as _SLOT_KINDS)
         with self._lock:  # (the packed parameters are the plan's: one thread sets and launches at a time)
             try:
-                self._launch(launches, arrays, lib.stream(device))
+                self._launch(launches, arrays, lib.stream(self.device))
             except ContextMismatch:
-                with lib.device_guard(device):
-                    self._launch(launches, arrays, lib.stream(device))
-        return outputs[0] if len(outputs) == 1 else outputs
+                with lib.device_guard(self.device):
+                    self._launch(launches, arrays, lib.stream(self.device))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _unaligned(self):
         """The declaration for operands whose addresses the 128-bit path cannot take (made once)."""
@@ -249,9 +258,10 @@ def call(op: Operator, *operands, **options):
     first = operands[0] if operands and operands[0] is not None else None
     if first is None:
         raise TypeError(f"simtlab.{op.name}: {op.operands[0]} must be a GPU array, got None")
-    lib = _lib(first, op)
+    lib = _LIBS.get(type(first)) or _lib(first, op)
     try:
-        key = (op.name, tuple(None if x is None else lib.key(x) for x in operands), tuple(sorted(options.items())))
+        key = (op.name, tuple([None if x is None else lib.key(x) for x in operands]),
+               tuple(sorted(options.items())) if options else ())
     except AttributeError:  # (another library's array: the plan names it)
         return OperatorPlan(op, lib, operands, options).run(operands)
     found = _PLANS.get(key)
