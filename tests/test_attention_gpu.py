@@ -70,7 +70,7 @@ def test_large_scores_and_nan(rung):
 
 
 def test_rung_3_beside_sdpa():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     import torch.nn.functional as F
 
     p = att.AttentionProblem(8, 1024, 1024, 128, "bfloat16", True)

@@ -4,17 +4,10 @@ dynamic shared memory), spill-free, with exactly the kernel's parameters."""
 
 import pytest
 
+from declared_checks import A100, H100, check_steps, declare
 from simtlab.catalog import family
-from simtlab.device import DeviceInfo
 from simtlab.family import IN, OUT
-from simtlab.hw.resources import param_sizes_from_cubin
-from simtlab.launch import build, check_launch
 from simtlab.ops import attention as att
-
-H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
-                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
-A100 = DeviceInfo(0, "A100 (declared)", (8, 0), 108, 65536, 65536, 167936, 49152, 166912, 1024, 2048, 1024, 32,
-                  40 * 2**20, 80 * 2**30, 5120, 1410, 1593, 13000, 13000)
 
 
 def test_sizes_and_counts():
@@ -43,18 +36,12 @@ def test_fused_rungs_take_their_head_dims_and_rung_1_any():
 @pytest.mark.parametrize("vec", [True, False], ids=["aligned", "unaligned"])
 def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, dtype, vec):
     op = family("attention").operators[0]
-    arch = str(device.arch)
     for shapes, causal in [(((2, 16, 4096, 128),) * 3, True), (((1, 3, 77, 64), (1, 3, 1000, 64), (1, 3, 1000, 64)),
                                                                False)]:
-        declared = op.declare(shapes, dtype, {"causal": causal}, device, vec, lambda r, p: build(r, p, arch))
+        declared, build_once = declare(op, shapes, dtype, vec, {"causal": causal}, device)
         (step,) = declared.steps
         assert step.rung.stage == (3 if vec else 2)
-        inst = build(step.rung, step.params, arch)
-        res = inst.resources(None)
-        assert res.spill_bytes == 0 and res.stack_frame == 0
-        check_launch(res, step.launch, arch, device)
-        sizes = param_sizes_from_cubin(inst.cubin.data())[inst.cubin.mangled(inst.expression(None))]
-        assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes
+        check_steps(declared, build_once, shapes, device)
         assert step.args[:5] == ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1))
         b, h, sq, d = shapes[0]
         assert declared.outputs == ((shapes[0], dtype), ((b, h, sq), "float32"))

@@ -8,30 +8,17 @@ import dataclasses
 import numpy as np
 import pytest
 
+from declared_checks import H100, check_steps, declare
 from simtlab.catalog import family
-from simtlab.device import DeviceInfo
-from simtlab.family import IN, OUT, SCRATCH
-from simtlab.hw.resources import param_sizes_from_cubin
-from simtlab.launch import build, check_launch
 from simtlab.ops import scan
 
-H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
-                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
 CUMSUM = family("scan").operators[0]
 SHAPES = [(1, 1), (1, 7), (1, 5000), (1, 3_000_001), (2, 1 << 20), (3, 4097), (64, 100003), (1000, 33), (5000, 4096),
           (300000, 16), (4, 1, 9)]
 
 
 def _declare(shapes, dtype, vec):
-    built = {}
-
-    def build_once(rung, params):
-        key = (rung.id, tuple(sorted(params.items())))
-        if key not in built:
-            built[key] = build(rung, params, "sm_90")
-        return built[key]
-
-    return CUMSUM.declare(shapes, dtype, {}, H100, vec, build_once), build_once
+    return declare(CUMSUM, shapes, dtype, vec)
 
 
 @pytest.mark.parametrize("dtype", scan.CUMSUM_TYPES)
@@ -40,17 +27,7 @@ def test_every_cumsum_launch_fits_and_passes_the_kernels_parameters(dtype, vec):
     for shape in SHAPES:
         declared, build_once = _declare((shape,), dtype, vec)
         assert declared.outputs == ((shape, scan.SUM_TYPE[dtype]),)
-        for step in declared.steps:
-            inst = build_once(step.rung, step.params)
-            use_vec = declared.vec if step.rung.vec_variant else None
-            res = inst.resources(use_vec)
-            assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression(use_vec)
-            check_launch(res, step.launch, "sm_90", H100)
-            sizes = param_sizes_from_cubin(inst.cubin.data())[inst.cubin.mangled(inst.expression(use_vec))]
-            assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes
-            for a in step.args:
-                if isinstance(a, tuple):
-                    assert 0 <= a[1] < len({IN: (shape,), OUT: declared.outputs, SCRATCH: declared.scratch}[a[0]])
+        check_steps(declared, build_once, (shape,))
         one_fp32_row = shape[:-1] in ((1,), (4, 1)) and dtype == "float32" and np.prod(shape[:-1]) == 1
         stage = declared.steps[0].rung.stage
         assert stage == (6 if one_fp32_row else 7), (shape, dtype)

@@ -6,15 +6,10 @@ every row once, each chunk starting on a 16-byte boundary where the rows do."""
 import numpy as np
 import pytest
 
+from declared_checks import H100, check_steps, declare
 from simtlab.catalog import family
-from simtlab.device import DeviceInfo
 from simtlab.family import IN, OUT, SCRATCH
-from simtlab.hw.resources import param_sizes_from_cubin
-from simtlab.launch import build, check_launch
 from simtlab.ops import reduction
-
-H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
-                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
 
 OPERATORS = {o.name: o for fam in ("reduction", "transpose") for o in family(fam).operators}
 SHAPES = [(1, 1), (3, 5), (1, 4096), (7, 4097), (1, 8191), (1, 100003), (2, 1 << 20), (1, 1 << 27), (5000, 3000),
@@ -22,30 +17,11 @@ SHAPES = [(1, 1), (3, 5), (1, 4096), (7, 4097), (1, 8191), (1, 100003), (2, 1 <<
 
 
 def _declare(op, shapes, dtype, vec):
-    built = {}
-
-    def build_once(rung, params):
-        key = (rung.id, tuple(sorted(params.items())))
-        if key not in built:
-            built[key] = build(rung, params, "sm_90")
-        return built[key]
-
-    return op.declare(shapes, dtype, {}, H100, vec, build_once), build_once
+    return declare(op, shapes, dtype, vec)
 
 
 def _check_steps(declared, build_once, shapes):
-    for step in declared.steps:
-        inst = build_once(step.rung, step.params)
-        use_vec = declared.vec if step.rung.vec_variant else None
-        res = inst.resources(use_vec)
-        assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression(use_vec)
-        check_launch(res, step.launch, "sm_90", H100)
-        sizes = param_sizes_from_cubin(inst.cubin.data())[inst.cubin.mangled(inst.expression(use_vec))]
-        assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes
-        for a in step.args:
-            if isinstance(a, tuple):
-                pool = {IN: shapes, OUT: declared.outputs, SCRATCH: declared.scratch}[a[0]]
-                assert 0 <= a[1] < len(pool)
+    check_steps(declared, build_once, shapes)
 
 
 @pytest.mark.parametrize("name", ["sum", "amax"])

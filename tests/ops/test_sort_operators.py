@@ -7,28 +7,16 @@ constant 0..n-1 made once per plan."""
 import numpy as np
 import pytest
 
+from declared_checks import check_steps, declare
 from simtlab.catalog import family
-from simtlab.device import DeviceInfo
-from simtlab.family import CONST, IN, OUT, SCRATCH
-from simtlab.hw.resources import param_sizes_from_cubin
-from simtlab.launch import build, check_launch
+from simtlab.family import CONST
 from simtlab.ops import sort
 
-H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
-                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
 OPS = {o.name: o for o in family("sort").operators}
 
 
 def _declare(op, shapes, dtype, descending):
-    built = {}
-
-    def build_once(rung, params):
-        key = (rung.id, tuple(sorted(params.items())))
-        if key not in built:
-            built[key] = build(rung, params, "sm_90")
-        return built[key]
-
-    return op.declare(shapes, dtype, {"descending": descending}, H100, True, build_once), build_once
+    return declare(op, shapes, dtype, True, {"descending": descending})
 
 
 @pytest.mark.parametrize("dtype", sort.SORT_TYPES)
@@ -46,18 +34,7 @@ def test_every_sort_launch_fits_and_passes_the_kernels_parameters(dtype, descend
         radix, passes = sort.radix_digits(first.params)
         assert len(declared.steps) == 2 + passes
         assert [int(s.args[-1]) for s in declared.steps[2:]] == list(range(passes))
-        for step in declared.steps:
-            inst = build_once(step.rung, step.params)
-            res = inst.resources(None)
-            assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression(None)
-            check_launch(res, step.launch, "sm_90", H100)
-            sizes = param_sizes_from_cubin(inst.cubin.data())[inst.cubin.mangled(inst.expression(None))]
-            assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes
-            for a in step.args:
-                if isinstance(a, tuple):
-                    pool = {IN: shapes, OUT: declared.outputs, SCRATCH: declared.scratch,
-                            CONST: declared.constants}[a[0]]
-                    assert 0 <= a[1] < len(pool) and (a[0] != IN or shapes[a[1]] is not None)
+        check_steps(declared, build_once, shapes)
         if how == "argsort":
             assert declared.constants == (((n,), "int32", sort.IOTA),) and first.args[4] == (CONST, 0)
             assert declared.outputs[1] == ((n,), "int32")

@@ -6,35 +6,25 @@ float32 values by the generic plan."""
 import numpy as np
 import pytest
 
+from declared_checks import check_steps, declare
 from simtlab.catalog import family
-from simtlab.device import DeviceInfo
 from simtlab.family import IN, OUT, SCRATCH
-from simtlab.hw.resources import param_sizes_from_cubin
-from simtlab.launch import build, check_launch
 
-H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
-                  50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
 SPMV = family("spmv").operators[0]
 
 
 def _declare(shapes, **options):
-    return SPMV.declare(shapes, "float32", {"cols": options.pop("cols", 1000), **options}, H100, True,
-                        lambda r, p: build(r, p, "sm_90"))
+    return declare(SPMV, shapes, "float32", True, {"cols": options.pop("cols", 1000), **options})[0]
 
 
 @pytest.mark.parametrize("n, nnz, with_y", [(1, 1, False), (1000, 16000, True), (4 << 20, 72_900_000, False),
                                             (7, 0, True)])
 def test_both_launches_pass_their_kernels_parameters(n, nnz, with_y):
     shapes = ((n + 1,), (nnz,), (nnz,), (1000,), (n,) if with_y else None)
-    declared = _declare(shapes, beta=0.5 if with_y else 0.0)
+    declared, build_once = declare(SPMV, shapes, "float32", True, {"cols": 1000, "beta": 0.5 if with_y else 0.0})
     prepare, main = declared.steps
-    inst = build(main.rung, main.params, "sm_90")
-    mangled = {"spmv_merge_prepare_into": "spmv_merge_prepare_into",
-               None: inst.cubin.mangled(inst.expression(None))}
-    sizes = param_sizes_from_cubin(inst.cubin.data())
-    for step in (prepare, main):
-        assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes[mangled[step.function]]
-    check_launch(inst.resources(None), main.launch, "sm_90", H100)
+    check_steps(declared, build_once, shapes)
+    assert prepare.function == "spmv_merge_prepare_into" and main.function is None
     tile = main.params["BLOCK"] * main.params["IPT"]
     tiles = max(-(-(n + nnz) // tile), 1)
     assert main.launch.grid[0] == tiles and declared.scratch == (((tiles + 1,), "int32"),)

@@ -242,7 +242,6 @@ def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, pre
 def _sdpa(ws: Workspace):
     """torch.nn.functional.scaled_dot_product_attention on tensors over the workspace's arrays
     (batch x heads as one dimension; the backend PyTorch picks)."""
-    import torch
     import torch.nn.functional as F
 
     q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0) for a in (ws.q, ws.k, ws.v))  # (1, bh, s, d): 4-D, as the

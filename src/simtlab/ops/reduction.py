@@ -331,7 +331,7 @@ def _declare(op: str):
                      Step(rung, second, two.launch, ((SCRATCH, 0), (OUT, 0), *two.args)))
             scratch = (((seg.count,), "float32"),)
         what = (f"{rows}x{cols} {dtype}: {rung.id} {'a warp' if seg.warp_rows else 'a block'} a "
-                + (f"row" if seg.per_row == 1 else f"chunk of {seg.chunk} ({seg.per_row} a row), then the partials"))
+                + ("row" if seg.per_row == 1 else f"chunk of {seg.chunk} ({seg.per_row} a row), then the partials"))
         return Declared((((rows,), dtype),), steps, what, scratch=scratch, vec=vec, align=4 * ITEM[dtype])
 
     return declare

@@ -56,18 +56,22 @@ __device__ __forceinline__ void store4(Out* out, long long at, long long end, bo
   }
 }
 
-// The block's sum of one value a thread, every thread receiving it (`warp_sums`: BLOCK/32 slots).
+// Each warp's total in, after a barrier: what precedes this warp (plus `before`, the carry into the
+// block's values), and into `total` the block's sum. Barriers first, so that warp_sums is free.
 template <int BLOCK, typename T>
-__device__ __forceinline__ T block_total(T value, T* warp_sums, int lane, int warp) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) value += __shfl_xor_sync(~0u, value, o);
-  __syncthreads();  // (an earlier use of warp_sums is over)
-  if (lane == 0) warp_sums[warp] = value;
+__device__ __forceinline__ T warps_before(T warp_total, T before, T& total, T* warp_sums, int lane, int warp,
+                                          int writer) {
+  __syncthreads();  // (the last round's readers of warp_sums are done)
+  if (lane == writer) warp_sums[warp] = warp_total;
   __syncthreads();
-  T total = T(0);
+  total = T(0);
 #pragma unroll
-  for (int w = 0; w < BLOCK / 32; ++w) total += warp_sums[w];
-  return total;
+  for (int w = 0; w < BLOCK / 32; ++w) {
+    const T s = warp_sums[w];
+    if (w < warp) before += s;
+    total += s;
+  }
+  return before;
 }
 
 // One tile of a row scanned from `carry` (what precedes it in the row) into out; returns the
@@ -91,16 +95,8 @@ __device__ __forceinline__ Out scan_tile(const In* __restrict__ x, Out* out, lon
     off[g] = run + excl;
     run += __shfl_sync(~0u, inc, 31);
   }
-  __syncthreads();  // (the last tile's readers of warp_sums are done)
-  if (lane == 0) warp_sums[warp] = run;
-  __syncthreads();
-  Out before = carry, total = Out(0);
-#pragma unroll
-  for (int w = 0; w < BLOCK / 32; ++w) {
-    const Out s = warp_sums[w];
-    if (w < warp) before += s;
-    total += s;
-  }
+  Out total;
+  const Out before = warps_before<BLOCK>(run, carry, total, warp_sums, lane, warp, 0);
 #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     const Out add = before + off[g];
@@ -139,15 +135,8 @@ scan_rows(const typename simtlab::scan::Num<IT>::T* __restrict__ x, typename sim
         const int i = base + threadIdx.x;
         const Out value = i < per_row ? t[i] : Out(0);
         const Out inc = warp_inclusive_scan(value, lane);
-        __syncthreads();  // (the last round's readers of warp_sums are done)
-        if (lane == 31) warp_sums[warp] = inc;
-        __syncthreads();
-        Out before = carry, total = Out(0);
-#pragma unroll
-        for (int w = 0; w < BLOCK / 32; ++w) {
-          if (w < warp) before += warp_sums[w];
-          total += warp_sums[w];
-        }
+        Out total;
+        const Out before = warps_before<BLOCK>(inc, carry, total, warp_sums, lane, warp, 31);
         if (i < per_row) t[i] = before + inc - value;
         carry += total;
       }
@@ -171,8 +160,11 @@ scan_rows(const typename simtlab::scan::Num<IT>::T* __restrict__ x, typename sim
           sum += (v[0] + v[1]) + (v[2] + v[3]);
         }
       }
-      sum = block_total<BLOCK>(sum, warp_sums, lane, warp);
-      if (threadIdx.x == 0) totals[s] = sum;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(~0u, sum, o);
+      Out total;
+      warps_before<BLOCK>(sum, Out(0), total, warp_sums, lane, warp, 0);
+      if (threadIdx.x == 0) totals[s] = total;
       continue;
     }
     Out carry = whole ? Out(0) : totals[s];
