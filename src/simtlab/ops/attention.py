@@ -14,6 +14,7 @@ same (rounded) inputs, head by head.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -111,9 +112,9 @@ def unsupported(rung, p: AttentionProblem) -> str | None:
     return None
 
 
-def requested_bytes(params, p: AttentionProblem) -> int:
-    """Rungs 2-3: Q and O once, K and V once for every block of query rows that reads them."""
-    rows = MMA_BQ if "BQ" not in params else params["BQ"]
+def requested_bytes(params, p: AttentionProblem, rows: int = MMA_BQ) -> int:
+    """Rungs 2-3: Q and O once, K and V once for every block of `rows` query rows that reads them
+    (causal: about half the blocks' keys)."""
     blocks = -(-p.sq // rows)
     item = ITEMSIZE[p.dtype]
     kv = 2 * item * p.sk * p.d * (blocks if not p.causal else max(1, (blocks + 1) // 2))
@@ -302,7 +303,8 @@ FAMILY = Family(
              geometry_naive, size_defaults=dtype_params, traffic=naive_bytes, sass_expect=("LDS", "BAR")),
         Rung("attention", 2, "fused", "attention/02_fused.cu", "attention_fused", ("DT", "D"),
              frozen({"DT": 1, "D": 128}), "one launch, an online softmax: the scores never leave the SM",
-             geometry_fused, size_defaults=head_params, sass_expect=("SHFL",)),
+             geometry_fused, size_defaults=head_params, sass_expect=("SHFL",),
+             traffic=functools.partial(requested_bytes, rows=FUSED_BQ)),
         Rung("attention", 3, "mma", "attention/03_mma.cu", "attention_mma", ("DT", "D"), frozen({"DT": 1, "D": 128}),
              "both products on the tensor cores, Q in registers, a warp's rows whole (FlashAttention-2's split)",
              geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS")),
