@@ -1,8 +1,7 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
 `rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv` and
-`attention` - for
-PyTorch CUDA tensors and CuPy arrays (float32 and float16: CuPy has no bfloat16; transpose: float32; cumsum: float32,
-int32 and int64, int32 summed into int64 as torch promotes it).
+`attention` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
+one's kernels take (docs/api.md lists them; another is one line naming those).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
 neither watches (inference) goes straight to the plan, without the operator dispatch's cost.
@@ -102,14 +101,7 @@ def _cupy_norm(name: str, x, vectors: tuple, eps: float):
     made contiguous where it is not (tensors: simtlab.torch.norm_rows)."""
     if x.ndim == 0:
         raise ValueError(f"simtlab.{name}: x is a 0-d array; it normalises along the last dimension")
-    def contiguous(a):
-        if a is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:
-            return a  # (a host array is named by the call)
-        import cupy
-
-        return cupy.ascontiguousarray(a)
-
-    return call(named(name), contiguous(x), *(contiguous(v) for v in vectors), eps=float(eps))
+    return call(named(name), _contiguous(x), *(_contiguous(v) for v in vectors), eps=float(eps))
 
 
 def sum(x, dim: int | None = None, keepdim: bool = False):  # noqa: A001 (torch.sum's name)

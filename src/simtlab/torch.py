@@ -260,10 +260,14 @@ _sum.register_fake(_reduce_fake("sum"))
 _amax.register_fake(_reduce_fake("amax"))
 
 
-def _reduce_setup(ctx, inputs, output) -> None:
+def _sum_setup(ctx, inputs, output) -> None:
     x, ctx.dim, ctx.keepdim = inputs
     ctx.shape = x.shape
-    ctx.save_for_backward(x, output)
+
+
+def _amax_setup(ctx, inputs, output) -> None:
+    _sum_setup(ctx, inputs, output)
+    ctx.save_for_backward(inputs[0], output)  # (the maxima's places: sum's gradient needs neither)
 
 
 def _kept(ctx, t: torch.Tensor) -> torch.Tensor:
@@ -286,8 +290,8 @@ def _amax_grad(ctx, grad: torch.Tensor):
     return hit * (_kept(ctx, grad) / count), None, None
 
 
-_sum.register_autograd(_sum_grad, setup_context=_reduce_setup)
-_amax.register_autograd(_amax_grad, setup_context=_reduce_setup)
+_sum.register_autograd(_sum_grad, setup_context=_sum_setup)
+_amax.register_autograd(_amax_grad, setup_context=_amax_setup)
 
 
 _CUMSUM = {torch.float32: torch.float32, torch.int32: torch.int64, torch.int64: torch.int64}
