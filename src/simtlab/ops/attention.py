@@ -250,8 +250,29 @@ def _sdpa(ws: Workspace):
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def _cupy_fp32(ws: Workspace):
+    """The formula in CuPy, fp32 (cuBLAS's batched products, the scores in memory): what a user without
+    PyTorch would write. Its fp32 copies of Q, K, V are made here, outside the timed call."""
+    import cupy
+
+    p = ws.p
+    q, k, v = (load(a, p.dtype) for a in (ws.q, ws.k, ws.v))
+    mask = cupy.arange(p.sk)[None, :] > cupy.arange(p.sq)[:, None] if p.causal else None
+
+    def run():
+        s = cupy.matmul(q, k.transpose(0, 2, 1)) * ws.scale
+        if mask is not None:
+            s[:, mask] = -cupy.inf
+        s = cupy.exp(s - s.max(axis=2, keepdims=True))
+        return cupy.matmul(s / s.sum(axis=2, keepdims=True), v)
+
+    return run
+
+
 def references() -> list[Reference]:
-    return torch_reference("PyTorch SDPA", _sdpa)
+    # (SDPA first where PyTorch is installed: the first reference is the "% of" column's)
+    return torch_reference("PyTorch SDPA", _sdpa) + [Reference("CuPy fp32 (scores in memory)", _cupy_fp32,
+                                                               verifiable=False)]
 
 
 # --- the public operator (simtlab.attention) --------------------------------------------------------
@@ -295,7 +316,7 @@ FAMILY = Family(
     name="attention",
     title="fused attention, softmax(scale Q K^T) V, bf16/fp16 in, fp32 statistics",
     ops=sys.modules[__name__],
-    reference="PyTorch scaled_dot_product_attention (the backend it picks)",
+    reference="PyTorch scaled_dot_product_attention (the backend it picks); CuPy's fp32 formula",
     default_sizes=("16x4096x128", "16x4096x128:causal"),
     rungs=(
         Rung("attention", 1, "naive", "attention/01_naive.cu", "attention_naive", ("DT",), frozen({"DT": 1}),
