@@ -15,7 +15,7 @@ contiguous."""
 
 from __future__ import annotations
 
-from .operator import call, call_along, named, reduce_along
+from .operator import call, call_along, contiguous, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
            "attention", "spmv", "EPS"]
@@ -101,7 +101,7 @@ def _cupy_norm(name: str, x, vectors: tuple, eps: float):
     made contiguous where it is not (tensors: simtlab.torch.norm_rows)."""
     if x.ndim == 0:
         raise ValueError(f"simtlab.{name}: x is a 0-d array; it normalises along the last dimension")
-    return call(named(name), _contiguous(x), *(_contiguous(v) for v in vectors), eps=float(eps))
+    return call(named(name), contiguous(x), *(contiguous(v) for v in vectors), eps=float(eps))
 
 
 def sum(x, dim: int | None = None, keepdim: bool = False):  # noqa: A001 (torch.sum's name)
@@ -151,31 +151,21 @@ def argsort(keys, descending: bool = False):
     if _is_torch(keys):
         ops = _torch_ops()
         return ops.argsort(keys, descending) if not _untracked(keys) else ops.argsort_rows(keys, descending)
-    import cupy
-
     if getattr(keys, "ndim", None) is not None and keys.ndim != 1:
         raise ValueError(f"simtlab.argsort: the radix sort takes one row of keys, got shape {keys.shape}")
-    _, order = call(named("argsort"), _contiguous(keys), descending=bool(descending))
-    return order.astype(cupy.int64)
-
-
-def _contiguous(a):
-    if a is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:
-        return a  # (a host array is named by the call)
-    import cupy
-
-    return cupy.ascontiguousarray(a)
+    _, order = call(named("argsort"), contiguous(keys), descending=bool(descending))
+    return order.astype("int64")
 
 
 def _sort_arrays(keys, values, descending: bool):
     if getattr(keys, "ndim", None) is not None and keys.ndim != 1:
         raise ValueError(f"simtlab.sort: the radix sort takes one row of keys, got shape {keys.shape}")
     if values is None:
-        return call(named("sort"), _contiguous(keys), None, descending=bool(descending))
+        return call(named("sort"), contiguous(keys), None, descending=bool(descending))
     if getattr(values, "itemsize", 0) != 4:
         raise TypeError(f"simtlab.sort: values must be a 32-bit type (float32, int32, uint32), got "
                         f"{getattr(values, 'dtype', type(values).__name__)}")
-    out_keys, out_values = call(named("sort"), _contiguous(keys), _contiguous(values).view(keys.dtype),
+    out_keys, out_values = call(named("sort"), contiguous(keys), contiguous(values).view(keys.dtype),
                                 descending=bool(descending))
     return out_keys, out_values.view(values.dtype)
 
@@ -189,10 +179,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None):
         ops = _torch_ops()
         return ops.attention_forward(q, k, v, causal, scale) if _untracked(q, k, v) else \
             ops.attention(q, k, v, causal, scale)
-    import cupy
-
-    args = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in (q, k, v)]
-    out, _ = call(named("attention"), *args, causal=bool(causal), scale=scale)
+    out, _ = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal), scale=scale)
     return out
 
 
@@ -217,7 +204,7 @@ def _cupy_spmv(A, x, alpha, beta, y):
     if A.nnz == 0 or A.shape[1] == 0:  # (nothing to multiply: beta y)
         return beta * y if (y is not None and beta != 0.0) else cupy.zeros(A.shape[0], dtype=cupy.float32)
     parts = [a.astype(cupy.int32, copy=False) for a in (A.indptr, A.indices)]
-    return call(named("spmv"), *parts, A.data, _contiguous(x), _contiguous(y), cols=A.shape[1], alpha=float(alpha),
+    return call(named("spmv"), *parts, A.data, contiguous(x), contiguous(y), cols=A.shape[1], alpha=float(alpha),
                 beta=float(beta))
 
 
@@ -239,7 +226,5 @@ def _transpose(x):
         return x.copy()
     if 1 in x.shape:  # (a row or a column: the same bytes in the same order - a copy)
         return x.reshape(x.shape[1], x.shape[0]).copy()
-    import cupy
-
-    return call(named("transpose"), x if x.flags.c_contiguous else cupy.ascontiguousarray(x))
+    return call(named("transpose"), contiguous(x))
 

@@ -23,7 +23,7 @@ from .driver import F32, I32, I64, PTR, ContextMismatch, PackedLaunch
 from .family import CONST, IN, OUT, SCRATCH, Declared, Operator
 from .launch import build, function_handle, prepare
 
-__all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "reduce_along", "PLANS_KEPT"]
+__all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "reduce_along", "contiguous", "PLANS_KEPT"]
 
 PLANS_KEPT = 512  # plans kept per operator; the oldest half is dropped past this
 _PLANS: dict = {}
@@ -305,13 +305,7 @@ def call_along(name: str, x, dim: int, *others, **options):
     last = d == x.ndim - 1
 
     def ready(a):
-        if torch_like:
-            a = a if last else a.movedim(d, -1)
-            return a if a.is_contiguous() else a.contiguous()
-        import cupy
-
-        a = a if last else cupy.moveaxis(a, d, -1)
-        return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+        return contiguous(a if last else _moved_last(a, d, torch_like))
 
     out = call(named(name), ready(x), *(ready(o) for o in others), **options)
     if last:
@@ -327,12 +321,28 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 
 
-def _contiguous_copy(a):
+def contiguous(a):
+    """a itself where it is contiguous, None, or not a GPU array (the plan names what it cannot take),
+    else a contiguous copy made on the caller's stream."""
+    if a is None:
+        return a
     if _is_torch(a):
         return a if a.is_contiguous() else a.contiguous()
+    flags = getattr(a, "flags", None)
+    if flags is None or flags.c_contiguous or type(a).__module__.split(".")[0] != "cupy":
+        return a
     import cupy
 
-    return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+    return cupy.ascontiguousarray(a)
+
+
+def _moved_last(a, d: int, torch_like: bool):
+    """A view of a with dimension d moved last."""
+    if torch_like:
+        return a.movedim(d, -1)
+    import cupy
+
+    return cupy.moveaxis(a, d, -1)
 
 
 def reduce_along(name: str, x, dim: int | None = None, keepdim: bool = False):
@@ -345,7 +355,7 @@ def reduce_along(name: str, x, dim: int | None = None, keepdim: bool = False):
         raise TypeError(f"simtlab.{name}: x must be a GPU array, got {type(x).__name__}")
     ndim = x.ndim
     if dim is None:
-        out = call(named(name), _contiguous_copy(x).reshape(1, -1))
+        out = call(named(name), contiguous(x).reshape(1, -1))
         return out.reshape((1,) * ndim if keepdim else ())
     if not -max(ndim, 1) <= dim < max(ndim, 1):
         raise ValueError(f"simtlab.{name}: dim {dim} is out of range for a {ndim}-d array of shape {tuple(x.shape)}")
@@ -353,14 +363,14 @@ def reduce_along(name: str, x, dim: int | None = None, keepdim: bool = False):
         return call(named(name), x.reshape(1, 1)).reshape(())
     d = int(dim) % ndim
     torch_like = _is_torch(x)
-    if not torch_like:
-        import cupy
-    if d != ndim - 1:
-        x = x.movedim(d, -1) if torch_like else cupy.moveaxis(x, d, -1)
-    x = _contiguous_copy(x)
+    x = contiguous(x if d == ndim - 1 else _moved_last(x, d, torch_like))
     lead = tuple(x.shape[:-1])
     rows = int(np.prod(lead, dtype=np.int64))
     out = call(named(name), x.reshape(rows, x.shape[-1])).reshape(lead)
     if keepdim:
-        out = out.unsqueeze(d) if torch_like else cupy.expand_dims(out, d)
+        if torch_like:
+            return out.unsqueeze(d)
+        import cupy
+
+        return cupy.expand_dims(out, d)
     return out

@@ -27,7 +27,7 @@ import torch
 
 from .api import gemm_tc
 from .arrays import layout_of
-from .operator import call, call_along, named, reduce_along
+from .operator import call, call_along, contiguous, named, reduce_along
 
 __all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort",
            "argsort", "attention", "spmv"]
@@ -152,10 +152,6 @@ def _vector(v: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
     return (v if v.dtype == x.dtype else v.to(x.dtype)).contiguous()
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    return x if x.is_contiguous() else x.contiguous()
-
-
 def _eps(x: torch.Tensor, eps: float | None) -> float:
     """eps, or for None the machine epsilon of x's type (F.rms_norm's default)."""
     return torch.finfo(x.dtype).eps if eps is None else eps
@@ -170,7 +166,7 @@ def norm_rows(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor |
     if x.dim() == 0:
         raise ValueError(f"simtlab.{name}: x is a 0-d tensor; it normalises along the last dimension")
     vectors = (_vector(weight, x),) if rms else (_vector(weight, x), _vector(bias, x))
-    return call(named(name), _rows(x), *vectors, eps=float(_eps(x, eps)))
+    return call(named(name), contiguous(x), *vectors, eps=float(_eps(x, eps)))
 
 
 @torch.library.custom_op("simtlab::norm", mutates_args=())
@@ -189,7 +185,7 @@ def _norm_fake(x, weight, bias, eps: float, rms: bool) -> torch.Tensor:
 def _norm_backward(x: torch.Tensor, weight: Optional[torch.Tensor], dy: torch.Tensor, eps: float,
                    rms: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     name = "rms_norm_backward" if rms else "layer_norm_backward"
-    out = call(named(name), _rows(x), _vector(weight, x), _rows(dy.to(x.dtype)), eps=float(eps))
+    out = call(named(name), contiguous(x), _vector(weight, x), contiguous(dy.to(x.dtype)), eps=float(eps))
     if rms:  # (no bias: an empty db keeps the operator's one signature)
         return out[0], out[1], x.new_empty((0,))
     return out
@@ -347,8 +343,8 @@ def sort_rows(keys: torch.Tensor, values: Optional[torch.Tensor], descending: bo
     them (an empty tensor where none were given)."""
     _check_keys("sort", keys, values)
     if values is None:
-        return call(named("sort"), _rows(keys), None, descending=bool(descending)), keys.new_empty((0,))
-    k, v = call(named("sort"), _rows(keys), _rows(values).view(keys.dtype), descending=bool(descending))
+        return call(named("sort"), contiguous(keys), None, descending=bool(descending)), keys.new_empty((0,))
+    k, v = call(named("sort"), contiguous(keys), contiguous(values).view(keys.dtype), descending=bool(descending))
     return k, v.view(values.dtype)
 
 
@@ -366,7 +362,7 @@ def _sort_fake(keys, values, descending: bool):
 def argsort_rows(keys: torch.Tensor, descending: bool) -> torch.Tensor:
     """simtlab::argsort's work (also the inference path)."""
     _check_keys("argsort", keys)
-    _, order = call(named("argsort"), _rows(keys), descending=bool(descending))
+    _, order = call(named("argsort"), contiguous(keys), descending=bool(descending))
     return order.to(torch.int64)
 
 
@@ -405,7 +401,7 @@ def _spmv_run(crow, col, val, x, y, cols: int, alpha: float, beta: float) -> tor
         if val.numel() + rows >= 2**31:
             raise ValueError(f"simtlab.spmv: {val.numel()} nonzeros; the kernel counts them in 32 bits")
         crow, col = crow.to(torch.int32), col.to(torch.int32)  # (torch's default int64 indices)
-    return call(named("spmv"), _rows(crow), _rows(col), _rows(val), _rows(x), None if y is None else _rows(y),
+    return call(named("spmv"), contiguous(crow), contiguous(col), contiguous(val), contiguous(x), contiguous(y),
                 cols=int(cols), alpha=float(alpha), beta=float(beta))
 
 
@@ -457,7 +453,7 @@ def _check_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 def _aligned(x: torch.Tensor) -> torch.Tensor:
     """x contiguous and 16-byte aligned (what rung 3's copies read), copied where it is not."""
-    x = _rows(x)
+    x = contiguous(x)
     return x if x.data_ptr() % 16 == 0 else x.clone()
 
 
@@ -499,7 +495,7 @@ def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
         return x.clone(memory_format=torch.contiguous_format)
     if 1 in x.shape:  # (a row or a column: its transpose holds the same bytes in the same order - a copy)
         return x.reshape(x.shape[1], x.shape[0]).clone(memory_format=torch.contiguous_format)
-    return call(named("transpose"), _rows(x))
+    return call(named("transpose"), contiguous(x))
 
 
 @torch.library.custom_op("simtlab::transpose", mutates_args=())
