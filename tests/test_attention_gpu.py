@@ -109,7 +109,7 @@ def test_the_operator_matches_sdpa(shape, causal):
 
 
 @pytest.mark.api
-def test_the_operator_on_streams_in_graphs_under_compile_and_its_missing_backward():
+def test_the_operator_on_streams_in_graphs_and_under_compile():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F
 
@@ -133,6 +133,3 @@ def test_the_operator_on_streams_in_graphs_under_compile_and_its_missing_backwar
     assert float((captured.float() - ref).norm() / ref.norm()) < 1e-2
     compiled = torch.compile(lambda a, b, c: simtlab.attention(a, b, c) * 2, fullgraph=True)
     assert float((compiled(q, k, v).float() - 2 * ref).norm() / (2 * ref).norm()) < 1e-2
-    leaf = q.clone().requires_grad_()
-    with pytest.raises(NotImplementedError, match="no backward yet"):
-        simtlab.attention(leaf, k, v).sum().backward()

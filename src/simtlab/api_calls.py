@@ -1,7 +1,8 @@
 """The public functions as rows of their ladders: `simtlab.gemm` (at each precision), `simtlab.gemm_tc`,
 the row operators (`simtlab.softmax`, `log_softmax`, `layer_norm`, `rms_norm` and the backwards autograd
-runs), `simtlab.sum` / `amax`, `simtlab.cumsum`, `simtlab.transpose` and `simtlab.attention` timed exactly as a user calls them (plan lookup, output allocation and launch inside the timed
-call), beside the libraries and the rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
+runs), `simtlab.sum` / `amax`, `simtlab.cumsum`, `simtlab.transpose`, `simtlab.attention` and its
+gradient timed exactly as a user calls them (plan lookup, output allocation and launch inside the
+timed call), beside the libraries and the rungs. They sit above both the ops (which know nothing of the API) and the API (which runs on the
 ops' kernels); the ladder asks here for a family's extra rows."""
 
 from __future__ import annotations
@@ -113,6 +114,20 @@ def _attention(ws):
     return lambda: simtlab.attention(q, k, v, causal=causal)
 
 
+def _attention_backward(ws):
+    """The gradients of simtlab.attention as a training step asks for them (torch.autograd.grad of dO
+    through it, the backward operator's three launches); its forward run here, outside the timed call."""
+    import torch
+
+    import simtlab
+    from .ops.rows import torch_view
+
+    q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0).clone().requires_grad_() for a in (ws.q, ws.k, ws.v))
+    do = torch_view(ws.do, ws.p.dtype).unsqueeze(0)
+    out = simtlab.attention(q, k, v, causal=ws.p.causal)
+    return lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -133,6 +148,8 @@ _CALLS = {
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
     "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
                             applies=lambda p: p.d in (64, 128))],
+    "attention_backward": [Reference(ROWS_CALL, _attention_backward, verifiable=False, supports=_torch_present,
+                                     applies=lambda p: p.d in (64, 128))],
 }
 
 

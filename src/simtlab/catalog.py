@@ -5,14 +5,15 @@ gathers them, in the order the CLI and the reports list them."""
 from __future__ import annotations
 
 from .family import Family, Rung
-from .ops import (attention, boundary, branch, conv2d, elementwise, gemm, gemm_tc, intrinsics, layernorm, reduction,
-                  scan, softmax, sort, spmv, stencil, transpose)
+from .ops import (attention, attention_backward, boundary, branch, conv2d, elementwise, gemm, gemm_tc, intrinsics,
+                  layernorm, reduction, scan, softmax, sort, spmv, stencil, transpose)
 
 __all__ = ["Rung", "Family", "FAMILIES", "family", "families", "all_rungs"]
 
 FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in (elementwise, gemm, reduction, transpose, branch,
                                                                 boundary, gemm_tc, conv2d, stencil, softmax,
-                                                                layernorm, intrinsics, scan, spmv, sort, attention)}
+                                                                layernorm, intrinsics, scan, spmv, sort, attention,
+                                                                attention_backward)}
 
 
 def families() -> list[Family]:

@@ -459,29 +459,62 @@ def _aligned(x: torch.Tensor) -> torch.Tensor:
 
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                       scale: Optional[float]) -> torch.Tensor:
-    """simtlab::attention's work (also the inference path)."""
+    """simtlab.attention's inference path: the output alone."""
+    return attention_with_lse(q, k, v, causal, scale)[0]
+
+
+def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                       scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """simtlab::attention's work: the output and each row's log-sum-exp (fp32), which the backward
+    recomputes the probabilities from."""
     _check_attention(q, k, v)
-    out, _ = call(named("attention"), _aligned(q), _aligned(k), _aligned(v), causal=bool(causal), scale=scale)
-    return out
+    return call(named("attention"), _aligned(q), _aligned(k), _aligned(v), causal=bool(causal), scale=scale)
 
 
 @torch.library.custom_op("simtlab::attention", mutates_args=())
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]) -> torch.Tensor:
-    return attention_forward(q, k, v, causal, scale)
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+               scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return attention_with_lse(q, k, v, causal, scale)
 
 
 @_attention.register_fake
-def _attention_fake(q, k, v, causal: bool, scale: Optional[float]) -> torch.Tensor:
+def _attention_fake(q, k, v, causal: bool, scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
     _check_attention(q, k, v)
-    return q.new_empty(q.shape)
+    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
-def _attention_grad(ctx, grad):
-    raise NotImplementedError("simtlab.attention has no backward yet (its backward rungs are not built): for training "
-                              "call torch.nn.functional.scaled_dot_product_attention")
+@torch.library.custom_op("simtlab::attention_backward", mutates_args=())
+def _attention_backward(grad: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                        lse: torch.Tensor, causal: bool,
+                        scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv on attention_backward rung 1 (FlashAttention-2's algorithm: the probabilities
+    recomputed from the log-sum-exp)."""
+    _check_attention(q, k, v)
+    return call(named("attention_backward"), _aligned(q), _aligned(k), _aligned(v), _aligned(out),
+                _aligned(grad.to(q.dtype)), _aligned(lse), causal=bool(causal), scale=scale)
 
 
-_attention.register_autograd(_attention_grad, setup_context=_no_context)
+@_attention_backward.register_fake
+def _attention_backward_fake(grad, q, k, v, out, lse, causal: bool, scale: Optional[float]):
+    _check_attention(q, k, v)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _attention_setup(ctx, inputs, output) -> None:
+    q, k, v, causal, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _attention_grad(ctx, grad, grad_lse):
+    """(The log-sum-exp is not a result simtlab.attention returns: its gradient is never asked for.)"""
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.simtlab.attention_backward(grad, q, k, v, out, lse, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+_attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
@@ -542,8 +575,8 @@ def argsort(keys: torch.Tensor, descending: bool = False) -> torch.Tensor:
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None) -> torch.Tensor:
     """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
-    rung 3 (forward; traced by torch.compile)."""
-    return torch.ops.simtlab.attention(q, k, v, causal, scale)
+    rung 3, differentiable (attention_backward rung 1) and traced by torch.compile."""
+    return torch.ops.simtlab.attention(q, k, v, causal, scale)[0]
 
 
 def spmv(A: torch.Tensor, x: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,

@@ -10,23 +10,6 @@
 #include "simtlab_attention.cuh"
 #include "simtlab_tc.cuh"
 
-namespace simtlab {
-namespace attention {
-
-template <int DT>  // (simtlab_io.cuh's numbering: 1 bf16, 2 fp16)
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  if constexpr (DT == 1) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const unsigned*>(&v);
-  }
-}
-
-}  // namespace attention
-}  // namespace simtlab
-
 template <int DT, int D>
 __global__ void __launch_bounds__(128)
 attention_mma(const typename simtlab::Io<DT>::T* __restrict__ q, const typename simtlab::Io<DT>::T* __restrict__ k,

@@ -24,5 +24,18 @@ __device__ __forceinline__ float rescale(float& m, float block_max, float& shift
   return factor;
 }
 
+// Two fp32 values as one 32-bit register of the storage type (low half first): a pair of an mma
+// accumulator's columns as half of an A fragment, or two adjacent outputs for one store.
+template <int DT>  // (simtlab_io.cuh's numbering: 1 bf16, 2 fp16)
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  if constexpr (DT == 1) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&v);
+  }
+}
+
 }  // namespace attention
 }  // namespace simtlab
