@@ -40,12 +40,13 @@ def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, dt
                                                                False)]:
         declared, build_once = declare(op, shapes, dtype, vec, {"causal": causal}, device)
         (step,) = declared.steps
-        assert step.rung.stage == (3 if vec else 2)
+        assert step.rung.stage == ((4 if device is H100 else 3) if vec else 2)
         check_steps(declared, build_once, shapes, device)
         assert step.args[:5] == ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1))
         b, h, sq, d = shapes[0]
         assert declared.outputs == ((shapes[0], dtype), ((b, h, sq), "float32"))
-        assert step.launch.grid[:2] == (-(-sq // (64 if vec else 16)), b * h)
+        rows = {4: att.WGMMA_BQ, 3: att.MMA_BQ, 2: att.FUSED_BQ}[step.rung.stage]
+        assert step.launch.grid[:2] == (-(-sq // rows), b * h)
 
 
 def test_what_the_operator_cannot_take_is_named():

@@ -8,7 +8,8 @@ also writes each row's log-sum-exp (bh, sq) fp32, which a backward recomputes th
 
 Rung 1 runs the formula as three launches with the scores in memory; rung 2 fuses them on the
 CUDA cores with an online softmax; rung 3 puts the two products on the tensor cores (mma.sync),
-FlashAttention-2's partition of the rows over warps. Verified against a float64 softmax of the
+FlashAttention-2's partition of the rows over warps; rung 4 makes them Hopper's warpgroup MMAs
+(wgmma), reading the tiles from swizzled shared memory. Verified against a float64 softmax of the
 same (rounded) inputs, head by head.
 """
 
@@ -153,6 +154,19 @@ def geometry_mma(params, p: AttentionProblem, device=None) -> Launch:
     return Launch((-(-p.sq // MMA_BQ), p.bh, 1), (128, 1, 1), mma_shared(params["D"]))
 
 
+WGMMA_BQ = 128  # rung 4's query rows a block (two warpgroups)
+
+
+def wgmma_shared(d: int) -> int:
+    """Rung 4's dynamic shared memory: the Q tile (128 rows) and two slots of K and V tiles (128 keys
+    each), 128-byte rows in 64-column blocks, and 1 KiB to align them to the swizzle's 1024 bytes."""
+    return (WGMMA_BQ + 4 * 128) * d * 2 + 1024
+
+
+def geometry_wgmma(params, p: AttentionProblem, device=None) -> Launch:
+    return Launch((-(-p.sq // WGMMA_BQ), p.bh, 1), (256, 1, 1), wgmma_shared(params["D"]))
+
+
 def scale_of(p: AttentionProblem) -> float:
     return 1.0 / math.sqrt(p.d)  # SDPA's default
 
@@ -281,8 +295,9 @@ LOG2E = 1.4426950408889634
 
 
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
-    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 3 (tensor cores) where its
-    16-byte copies can read the operands, else rung 2; head dims 64 and 128."""
+    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 4 (wgmma) on Hopper and
+    rung 3 (mma.sync) on other GPUs from sm_80 where their 16-byte copies can read the operands,
+    else rung 2; head dims 64 and 128."""
     qs, ks, vs = shapes
     if len(qs) != 4 or len(ks) != 4 or ks != vs:
         raise ValueError(f"simtlab.attention takes q (batch, heads, sq, d) and k, v (batch, heads, sk, d) of one shape;"
@@ -298,7 +313,11 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     scale = scale_of(p) if scale is None else float(scale)
     outputs = ((qs, dtype), ((b, h, sq), "float32"))
     common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
-    if vec and tuple(device.compute_capability) >= (8, 0):
+    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: the warpgroup MMAs)
+        rung = FAMILY.rung(4)
+        params = rung.params(device.arch, head_params(p))
+        step = Step(rung, params, geometry_wgmma(params, p), (*common, np.float32(scale * LOG2E), np.int32(p.causal)))
+    elif vec and tuple(device.compute_capability) >= (8, 0):
         rung = FAMILY.rung(3)
         params = rung.params(device.arch, head_params(p))
         step = Step(rung, params, geometry_mma(params, p), (*common, np.float32(scale * LOG2E), np.int32(p.causal)))
@@ -329,6 +348,11 @@ FAMILY = Family(
         Rung("attention", 3, "mma", "attention/03_mma.cu", "attention_mma", ("DT", "D"), frozen({"DT": 1, "D": 128}),
              "both products on the tensor cores, Q in registers, a warp's rows whole (FlashAttention-2's split)",
              geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS")),
+        Rung("attention", 4, "wgmma", "attention/04_wgmma.cu", "attention_wgmma", ("DT", "D"),
+             frozen({"DT": 1, "D": 128}),
+             "Hopper's warpgroup MMAs read Q, K and V from swizzled shared memory; P stays in registers",
+             geometry_wgmma, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
+             sass_expect=("HGMMA", "LDGSTS"), traffic=functools.partial(requested_bytes, rows=WGMMA_BQ)),
     ),
     check_size="3x77x130x64:causal",
     operators=OPERATORS,

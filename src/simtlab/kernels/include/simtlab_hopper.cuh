@@ -338,6 +338,36 @@ __device__ __forceinline__ void wgmma_tf32_rs(float (&d)[N / 2], const unsigned 
                      "67", "68", "69");
 }
 
+// D(64xN, fp32) = A(64x16, fp16 / bf16 from registers) * B(16xN, MN-major descriptor: row-major B, the
+// 16-bit default) + (scale_d ? D : 0): a[0..3] of lane (g, t) of warp w hold A's rows 16w + g and
+// 16w + g + 8 at k = 2t, 2t + 1, then the same rows at k = 2t + 8, 2t + 9 (mma.sync m16n8k16's A
+// fragment) - an accumulator's pairs packed, with no trip through shared memory (attention's P V).
+#define SIMTLAB_WGMMA_RS16(N, KTY, REGS, DREGS, A0, A1, A2, A3, B, SCALE)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE ", 0;\n"                                             \
+               "wgmma.mma_async.sync.aligned.m64n" N KTY " {" REGS "}, {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" B \
+               ", p, 1, 1, 1;\n}\n"                                                                            \
+               : DREGS                                                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d))
+template <int N, int DT>
+__device__ __forceinline__ void wgmma_rs16(float (&d)[N / 2], const unsigned (&a)[4], u64 b, int scale_d) {
+  static_assert(N == 64 || N == 128, "wgmma N of 64 or 128 here");
+  static_assert(DT == 0 || DT == 1, "DT: 0 fp16, 1 bf16");
+  if constexpr (N == 64) {
+    if constexpr (DT == 0)
+      SIMTLAB_WGMMA_RS16("64", "k16.f32.f16.f16", SIMTLAB_WGMMA_R0, SIMTLAB_WGMMA_D0, "32", "33", "34", "35", "36", "37");
+    else
+      SIMTLAB_WGMMA_RS16("64", "k16.f32.bf16.bf16", SIMTLAB_WGMMA_R0, SIMTLAB_WGMMA_D0, "32", "33", "34", "35", "36",
+                         "37");
+  } else {
+    if constexpr (DT == 0)
+      SIMTLAB_WGMMA_RS16("128", "k16.f32.f16.f16", SIMTLAB_WGMMA_R0 SIMTLAB_WGMMA_R1, SIMTLAB_WGMMA_D0 SIMTLAB_WGMMA_D1,
+                         "64", "65", "66", "67", "68", "69");
+    else
+      SIMTLAB_WGMMA_RS16("128", "k16.f32.bf16.bf16", SIMTLAB_WGMMA_R0 SIMTLAB_WGMMA_R1,
+                         SIMTLAB_WGMMA_D0 SIMTLAB_WGMMA_D1, "64", "65", "66", "67", "68", "69");
+  }
+}
+
 // One K slice (128 bytes of each row: BK = 64 16-bit or 32 fp32 values) from the 128-byte-swizzled
 // tiles at shared addresses a (64 rows of A, K-major) and b. Each wgmma takes 32 bytes of k
 // (k16 of 16-bit, k8 of tf32): +32 bytes along A's rows per step. B is
