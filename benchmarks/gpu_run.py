@@ -154,20 +154,22 @@ PHASES: dict[str, tuple[str, list]] = {
             "--json {out}/reduce_ops.json", 80),
         Run("simtlab ladder attention", "simtlab ladder attention -s 16x4096x128 -s 16x4096x128:causal "
             "-s 4x16384x128:causal --json-out {out}/attention_ladder.json", 90)]),
-    "attention-bwd": ("attention's backward (attention_backward rung 1, simtlab.attention's gradient): the attention "
-                      "GPU tests over 8 workers, the backward ladder, then the tests the last operators' run failed",
-                      [Tests("attention or attention_backward", "pytest_attention.txt", 260, 8),
-                       Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
-                           "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json",
-                           150),
-                       Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE "
-                           "-n 8 -m gpu tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py "
-                           "tests/test_gpu.py::test_layernorm_rung_matches_float64 > {out}/pytest_mended.txt 2>&1; rc=$?; "
-                           "tail -3 {out}/pytest_mended.txt; grep -E '^(FAILED|ERROR)' {out}/pytest_mended.txt | head; "
-                           "exit $rc", 170)]),
-    "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes; the "
-                        "norms' long-row backward and a row's transpose (changed after run 511d348); host cost", [
+    "attention-bwd": ("attention's rung 4 (wgmma) and backward (attention_backward rung 1, simtlab.attention's "
+                      "gradient): the attention GPU tests over 8 workers, the backward ladder, the forward ladder's "
+                      "top rungs", [
+        Tests("attention or attention_backward", "pytest_attention.txt", 260, 8),
+        Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
+            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 150),
+        Run("simtlab ladder attention (rungs 3, 4)", "simtlab ladder attention --rung 3 --rung 4 -s 16x4096x128 "
+            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_ladder.json", 120)]),
+    "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
+                        "the tests run 511d348 failed (mended since)", [
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
+        Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
+            "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
+            " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
+            "grep -E '^(FAILED|ERROR)' {out}/pytest_mended.txt | head; exit $rc", 170)]),
+    "ops-after": ("what changed after run 511d348, timed: the norms' long-row backward, a row's transpose, host cost", [
         Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
             "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
         Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
