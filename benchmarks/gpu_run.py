@@ -161,7 +161,9 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 150),
         Run("simtlab ladder attention (rungs 3, 4)", "simtlab ladder attention --rung 3 --rung 4 -s 16x4096x128 "
-            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_ladder.json", 120)]),
+            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_ladder.json", 120),
+        Run("compute-sanitizer on both attention families", "simtlab sanitize attention --size 3x77x130x64:causal "
+            "--jobs 8 && simtlab sanitize attention_backward --size 3x77x130x64:causal --jobs 8", 80)]),
     "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
                         "the tests run 511d348 failed (mended since)", [
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
