@@ -164,6 +164,17 @@ PHASES: dict[str, tuple[str, list]] = {
             "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_ladder.json", 120),
         Run("compute-sanitizer on both attention families", "simtlab sanitize attention --size 3x77x130x64:causal "
             "--jobs 8 && simtlab sanitize attention_backward --size 3x77x130x64:causal --jobs 8", 80)]),
+    "attention-once": ("one call for attention when device time is short: the attention GPU tests over 8 workers, "
+                       "simtlab.attention forward and backward beside every SDPA backend at three sequence lengths, "
+                       "rungs 3 and 4 kernel-only, the sanitizer", [
+        Tests("attention or attention_backward", "pytest_attention.txt", 240, 8),
+        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --seqs 1024,4096,16384 "
+            "--json {out}/attention_table.json", 170),
+        Run("simtlab ladder attention (rungs 3, 4)", "simtlab ladder attention --rung 3 --rung 4 -s 16x4096x128 "
+            "-s 4x16384x128:causal --json-out {out}/attention_ladder.json", 70),
+        Run("compute-sanitizer on both attention families", "simtlab sanitize attention --rung 3 --rung 4 --size "
+            "3x77x130x64:causal --jobs 8 && simtlab sanitize attention_backward --size 3x77x130x64:causal --jobs 8",
+            60)]),
     "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
                         "the tests run 511d348 failed (mended since)", [
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
