@@ -103,13 +103,7 @@ attention_mma(const typename simtlab::Io<DT>::T* __restrict__ q, const typename 
     float shift[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(~0u, bmax[r], 1));
-      bmax[r] = fmaxf(bmax[r], __shfl_xor_sync(~0u, bmax[r], 2));
-      const float m_new = fmaxf(m[r], bmax[r]);
-      shift[r] = m_new == neg_inf ? 0.0f : m_new;
-      const float factor = m[r] == neg_inf ? 0.0f : exp2f(m[r] - m_new);
-      m[r] = m_new;
-      l[r] *= factor;
+      const float factor = simtlab::attention::online_step(m[r], l[r], bmax[r], shift[r]);
 #pragma unroll
       for (int j = 0; j < DT8; ++j) acc[j][2 * r] *= factor, acc[j][2 * r + 1] *= factor;
     }
@@ -139,17 +133,15 @@ attention_mma(const typename simtlab::Io<DT>::T* __restrict__ q, const typename 
   simtlab::cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(~0u, l[r], 1);
-    l[r] += __shfl_xor_sync(~0u, l[r], 2);
+    float row_lse;
+    const float inv = simtlab::attention::finish_row(l[r], m[r], row_lse);
     const int i = row0 + r * 8;
     if (i >= sq) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     T* out = o + (h * sq + i) * (long long)D + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < DT8; ++j)
       *reinterpret_cast<unsigned*>(out + j * 8) = simtlab::attention::pack2<DT>(acc[j][2 * r] * inv,
                                                                                  acc[j][2 * r + 1] * inv);
-    if (lane % 4 == 0)
-      lse[h * sq + i] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) * 0.6931471805599453f : neg_inf;
+    if (lane % 4 == 0) lse[h * sq + i] = row_lse;
   }
 }

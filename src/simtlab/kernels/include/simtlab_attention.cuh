@@ -24,6 +24,31 @@ __device__ __forceinline__ float rescale(float& m, float block_max, float& shift
   return factor;
 }
 
+// The online softmax's step for one row of an mma fragment (four lanes hold it), in log2 units:
+// the block's max gathered from the four lanes, the new running max m, and the factor the old sum
+// l (scaled here) and the row's accumulators are multiplied by; `shift` is what the block's
+// exponentials subtract (0 while the row has seen no visible key: its exponentials are zero).
+__device__ __forceinline__ float online_step(float& m, float& l, float block_max, float& shift) {
+  block_max = fmaxf(block_max, __shfl_xor_sync(~0u, block_max, 1));
+  block_max = fmaxf(block_max, __shfl_xor_sync(~0u, block_max, 2));
+  const float neg_inf = -__int_as_float(0x7f800000);
+  const float m_new = fmaxf(m, block_max);
+  shift = m_new == neg_inf ? 0.0f : m_new;
+  const float factor = m == neg_inf ? 0.0f : exp2f(m - m_new);
+  m = m_new;
+  l *= factor;
+  return factor;
+}
+
+// A fragment row's end: its sum gathered from its four lanes; returns 1 / sum (0 for a row that saw
+// no key) and sets `lse` to the row's log-sum-exp in natural units (-inf for such a row).
+__device__ __forceinline__ float finish_row(float l, float m, float& lse) {
+  l += __shfl_xor_sync(~0u, l, 1);
+  l += __shfl_xor_sync(~0u, l, 2);
+  lse = l > 0.0f ? (m + __log2f(l)) * 0.6931471805599453f : -__int_as_float(0x7f800000);
+  return l > 0.0f ? 1.0f / l : 0.0f;
+}
+
 // Two fp32 values as one 32-bit register of the storage type (low half first): a pair of an mma
 // accumulator's columns as half of an A fragment, or two adjacent outputs for one store.
 template <int DT>  // (simtlab_io.cuh's numbering: 1 bf16, 2 fp16)
