@@ -65,8 +65,11 @@ def _grads64(q, k, v, do, causal, scale):
     return torch.autograd.grad(out, leaves, do.double())
 
 
-def _rel(a, b) -> float:
-    return float((a.double() - b).norm() / max(float(b.norm()), 1e-30))
+def _errors(ours, want) -> list[float]:
+    """Each gradient's error relative to its norm, or to a tenth of the three's joined norm where it
+    is smaller (as the workspace's reference: dQ and dK of a row that sees one key are zero)."""
+    joined = sum(float(w.norm()) ** 2 for w in want) ** 0.5
+    return [float((a.double() - b).norm()) / max(float(b.norm()), 0.1 * joined, 1e-30) for a, b in zip(ours, want)]
 
 
 @pytest.mark.api
@@ -89,9 +92,9 @@ def test_the_operator_s_gradients_match_sdpa_in_float64(shape, causal, dtype):
     for scale in (None, 0.05):
         out = simtlab.attention(q, k, v, causal=causal, scale=scale)
         grads = torch.autograd.grad(out, (q, k, v), do)
-        for ours, want in zip(grads, _grads64(q, k, v, do, causal, scale)):
-            assert ours.dtype == tdtype and ours.shape == want.shape
-            assert _rel(ours, want) <= tol, (scale, _rel(ours, want), tol)
+        want = _grads64(q, k, v, do, causal, scale)
+        assert all(g.dtype == tdtype and g.shape == w.shape for g, w in zip(grads, want))
+        assert max(_errors(grads, want)) <= tol, (scale, _errors(grads, want), tol)
     # a gradient that is a broadcast view (out.sum()) and q, k, v that are views of one projection
     qkv = (torch.rand(b, sq, 3, h, d, device="cuda", generator=gen) * 4 - 2).to(tdtype).requires_grad_()
     if sq == sk:
@@ -102,7 +105,7 @@ def test_the_operator_s_gradients_match_sdpa_in_float64(shape, causal, dtype):
 
         (want,) = torch.autograd.grad(F.scaled_dot_product_attention(*leaf.permute(2, 0, 3, 1, 4),
                                                                      is_causal=causal).sum(), leaf)
-        assert _rel(g, want) <= tol
+        assert _errors([g], [want])[0] <= tol
 
 
 @pytest.mark.api
@@ -120,8 +123,7 @@ def test_the_backward_on_a_side_stream_and_in_a_cuda_graph():
         for _ in range(2):  # (warm-up on the side stream, as graph capture of autograd wants)
             grads = torch.autograd.grad(simtlab.attention(q, k, v, causal=True), (q, k, v), do)
     torch.cuda.current_stream().wait_stream(side)
-    for ours, want in zip(grads, _grads64(q, k, v, do, True, None)):
-        assert _rel(ours, want) <= tol
+    assert max(_errors(grads, _grads64(q, k, v, do, True, None))) <= tol
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured = torch.autograd.grad(simtlab.attention(q, k, v, causal=True), (q, k, v), do)
@@ -130,8 +132,7 @@ def test_the_backward_on_a_side_stream_and_in_a_cuda_graph():
         do.copy_(torch.randn_like(do))
     graph.replay()
     torch.cuda.synchronize()
-    for ours, want in zip(captured, _grads64(q, k, v, do, True, None)):
-        assert _rel(ours, want) <= tol
+    assert max(_errors(captured, _grads64(q, k, v, do, True, None))) <= tol
 
 
 def _block(d_model: int, heads: int, attend):
@@ -177,7 +178,7 @@ def test_a_compiled_training_step_matches_the_same_block_on_sdpa():
             loss = F.mse_loss(run(x).float(), target.float())
             loss.backward()
             opt.step()
-            losses[name].append(float(loss))
+            losses[name].append(float(loss.detach()))
     for a, b in zip(losses["simtlab"], losses["sdpa"]):
         assert a == pytest.approx(b, rel=2e-2), losses
     assert losses["simtlab"][-1] < losses["simtlab"][0], losses  # (the steps learn)
