@@ -186,7 +186,7 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
             "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
             " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
-            "grep -E '^(FAILED|ERROR)' {out}/pytest_mended.txt | head; exit $rc", 150),
+            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 150),
         Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
             "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
         Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
@@ -198,7 +198,7 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
             "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
             " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
-            "grep -E '^(FAILED|ERROR)' {out}/pytest_mended.txt | head; exit $rc", 170)]),
+            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 170)]),
     "ops-after": ("what changed after run 511d348, timed: the norms' long-row backward, a row's transpose, host cost", [
         Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
             "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
