@@ -176,13 +176,10 @@ PHASES: dict[str, tuple[str, list]] = {
             "3x77x130x64:causal --jobs 8 && simtlab sanitize attention_backward --size 3x77x130x64:causal --jobs 8",
             60)]),
     "attention-after": ("after run dee800d: the backward's GPU tests again (a gradient that cancels to zero measured "
-                        "against the joined norm), its ladder, the attention table at every sequence length, the tests "
-                        "run 511d348 failed, and what changed after it timed (norms' long rows, a row's transpose, "
-                        "host cost)", [
+                        "against the joined norm), the tests run 511d348 failed, what changed after it timed (norms' "
+                        "long rows, a row's transpose, host cost), the attention table at every sequence length, the "
+                        "backward's ladder (most wanted first: a short call keeps what it reached)", [
         Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
-        Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
-            "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100),
-        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 200),
         Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
             "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
             " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
@@ -191,7 +188,10 @@ PHASES: dict[str, tuple[str, list]] = {
             "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
         Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
             "--dtypes fp32 --no-host --no-compile --json {out}/transpose.json", 30),
-        Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90)]),
+        Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90),
+        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 200),
+        Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
+            "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100)]),
     "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
                         "the tests run 511d348 failed (mended since)", [
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
