@@ -192,6 +192,13 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 200),
         Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100)]),
+    "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
+                       "check mended after run dee800d), then the tests run 511d348 failed", [
+        Tests("attention_backward", "pytest_attention_backward.txt", 90, 8),
+        Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
+            "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
+            " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
+            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 90)]),
     "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
                         "the tests run 511d348 failed (mended since)", [
         Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
