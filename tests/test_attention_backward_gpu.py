@@ -182,3 +182,22 @@ def test_a_compiled_training_step_matches_the_same_block_on_sdpa():
     for a, b in zip(losses["simtlab"], losses["sdpa"]):
         assert a == pytest.approx(b, rel=2e-2), losses
     assert losses["simtlab"][-1] < losses["simtlab"][0], losses  # (the steps learn)
+
+
+@pytest.mark.api
+def test_cupy_arrays_take_the_log_sum_exp_and_the_backward():
+    import cupy
+
+    torch = pytest.importorskip("torch")
+
+    import simtlab
+
+    rng = cupy.random.default_rng(5)
+    q, k, v, do = ((rng.random((2, 3, n, 64), dtype=cupy.float32) * 4 - 2).astype(cupy.float16)
+                   for n in (150, 99, 99, 150))
+    out, lse = simtlab.attention(q, k, v, causal=True, return_lse=True)
+    assert lse.shape == (2, 3, 150) and lse.dtype == cupy.float32
+    grads = simtlab.attention_backward(do, q, k, v, out, lse, causal=True)
+    want = _grads64(*(torch.as_tensor(a, device="cuda") for a in (q, k, v, do)), True, None)
+    tol = bwd.tolerance(bwd.BackwardProblem(6, 150, 99, 64, "float16", True))
+    assert max(_errors([torch.as_tensor(g, device="cuda") for g in grads], want)) <= tol

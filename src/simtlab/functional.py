@@ -1,6 +1,6 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
-`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv` and
-`attention` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
+`rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv`,
+`attention` and `attention_backward` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
 one's kernels take (docs/api.md lists them; another is one line naming those).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
@@ -18,7 +18,7 @@ from __future__ import annotations
 from .operator import call, call_along, contiguous, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
-           "attention", "spmv", "EPS"]
+           "attention", "attention_backward", "spmv", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -170,17 +170,33 @@ def _sort_arrays(keys, values, descending: bool):
     return out_keys, out_values.view(values.dtype)
 
 
-def attention(q, k, v, causal: bool = False, scale: float | None = None):
+def attention(q, k, v, causal: bool = False, scale: float | None = None, return_lse: bool = False):
     """softmax(scale q k^T [causal]) v for (batch, heads, sequence, head dim) bf16 / fp16 tensors, as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) (scale
-    None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 3 (tensor cores,
-    FlashAttention-2's split); forward only for now: a backward through it raises."""
+    None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 4 on Hopper (wgmma),
+    rung 3 on other GPUs from sm_80 (mma.sync, FlashAttention-2's split). Differentiable for PyTorch
+    tensors (attention_backward rung 1). `return_lse`: also each row's log-sum-exp (batch, heads, sq)
+    fp32, which `attention_backward` takes - how a CuPy user gets gradients."""
     if _is_torch(q):
         ops = _torch_ops()
+        if return_lse:
+            return ops.attention_with_lse(q, k, v, causal, scale) if _untracked(q, k, v) else \
+                ops.torch.ops.simtlab.attention(q, k, v, causal, scale)
         return ops.attention_forward(q, k, v, causal, scale) if _untracked(q, k, v) else \
             ops.attention(q, k, v, causal, scale)
-    out, _ = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal), scale=scale)
-    return out
+    out, lse = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal), scale=scale)
+    return (out, lse) if return_lse else out
+
+
+def attention_backward(grad, q, k, v, out, lse, causal: bool = False, scale: float | None = None):
+    """(dq, dk, dv) of `attention(q, k, v, causal, scale)` given the gradient of its output, from its
+    output and log-sum-exp (`attention(..., return_lse=True)`): attention_backward rung 1,
+    FlashAttention-2's algorithm. PyTorch users get this through autograd; it is here for CuPy
+    arrays (fp16) and for callers who keep the forward's results themselves."""
+    if _is_torch(q):
+        return _torch_ops().torch.ops.simtlab.attention_backward(grad, q, k, v, out, lse, bool(causal), scale)
+    return call(named("attention_backward"), contiguous(q), contiguous(k), contiguous(v), contiguous(out),
+                contiguous(grad), contiguous(lse), causal=bool(causal), scale=scale)
 
 
 def spmv(A, x, alpha: float = 1.0, beta: float = 0.0, y=None):

@@ -504,11 +504,12 @@ def _attention_setup(ctx, inputs, output) -> None:
     q, k, v, causal, scale = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
+    ctx.mark_non_differentiable(lse)  # (as FlashAttention's: a statistic handed back, not a result)
     ctx.causal, ctx.scale = causal, scale
 
 
 def _attention_grad(ctx, grad, grad_lse):
-    """(The log-sum-exp is not a result simtlab.attention returns: its gradient is never asked for.)"""
+    """(The log-sum-exp is marked non-differentiable: no gradient flows back through it.)"""
     q, k, v, out, lse = ctx.saved_tensors
     dq, dk, dv = torch.ops.simtlab.attention_backward(grad, q, k, v, out, lse, ctx.causal, ctx.scale)
     return dq, dk, dv, None, None

@@ -79,3 +79,16 @@ def test_the_gradient_traces_through_the_fakes():
     assert out.shape == q.shape
     dq, dk, dv = torch.autograd.grad(out.sum(), (q, k, v))
     assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, v.shape) and dq.dtype == torch.bfloat16
+
+
+def test_the_log_sum_exp_is_handed_back_and_the_backward_callable():
+    torch = pytest.importorskip("torch")
+
+    import simtlab
+
+    q = torch.empty(2, 4, 100, 64, device="meta", dtype=torch.float16, requires_grad=True)
+    k = torch.empty(2, 4, 30, 64, device="meta", dtype=torch.float16, requires_grad=True)
+    out, lse = simtlab.attention(q, k, k, causal=True, return_lse=True)
+    assert lse.shape == (2, 4, 100) and lse.dtype == torch.float32 and out.requires_grad and not lse.requires_grad
+    dq, dk, dv = simtlab.attention_backward(out, q, k, k, out, lse, causal=True)
+    assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, k.shape)
