@@ -261,14 +261,9 @@ def _cupy_fp32(ws: Workspace):
 
     p = ws.p
     q, k, v, do = (load(a, p.dtype) for a in (ws.q, ws.k, ws.v, ws.do))
-    mask = cupy.arange(p.sk)[None, :] > cupy.arange(p.sq)[:, None] if p.causal else None
 
     def run():
-        s = cupy.matmul(q, k.transpose(0, 2, 1)) * ws.scale
-        if mask is not None:
-            s[:, mask] = -cupy.inf
-        e = cupy.exp(s - s.max(axis=2, keepdims=True))
-        prob = e / e.sum(axis=2, keepdims=True)
+        prob = forward.cupy_probabilities(q, k, ws.scale, p.causal)
         dp = cupy.matmul(do, v.transpose(0, 2, 1))
         ds = prob * (dp - (prob * dp).sum(axis=2, keepdims=True))
         return (cupy.matmul(ds, k) * ws.scale, cupy.matmul(ds.transpose(0, 2, 1), q) * ws.scale,

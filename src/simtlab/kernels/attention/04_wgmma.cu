@@ -87,18 +87,8 @@ attention_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typenam
 
     const int j0 = t * BK;
     const bool edge = j0 + BK > sk || (causal && j0 + BK - 1 > wrow);
-    float bmax[2] = {neg_inf, neg_inf};
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[4 * n + e] * scale_log2;
-        if (edge && !simtlab::attention::visible(row0 + (e / 2) * 8, j0 + n * 8 + 2 * t4 + e % 2, sk, causal))
-          x = neg_inf;
-        s[4 * n + e] = x;
-        bmax[e / 2] = fmaxf(bmax[e / 2], x);
-      }
-    }
+    float bmax[2];
+    simtlab::attention::scale_and_mask(s, scale_log2, edge, row0, j0, t4, sk, causal, bmax);
     float shift[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -24,6 +24,26 @@ __device__ __forceinline__ float rescale(float& m, float block_max, float& shift
   return factor;
 }
 
+// A tile of scores in an mma fragment layout (n-tile n of 8 keys: s[4n + e], rows row0 + 8 (e / 2),
+// key j0 + 8n + 2 t4 + e % 2) scaled to log2 units, -inf where the key is hidden (checked only for an
+// `edge` tile: one that crosses the diagonal or the keys' end); bmax gets the thread's two rows' maxima.
+template <int N>
+__device__ __forceinline__ void scale_and_mask(float (&s)[N], float scale_log2, bool edge, int row0, int j0,
+                                               int t4, int sk, int causal, float (&bmax)[2]) {
+  const float neg_inf = -__int_as_float(0x7f800000);
+  bmax[0] = bmax[1] = neg_inf;
+#pragma unroll
+  for (int n = 0; n < N / 4; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[4 * n + e] * scale_log2;
+      if (edge && !visible(row0 + (e / 2) * 8, j0 + n * 8 + 2 * t4 + e % 2, sk, causal)) x = neg_inf;
+      s[4 * n + e] = x;
+      bmax[e / 2] = fmaxf(bmax[e / 2], x);
+    }
+  }
+}
+
 // The online softmax's step for one row of an mma fragment (four lanes hold it), in log2 units:
 // the block's max gathered from the four lanes, the new running max m, and the factor the old sum
 // l (scaled here) and the row's accumulators are multiplied by; `shift` is what the block's
