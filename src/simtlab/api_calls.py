@@ -7,6 +7,7 @@ ops' kernels); the ladder asks here for a family's extra rows."""
 
 from __future__ import annotations
 
+from .ops.attention_backward import backward_of
 from .ops.base import Reference
 
 __all__ = ["api_references", "GEMM_CALL", "GEMM_TC_CALL", "GEMM_TF32X3_CALL", "GEMM_F16X3_CALL", "ROWS_CALL",
@@ -114,18 +115,10 @@ def _attention(ws):
     return lambda: simtlab.attention(q, k, v, causal=causal)
 
 
-def _attention_backward(ws):
-    """The gradients of simtlab.attention as a training step asks for them (torch.autograd.grad of dO
-    through it, the backward operator's three launches); its forward run here, outside the timed call."""
-    import torch
-
+def _simtlab_attention(q, k, v, causal: bool):
     import simtlab
-    from .ops.rows import torch_view
 
-    q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0).clone().requires_grad_() for a in (ws.q, ws.k, ws.v))
-    do = torch_view(ws.do, ws.p.dtype).unsqueeze(0)
-    out = simtlab.attention(q, k, v, causal=ws.p.causal)
-    return lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    return simtlab.attention(q, k, v, causal=causal)
 
 
 def _torch_present(cc) -> bool:
@@ -148,7 +141,9 @@ _CALLS = {
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
     "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
                             applies=lambda p: p.d in (64, 128))],
-    "attention_backward": [Reference(ROWS_CALL, _attention_backward, verifiable=False, supports=_torch_present,
+    # (the gradients of simtlab.attention as a training step asks for them: the backward operator's launches)
+    "attention_backward": [Reference(ROWS_CALL, backward_of(_simtlab_attention), verifiable=False,
+                                     supports=_torch_present,
                                      applies=lambda p: p.d in (64, 128))],
 }
 

@@ -179,13 +179,12 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, return_
     fp32, which `attention_backward` takes - how a CuPy user gets gradients."""
     if _is_torch(q):
         ops = _torch_ops()
-        if return_lse:
-            return ops.attention_with_lse(q, k, v, causal, scale) if _untracked(q, k, v) else \
-                ops.torch.ops.simtlab.attention(q, k, v, causal, scale)
-        return ops.attention_forward(q, k, v, causal, scale) if _untracked(q, k, v) else \
-            ops.attention(q, k, v, causal, scale)
-    out, lse = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal), scale=scale)
-    return (out, lse) if return_lse else out
+        results = ops.attention_with_lse(q, k, v, causal, scale) if _untracked(q, k, v) else \
+            ops.torch.ops.simtlab.attention(q, k, v, causal, scale)
+    else:
+        results = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal),
+                       scale=scale)
+    return results if return_lse else results[0]
 
 
 def attention_backward(grad, q, k, v, out, lse, causal: bool = False, scale: float | None = None):

@@ -458,16 +458,10 @@ def _aligned(x: torch.Tensor) -> torch.Tensor:
     return x if x.data_ptr() % 16 == 0 else x.clone()
 
 
-def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                      scale: Optional[float]) -> torch.Tensor:
-    """simtlab.attention's inference path: the output alone."""
-    return attention_with_lse(q, k, v, causal, scale)[0]
-
-
 def attention_with_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                        scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
-    """simtlab::attention's work: the output and each row's log-sum-exp (fp32), which the backward
-    recomputes the probabilities from."""
+    """simtlab::attention's work (also the inference path): the output and each row's log-sum-exp
+    (fp32), which the backward recomputes the probabilities from."""
     _check_attention(q, k, v)
     return call(named("attention"), _aligned(q), _aligned(k), _aligned(v), causal=bool(causal), scale=scale)
 

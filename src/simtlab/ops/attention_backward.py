@@ -133,7 +133,6 @@ class Workspace:
         sqp = padded(p.sq)
         self.stats = cupy.empty((p.bh, 2, sqp), dtype=cupy.float32)
         self.dq_sums = cupy.empty((p.bh, sqp, p.d), dtype=cupy.float32)
-        self._norms = None
 
     def refresh_forward(self) -> None:
         """O and the LSE of the current Q, K, V (after an edit of the inputs): an fp32 forward a head
@@ -142,15 +141,13 @@ class Workspace:
 
         p = self.p
         for h in range(p.bh):
-            s = self._scores(h, cupy.float32)
-            m = s.max(axis=1, keepdims=True)
-            e = cupy.exp(s - m)
-            total = e.sum(axis=1, keepdims=True)
-            self.o[h] = store((e / total) @ load(self.v[h], p.dtype), p.dtype)
-            self.lse[h] = (m + cupy.log(total))[:, 0]
+            prob, lse = self._softmax(h, cupy.float32)
+            self.o[h] = store(prob @ load(self.v[h], p.dtype), p.dtype)
+            self.lse[h] = lse
         self._norms = None
 
-    def _scores(self, h: int, dtype):
+    def _softmax(self, h: int, dtype):
+        """Head h's probabilities softmax(scale q k^T [causal]) and each row's log-sum-exp, in `dtype`."""
         import cupy
 
         p = self.p
@@ -158,7 +155,10 @@ class Workspace:
         s = (qh @ kh.T) * self.scale
         if p.causal:
             s[cupy.arange(p.sk)[None, :] > cupy.arange(p.sq)[:, None]] = -cupy.inf
-        return s
+        m = s.max(axis=1, keepdims=True)
+        e = cupy.exp(s - m)
+        total = e.sum(axis=1, keepdims=True)
+        return e / total, (m + cupy.log(total))[:, 0]
 
     def poison(self) -> None:
         value = 0x7FC0 if self.p.dtype == "bfloat16" else np.float16(np.nan)
@@ -172,9 +172,7 @@ class Workspace:
         p = self.p
         grads = [cupy.empty((p.bh, n, p.d), dtype=cupy.float64) for n in (p.sq, p.sk, p.sk)]
         for h in range(p.bh):
-            s = self._scores(h, cupy.float64)
-            e = cupy.exp(s - s.max(axis=1, keepdims=True))
-            prob = e / e.sum(axis=1, keepdims=True)
+            prob, _ = self._softmax(h, cupy.float64)
             qh, kh, vh, doh = (load(a[h], p.dtype).astype(cupy.float64) for a in (self.q, self.k, self.v, self.do))
             dp = doh @ vh.T
             ds = prob * (dp - (prob * dp).sum(axis=1, keepdims=True))
@@ -238,20 +236,26 @@ def make_runner(inst, problem: BackwardProblem, ws: Workspace, device, vec, prep
     return run
 
 
-def _sdpa_backward(ws: Workspace):
-    """The backward of torch.nn.functional.scaled_dot_product_attention (the backend PyTorch picks):
-    its forward run here, outside the timed call, then torch.autograd.grad of dO through it."""
-    import torch
+def backward_of(attend):
+    """A reference maker: the backward of `attend(q, k, v, causal)` on (1, bh, s, d) tensors over the
+    workspace's arrays as a training step asks for it - the forward run here, outside the timed
+    call, then torch.autograd.grad of dO through its output (retain_graph)."""
+    def make(ws: Workspace):
+        import torch
+
+        q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0).clone().requires_grad_() for a in (ws.q, ws.k, ws.v))
+        do = torch_view(ws.do, ws.p.dtype).unsqueeze(0)
+        out = attend(q, k, v, ws.p.causal)
+        return lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+
+    return make
+
+
+def _sdpa(q, k, v, causal: bool):
+    """torch.nn.functional.scaled_dot_product_attention (the backend PyTorch picks)."""
     import torch.nn.functional as F
 
-    q, k, v = (torch_view(a, ws.p.dtype).unsqueeze(0).clone().requires_grad_() for a in (ws.q, ws.k, ws.v))
-    do = torch_view(ws.do, ws.p.dtype).unsqueeze(0)
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=ws.p.causal)
-
-    def run():
-        return torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-
-    return run
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def _cupy_fp32(ws: Workspace):
@@ -273,7 +277,7 @@ def _cupy_fp32(ws: Workspace):
 
 
 def references() -> list[Reference]:
-    return torch_reference("PyTorch SDPA backward", _sdpa_backward) + [
+    return torch_reference("PyTorch SDPA backward", backward_of(_sdpa)) + [
         Reference("CuPy fp32 (probabilities in memory)", _cupy_fp32, verifiable=False)]
 
 

@@ -131,17 +131,5 @@ attention_mma(const typename simtlab::Io<DT>::T* __restrict__ q, const typename 
     }
   }
   simtlab::cp_async_wait<0>();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_lse;
-    const float inv = simtlab::attention::finish_row(l[r], m[r], row_lse);
-    const int i = row0 + r * 8;
-    if (i >= sq) continue;
-    T* out = o + (h * sq + i) * (long long)D + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < DT8; ++j)
-      *reinterpret_cast<unsigned*>(out + j * 8) = simtlab::attention::pack2<DT>(acc[j][2 * r] * inv,
-                                                                                 acc[j][2 * r + 1] * inv);
-    if (lane % 4 == 0) lse[h * sq + i] = row_lse;
-  }
+  simtlab::attention::store_rows<DT, D>([&](int j, int e) { return acc[j][e]; }, l, m, o, lse, h, sq, row0, lane % 4);
 }

@@ -116,17 +116,5 @@ attention_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typenam
     simtlab::wgmma_wait<0>();
   }
   simtlab::cp_async_wait<0>();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_lse;
-    const float inv = simtlab::attention::finish_row(l[r], m[r], row_lse);
-    const int i = row0 + r * 8;
-    if (i >= sq) continue;
-    T* out = o + (h * sq + i) * (long long)D + 2 * t4;
-#pragma unroll
-    for (int j = 0; j < DT8; ++j)
-      *reinterpret_cast<unsigned*>(out + j * 8) = simtlab::attention::pack2<DT>(acc[4 * j + 2 * r] * inv,
-                                                                                 acc[4 * j + 2 * r + 1] * inv);
-    if (t4 == 0) lse[h * sq + i] = row_lse;
-  }
+  simtlab::attention::store_rows<DT, D>([&](int j, int e) { return acc[4 * j + e]; }, l, m, o, lse, h, sq, row0, t4);
 }

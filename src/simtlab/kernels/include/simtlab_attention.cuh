@@ -82,5 +82,26 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   }
 }
 
+// A block's end: each of the thread's two fragment rows (row0 and row0 + 8 of head h) divided by
+// its sum and stored - columns 8j + 2 t4 and the next as one 32-bit store, rows past sq skipped -
+// and its log-sum-exp written by the row's first lane. at(j, e) is accumulator e of n-tile j (each
+// rung keeps its accumulators in its own shape).
+template <int DT, int D, typename At>
+__device__ __forceinline__ void store_rows(At at, const float (&l)[2], const float (&m)[2], typename Io<DT>::T* o,
+                                           float* lse, long long h, int sq, int row0, int t4) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_lse;
+    const float inv = finish_row(l[r], m[r], row_lse);
+    const int i = row0 + r * 8;
+    if (i >= sq) continue;
+    typename Io<DT>::T* out = o + (h * sq + i) * (long long)D + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<unsigned*>(out + j * 8) = pack2<DT>(at(j, 2 * r) * inv, at(j, 2 * r + 1) * inv);
+    if (t4 == 0) lse[h * sq + i] = row_lse;
+  }
+}
+
 }  // namespace attention
 }  // namespace simtlab
