@@ -71,6 +71,30 @@ class Run:
     timeout: int = 300
 
 
+def mended_tests(timeout: int) -> Run:
+    """The GPU tests run 511d348 failed (mended after it), over 8 workers, their failures logged."""
+    return Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
+               "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py "
+               "tests/test_gpu.py::test_layernorm_rung_matches_float64 > {out}/pytest_mended.txt 2>&1; rc=$?; "
+               "tail -3 {out}/pytest_mended.txt; grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", timeout)
+
+
+def attention_table(timeout: int, seqs: str = "") -> Run:
+    """benchmarks/attention_table.py: simtlab.attention forward and backward beside every SDPA backend."""
+    only = f"{seqs} " if seqs else ""
+    return Run("attention beside SDPA", f"python3 benchmarks/attention_table.py {only}--json {{out}}/attention_table.json",
+               timeout)
+
+
+# what changed in the operators after run 511d348, timed
+OPS_AFTER = (
+    Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
+        "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
+    Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
+        "--dtypes fp32 --no-host --no-compile --json {out}/transpose.json", 30),
+    Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90))
+
+
 PHASES: dict[str, tuple[str, list]] = {
     "suite": ("the README's test command, every CPU and GPU test", [Tests(None, "pytest.txt", 560)]),
     "api": ("the library calls: their GPU tests, the ladders' API rows, host cost and time beside torch, the MLP", [
@@ -154,22 +178,11 @@ PHASES: dict[str, tuple[str, list]] = {
             "--json {out}/reduce_ops.json", 80),
         Run("simtlab ladder attention", "simtlab ladder attention -s 16x4096x128 -s 16x4096x128:causal "
             "-s 4x16384x128:causal --json-out {out}/attention_ladder.json", 90)]),
-    "attention-bwd": ("attention's rung 4 (wgmma) and backward (attention_backward rung 1, simtlab.attention's "
-                      "gradient): the attention GPU tests over 8 workers, the backward ladder, the forward ladder's "
-                      "top rungs", [
-        Tests("attention or attention_backward", "pytest_attention.txt", 260, 8),
-        Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
-            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 150),
-        Run("simtlab ladder attention (rungs 3, 4)", "simtlab ladder attention --rung 3 --rung 4 -s 16x4096x128 "
-            "-s 16x4096x128:causal -s 4x16384x128:causal --json-out {out}/attention_ladder.json", 120),
-        Run("compute-sanitizer on both attention families", "simtlab sanitize attention --size 3x77x130x64:causal "
-            "--jobs 8 && simtlab sanitize attention_backward --size 3x77x130x64:causal --jobs 8", 80)]),
     "attention-once": ("one call for attention when device time is short: the attention GPU tests over 8 workers, "
                        "simtlab.attention forward and backward beside every SDPA backend at three sequence lengths, "
                        "rungs 3 and 4 kernel-only, the sanitizer", [
         Tests("attention or attention_backward", "pytest_attention.txt", 240, 8),
-        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --seqs 1024,4096,16384 "
-            "--json {out}/attention_table.json", 170),
+        attention_table(170, "--seqs 1024,4096,16384"),
         Run("simtlab ladder attention (rungs 3, 4)", "simtlab ladder attention --rung 3 --rung 4 -s 16x4096x128 "
             "-s 4x16384x128:causal --json-out {out}/attention_ladder.json", 70),
         Run("compute-sanitizer on both attention families", "simtlab sanitize attention --rung 3 --rung 4 --size "
@@ -179,39 +192,15 @@ PHASES: dict[str, tuple[str, list]] = {
                         "against the joined norm), the tests run 511d348 failed, what changed after it timed (norms' "
                         "long rows, a row's transpose, host cost), the attention table at every sequence length, the "
                         "backward's ladder (most wanted first: a short call keeps what it reached)", [
-        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
-        Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
-            "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
-            " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
-            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 150),
-        Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
-            "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
-        Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
-            "--dtypes fp32 --no-host --no-compile --json {out}/transpose.json", 30),
-        Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90),
-        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 200),
+        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8), mended_tests(150), *OPS_AFTER,
+        attention_table(200),
         Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
-        Tests("attention_backward", "pytest_attention_backward.txt", 90, 8),
-        Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
-            "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
-            " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
-            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 90)]),
-    "attention-table": ("simtlab.attention forward and backward beside every SDPA backend at the issue's sizes, then "
-                        "the tests run 511d348 failed (mended since)", [
-        Run("attention beside SDPA", "python3 benchmarks/attention_table.py --json {out}/attention_table.json", 330),
-        Run("the tests run 511d348 failed, mended since", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
-            "tests/test_reduce_api_gpu.py tests/test_rows_api_gpu.py tests/test_gpu.py::test_layernorm_rung_matches_float64"
-            " > {out}/pytest_mended.txt 2>&1; rc=$?; tail -3 {out}/pytest_mended.txt; "
-            "grep -e ^FAILED -e ^ERROR {out}/pytest_mended.txt; exit $rc", 170)]),
-    "ops-after": ("what changed after run 511d348, timed: the norms' long-row backward, a row's transpose, host cost", [
-        Run("norms' backward past 8192 columns", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm --shapes "
-            "4096x32768,4096x16384,16384x4096 --dtypes bf16,fp32 --no-host --no-compile --json {out}/norms.json", 60),
-        Run("transpose of a row", "python3 benchmarks/row_ops.py --only transpose --shapes 1x268435456,16384x4096 "
-            "--dtypes fp32 --no-host --no-compile --json {out}/transpose.json", 30),
-        Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90)]),
+        Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),
+    "ops-after": ("what changed after run 511d348, timed: the norms' long-row backward, a row's transpose, host cost",
+                  list(OPS_AFTER)),
     "reduce-ops": ("simtlab.sum, amax, cumsum and transpose beside PyTorch eager and compiled and the device copy, "
                    "and the reduction and scan ladders' new rungs (run row-ops-tests first)", [
         Run("sum, amax, cumsum, transpose beside PyTorch", "python3 benchmarks/row_ops.py --only "
