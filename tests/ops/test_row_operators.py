@@ -94,9 +94,24 @@ def test_the_backward_s_partial_rows_are_its_grid():
                            True)
     first, second = declared.steps
     parts = first.launch.grid[0]
-    assert declared.scratch == (((parts, 4096), "float32"),) * 2 and first.args[9] == np.int32(parts)
+    assert declared.scratch == (((parts, 4096), "float32"),) * 2 and first.args[10] == np.int32(parts)
     assert parts % H100.sms == 0 and parts <= 100000  # as many blocks as run at once
     assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] == 4096 // 32
+
+
+@pytest.mark.parametrize("op", ["layer_norm_backward", "rms_norm_backward"])
+def test_long_rows_take_their_statistics_then_column_blocks_down_row_slices(op):
+    declared, _ = _declare(OPERATORS[op], ((4096, 32768), (32768,), (4096, 32768)), "bfloat16", True)
+    stats, walk, sums = declared.steps
+    assert [s.args[-1] for s in declared.steps] == [2, 0, 1]
+    assert stats.launch.grid == (4096, 1, 1)  # a block a row
+    columns, parts, _ = walk.launch.grid
+    assert columns == 32768 // (4 * walk.launch.block[0]) and walk.args[10] == np.int32(parts)
+    assert 1 < parts < 4096 and columns * parts >= H100.sms  # the device filled once, few partial rows
+    partials = 1 if op.startswith("rms") else 2
+    assert declared.scratch == (((parts, 32768), "float32"),) * partials + (((4096, 4), "float32"),)
+    assert walk.args[6] == ("scratch", partials)  # the statistics' slot
+    assert sums.launch.grid == (32768 // 32, 1, 1)
 
 
 @pytest.mark.parametrize("shapes, match", [
@@ -239,9 +254,9 @@ def test_a_plan_binds_each_slot_and_takes_the_unaligned_build_for_misaligned_add
     plan = operator.OperatorPlan(op, lib, (x, w, dy), {"eps": 1e-5})
     dx, dw, db = plan.run((x, w, dy))
     (g0, first, s0), (g1, second, _) = _Packed.launches
-    parts = first[9]
-    assert s0 == 77 and first[:4] == [x.ptr, w.ptr, dy.ptr, dx.ptr] and first[6:8] == [300, 1024]
-    assert abs(first[8] - 1e-5) < 1e-12 and first[10:] == [dw.ptr, db.ptr, 0] and second[-1] == 1
+    parts = first[10]
+    assert s0 == 77 and first[:4] == [x.ptr, w.ptr, dy.ptr, dx.ptr] and first[7:9] == [300, 1024]
+    assert abs(first[9] - 1e-5) < 1e-12 and first[11:] == [dw.ptr, db.ptr, 0] and second[-1] == 1
     assert g0[0] == parts and dx.shape == (300, 1024) and dw.shape == db.shape == (1024,)
     assert first[4] != first[5] and first[4] not in (dx.ptr, dw.ptr, db.ptr)  # two scratch buffers, fresh
     assert vecs == [True, True]

@@ -121,12 +121,12 @@ def rms_bytes(params, p: LayerNormProblem) -> int:
 
 
 def backward_bytes(params, p: LayerNormProblem) -> int:
-    """Rung 5: x and dy read (x four times and dy twice when streamed, the later passes mostly from
-    L2), dx written, w read a row (from L1); the partial rows written and read back in fp32."""
+    """Rung 5: x and dy read, dx written, w read a row (from L1); long rows (streamed) read x and dy
+    twice (the statistics, then dx) and pass 16 bytes of statistics a row; the partial rows written
+    and read back in fp32."""
     params = {**backward_params(p), **params}  # (counted at the problem's own shape where none is given)
     streamed = params["VPT"] == STREAMED
-    reads_x = 3 if p.rms else 4  # (streamed: the statistics' passes, the two sums', the output's)
-    rows_bytes = p.itemsize * p.rows * p.cols * ((reads_x + 2 + 1) if streamed else 3)
+    rows_bytes = p.itemsize * p.rows * p.cols * (5 if streamed else 3) + (2 * 16 * p.rows if streamed else 0)
     parts = backward_parts(params, p)
     return rows_bytes + p.itemsize * p.cols * (1 + VECTORS[p.op]) + 2 * 4 * parts * p.cols * (1 if p.rms else 2)
 
@@ -134,8 +134,9 @@ def backward_bytes(params, p: LayerNormProblem) -> int:
 def backward_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     """Rung 5's launch shape: a warp a row up to 1024 values, a block of 256 up to 8192 (fp32
     LayerNorm rows not in groups of four: up to 6144, past which they spill), with x, dy and the
-    column sums in registers; longer rows streamed by blocks of 512. Measured spill-free on sm_80
-    and sm_90 for every choice (tests/test_compile.py)."""
+    column sums in registers; longer rows streamed (blocks of 512: a row's statistics, then 2048
+    columns a block down a slice of the rows). Measured spill-free on sm_80 and sm_90 for every
+    choice (tests/test_compile.py)."""
     dt, rms = DT[p.dtype], int(p.rms)
     if p.cols <= 1024:
         return {"DT": dt, "BLOCK": 128, "VPT": -(-p.cols // 128), "WARP_ROWS": 1, "RMS": rms}
@@ -150,9 +151,16 @@ def _slots(params) -> int:
     return params["BLOCK"] // 32 if params["WARP_ROWS"] else 1
 
 
+def _column_blocks(params, p: LayerNormProblem) -> int:
+    return -(-p.cols // (4 * params["BLOCK"]))
+
+
 def backward_blocks(params, p: LayerNormProblem, sms: int, per_sm: int = 1) -> int:
     """Rung 5's persistent grid: as many blocks as run at once (`per_sm` a SM, from the build's
-    occupancy), no more than the rows need - each block one partial row of the column sums."""
+    occupancy), no more than the rows need - each block one partial row of the column sums.
+    Streamed rows: the row slices of a grid of column blocks x slices that fills the device once."""
+    if params["VPT"] == STREAMED:
+        return max(1, min(p.rows, -(-sms * max(1, per_sm) // _column_blocks(params, p))))
     return max(1, min(-(-p.rows // _slots(params)), sms * max(1, per_sm)))
 
 
@@ -162,16 +170,23 @@ def backward_parts(params, p: LayerNormProblem, sms: int | None = None) -> int:
 
 
 def geometry_backward(params, p: LayerNormProblem, device=None) -> Launch:
-    """Rung 5's first launch at one block a SM (the runner and the operator widen it to the
-    build's occupancy); its second, the column sums, is a block of the same size per 32 columns."""
+    """Rung 5's rows launch at one block a SM (the runner and the operator widen it to the build's
+    occupancy): the persistent grid, or (streamed) column blocks x row slices; a streamed row's
+    statistics come before it (statistics_launch), the column sums after (column_sums_launch)."""
     if params["VPT"] == STREAMED and params["WARP_ROWS"]:
         raise ValueError("streamed rows (VPT 0) take a block each: WARP_ROWS 0")
-    if params["VPT"] != STREAMED:
-        lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
-        if lanes * 4 * params["VPT"] < p.cols:
-            raise ValueError(f"{lanes} lanes a row x {params['VPT']} groups of 4 hold {lanes * 4 * params['VPT']} "
-                             f"values, not a {p.cols}-value row: more VPT, or VPT 0 (streamed)")
-    return Launch((backward_blocks(params, p, sm_count(device)), 1, 1), (params["BLOCK"], 1, 1))
+    parts = backward_blocks(params, p, sm_count(device))
+    if params["VPT"] == STREAMED:
+        return Launch((_column_blocks(params, p), parts, 1), (params["BLOCK"], 1, 1))
+    lanes = 32 if params["WARP_ROWS"] else params["BLOCK"]
+    if lanes * 4 * params["VPT"] < p.cols:
+        raise ValueError(f"{lanes} lanes a row x {params['VPT']} groups of 4 hold {lanes * 4 * params['VPT']} "
+                         f"values, not a {p.cols}-value row: more VPT, or VPT 0 (streamed)")
+    return Launch((parts, 1, 1), (params["BLOCK"], 1, 1))
+
+
+def statistics_launch(params, p: LayerNormProblem) -> Launch:
+    return Launch((p.rows, 1, 1), (params["BLOCK"], 1, 1))
 
 
 def column_sums_launch(params, p: LayerNormProblem) -> Launch:
@@ -270,9 +285,9 @@ def workspace(p: LayerNormProblem, seed: int) -> Workspace:
 
 
 def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, prepare):
-    """Rung 4 reads no bias; rung 5 is two launches of its kernel (phase 0: dx and a partial row of
-    the column sums a block, at as many blocks as run at once; phase 1: the column sums), its
-    partial rows made here, outside the timed call; rungs 1-3 the default single launch (None)."""
+    """Rung 4 reads no bias; rung 5 is two or three launches of its kernel (backward_launches), its
+    partial rows and statistics made here, outside the timed call; rungs 1-3 the default single
+    launch (None)."""
     import cupy
 
     p = problem
@@ -284,43 +299,32 @@ def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, pre
         return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
     if inst.rung.stage != 5:
         return None
-    first, second = backward_launches(inst, p, device, vec)
-    func = prepare(inst, first, vec, device)
-    parts = first.blocks
+    launches, parts = backward_launches(inst, p, device, vec)
+    func = prepare(inst, launches[0][1], vec, device)
     partial_w = cupy.empty((parts, p.cols), dtype=cupy.float32)
     partial_b = cupy.empty((parts, p.cols), dtype=cupy.float32)
-    common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
+    stats = cupy.empty((p.rows, 4), dtype=cupy.float32)
+    common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, stats, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
 
     def run():
-        func(first.grid, first.block, (*common, np.int32(0)))
-        func(second.grid, second.block, (*common, np.int32(1)))
+        for phase, launch in launches:
+            func(launch.grid, launch.block, (*common, np.int32(phase)))
 
     return run
 
 
-L2_FALLBACK = 50 * 2**20  # an H100's L2, where no device is given
-
-
-def streamed_parts_cap(p: LayerNormProblem, device=None) -> int:
-    """Streamed rows (VPT 0) add each row into their block's partial rows in global memory: at most
-    as many partial rows as fill half the L2, so that read-modify-write stays there. (Run
-    2026-12-06_h100_511d348_row_ops, 4096x32768 on an H100: 528 blocks' partial rows, 138 MB, went to
-    HBM on every row - 13% of the copy, 0.34x PyTorch.)"""
-    l2 = getattr(device, "l2_bytes", None) or L2_FALLBACK
-    return max(1, (l2 // 2) // (4 * p.cols * (1 if p.rms else 2)))
-
-
-def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[Launch, Launch]:
-    """Rung 5's two launches: the rows at as many blocks as the build runs at once on the device
-    (its occupancy; streamed rows: no more than their partial rows' share of the L2 allows), the
-    column sums of their partial rows."""
+def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[tuple, int]:
+    """Rung 5's launches as (phase, launch) in order, and the partial rows they write: the rows at
+    as many blocks as the build runs at once on the device (its occupancy) - streamed rows after
+    their statistics (phase 2) - then the column sums of the partial rows (phase 1)."""
     one = inst.geometry(p, device)
     per_sm = inst.occupancy(one, vec).blocks_per_sm
-    blocks = backward_blocks(inst.params, p, sm_count(device), per_sm)
+    parts = backward_blocks(inst.params, p, sm_count(device), per_sm)
+    sums = (1, column_sums_launch(inst.params, p))
     if inst.params["VPT"] == STREAMED:
-        blocks = min(blocks, streamed_parts_cap(p, device))
-    first = Launch((blocks, 1, 1), one.block)
-    return first, column_sums_launch(inst.params, p)
+        walk = Launch((one.grid[0], parts, 1), one.block)
+        return ((2, statistics_launch(inst.params, p)), (0, walk), sums), parts
+    return ((0, Launch((parts, 1, 1), one.block)), sums), parts
 
 
 def _torch(ws: Workspace):
@@ -398,8 +402,9 @@ def _declare_forward(op: str):
 
 
 def _declare_backward(op: str):
-    """Rung 5: dx and the column sums' partial rows at as many blocks as the build runs at once, then
-    the column sums (dw; db for LayerNorm)."""
+    """Rung 5: dx and the column sums' partial rows at as many blocks as the build runs at once
+    (rows too long for registers: after their statistics), then the column sums (dw; db for
+    LayerNorm)."""
     def declare(shapes, dtype, options, device, vec, build) -> Declared:
         rows, cols = matrix_of("x", shapes[0])
         if shapes[2] != shapes[0]:
@@ -411,14 +416,15 @@ def _declare_backward(op: str):
         constants = () if shapes[1] is not None else (((p.cols,), dtype, ONES),)
         rung = FAMILY.rung(5)
         params = rung.params(device.arch, backward_params(p, device, vec))
-        first, second = backward_launches(build(rung, params), p, device, vec)
-        parts = first.blocks
-        scratch = (((parts, p.cols), "float32"),) * (1 if p.rms else 2)
+        launches, parts = backward_launches(build(rung, params), p, device, vec)
+        streamed = params["VPT"] == STREAMED
+        scratch = (((parts, p.cols), "float32"),) * (1 if p.rms else 2) + ((((p.rows, 4), "float32"),) if streamed else ())
         outputs = ((shapes[0], dtype), ((p.cols,), dtype)) + (() if p.rms else (((p.cols,), dtype),))
         partial_b, db = ((SCRATCH, 0), (OUT, 1)) if p.rms else ((SCRATCH, 1), (OUT, 2))  # (RMSNorm: unread)
-        common = ((IN, 0), w, (IN, 2), (OUT, 0), (SCRATCH, 0), partial_b, np.int32(p.rows), np.int32(p.cols),
+        stats = (SCRATCH, len(scratch) - 1)  # (rows in registers: unread)
+        common = ((IN, 0), w, (IN, 2), (OUT, 0), (SCRATCH, 0), partial_b, stats, np.int32(p.rows), np.int32(p.cols),
                   np.float32(options.get("eps", EPS)), np.int32(parts), (OUT, 1), db)
-        steps = (Step(rung, params, first, (*common, np.int32(0))), Step(rung, params, second, (*common, np.int32(1))))
+        steps = tuple(Step(rung, params, launch, (*common, np.int32(phase))) for phase, launch in launches)
         shown = {k: params[k] for k in ("BLOCK", "VPT", "WARP_ROWS")}
         return Declared(outputs, steps, f"{p.label}: {rung.id} {shown}, {parts} partial rows", scratch=scratch,
                         constants=constants, vec=vec, align=4 * p.itemsize)
