@@ -65,10 +65,12 @@ class Tests:
 
 @dataclass(frozen=True)
 class Run:
-    """A command, `{out}` standing for the output folder."""
+    """A command, `{out}` standing for the output folder. A `gate` that fails skips the rest of its
+    phase (a new kernel that hangs or errs would only eat the call's time)."""
     title: str
     command: str
     timeout: int = 300
+    gate: bool = False
 
 
 def mended_tests(timeout: int) -> Run:
@@ -196,6 +198,18 @@ PHASES: dict[str, tuple[str, list]] = {
         attention_table(200),
         Run("simtlab ladder attention_backward", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100)]),
+    "attention-ws": ("attention rung 5 (warp-specialised: TMA producer, ping-pong consumers) and the norms' long-row "
+                     "backward rewritten after run 4f2f12e: a gate (rung 5 on two shapes), every attention GPU test, "
+                     "the ladder's rungs 4-5, the table beside SDPA, the sanitizer, the norms' tests and timings", [
+        Run("gate: rung 5 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_attention_gpu.py "
+            "-k 'warp_specialized and 2x65x65 and bfloat16'", 90, gate=True),
+        Tests("attention", "pytest_attention.txt", 150, 8),
+        Run("simtlab ladder attention (rungs 4, 5)", "simtlab ladder attention --rung 4 --rung 5 -s 16x4096x128 "
+            "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_ladder.json", 80),
+        attention_table(120),
+        Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
+            "--jobs 8", 50),
+        mended_tests(80), OPS_AFTER[0]]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),
@@ -556,6 +570,9 @@ def main() -> int:
         for step in steps:
             if run_step(step, out, log) != 0:
                 failed.append(f"{phase}: {step.title if isinstance(step, Run) else step.log}")
+                if isinstance(step, Run) and step.gate:
+                    log(f"!! gate failed: the rest of phase {phase} skipped")
+                    break
     log(f"== done {datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}" +
         (f"; steps that failed: {'; '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -135,8 +135,24 @@ class Rung:
 
 # --- public operators: what a family declares of a call, which simtlab.operator plans and runs ------
 
-# an argument slot of a Step: the call's operand i, output i, scratch buffer i or constant array i
-IN, OUT, SCRATCH, CONST = "in", "out", "scratch", "const"
+# an argument slot of a Step: the call's operand i, output i, scratch buffer i or constant array i,
+# or tensor map i of the declaration's `maps` (a 128-byte kernel parameter, passed by value)
+IN, OUT, SCRATCH, CONST, MAP = "in", "out", "scratch", "const", "map"
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A TMA tensor map over one of a call's arrays (`slot`: (IN, i) or (OUT, i)), as
+    cuTensorMapEncodeTiled takes it: element type code, extents innermost first, byte strides of
+    the outer dimensions, the box a copy moves, the swizzle. A kernel takes it by value
+    (`const __grid_constant__`), so a launch carries it and nothing is copied to the device."""
+
+    slot: tuple
+    type_code: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int
 
 
 @dataclass(frozen=True)
@@ -158,7 +174,9 @@ class Declared:
     dtype, fill value: an absent weight's ones), the launches, and how the description reads.
     `vec` is whether the launches take the rungs' 128-bit path, which needs every array's address
     a multiple of `align` bytes (checked on each call: the other build runs otherwise). `cleared`:
-    the scratch arrays zeroed on the caller's stream before the launches (a look-back's flags)."""
+    the scratch arrays zeroed on the caller's stream before the launches (a look-back's flags).
+    `maps`: the tensor maps the steps' (MAP, i) arguments stand for (TensorMapArg), encoded per
+    address on the call's arrays."""
 
     outputs: tuple
     steps: tuple[Step, ...]
@@ -168,6 +186,7 @@ class Declared:
     vec: bool = True
     align: int = 16
     cleared: tuple[int, ...] = ()
+    maps: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import threading
 import numpy as np
 
 from .arrays import ArrayLib, array_lib
-from .driver import F32, I32, I64, PTR, ContextMismatch, PackedLaunch
-from .family import CONST, IN, OUT, SCRATCH, Declared, Operator
+from .driver import F32, I32, I64, MAP as MAP_PARAM, PTR, ContextMismatch, PackedLaunch, TensorMapEncoder
+from .family import CONST, IN, MAP, OUT, SCRATCH, Declared, Operator
 from .launch import build, function_handle, prepare
 
 __all__ = ["OperatorPlan", "call", "plan", "named", "call_along", "reduce_along", "contiguous", "PLANS_KEPT"]
@@ -56,9 +56,10 @@ _SCALARS = ((np.int32, I32), (np.int64, I64), (np.float32, F32))
 
 
 def _kind(step, index: int, arg) -> str:
-    """A step argument's parameter kind: a slot is a pointer; scalars are NumPy int32, int64, float32."""
+    """A step argument's parameter kind: a slot is a pointer (a map slot, a tensor map by value);
+    scalars are NumPy int32, int64, float32."""
     if isinstance(arg, tuple):
-        return PTR
+        return MAP_PARAM if arg[0] == MAP else PTR
     for scalar, kind in _SCALARS:
         if isinstance(arg, scalar):
             return kind
@@ -145,6 +146,11 @@ class OperatorPlan:
             return _instance(rung, params, arch)
 
         declared: Declared = self.op.declare(self.shapes, self.dtype, self.options, self.info, vec, built)
+        for m in declared.maps:
+            if m.slot[0] not in (IN, OUT):
+                raise ValueError(f"{self.op.name}: a tensor map is over an operand or an output, not {m.slot}")
+        encoders = tuple((_SLOT_KINDS.index(m.slot[0]), m.slot[1],
+                          TensorMapEncoder(m.type_code, m.dims, m.strides, m.box, m.swizzle)) for m in declared.maps)
         launches = []
         for step in declared.steps:
             inst = built(step.rung, step.params)
@@ -154,16 +160,20 @@ class OperatorPlan:
             kinds = tuple(_kind(step, i, a) for i, a in enumerate(step.args))
             packed = PackedLaunch(function_handle(func), step.launch.grid, step.launch.block, step.launch.shared, kinds,
                                   self.device)
-            slots = []
+            slots, maps = [], []
             for i, a in enumerate(step.args):
-                if isinstance(a, tuple):
+                if isinstance(a, tuple) and a[0] == MAP:
+                    if not 0 <= a[1] < len(encoders):
+                        raise ValueError(f"{step.rung.id}: argument {i} is map {a[1]}; {len(encoders)} declared")
+                    maps.append((i, a[1]))
+                elif isinstance(a, tuple):
                     if a[0] not in _SLOT_KINDS:
                         raise ValueError(f"{step.rung.id}: argument {i} is slot {a}, not one of {_SLOT_KINDS}")
                     slots.append((packed.values[i], _SLOT_KINDS.index(a[0]), a[1]))
                 else:
                     packed.values[i].value = a.item()
-            launches.append((packed, tuple(slots)))
-        return declared, tuple(launches)
+            launches.append((packed, tuple(slots), tuple(maps)))
+        return declared, tuple(launches), encoders
 
     def _constant(self, shape, dtype, value):
         if value == "iota":  # (0, 1, ..., n-1: argsort's values)
@@ -208,11 +218,11 @@ class OperatorPlan:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         ptr = lib.ptr
         ins = [0 if x is None else ptr(x) for x in operands]
-        declared, launches = self._variants[True]
+        declared, launches, encoders = self._variants[True]
         align = declared.align
         for a in ins:  # (outputs, scratch: the allocator's alignment)
             if a % align:
-                declared, launches = self._unaligned()
+                declared, launches, encoders = self._unaligned()
                 break
         scratch = ()
         if self._scratch:
@@ -222,11 +232,12 @@ class OperatorPlan:
             scratch = [ptr(x) for x in made]
         arrays = (ins, [ptr(x) for x in outputs], scratch, self._const_ptrs)  # (indexed as _SLOT_KINDS)
         with self._lock:  # (the packed parameters are the plan's: one thread sets and launches at a time)
+            maps = [enc.address(arrays[kind][index]) for kind, index, enc in encoders]  # (kept per address)
             try:
-                self._launch(launches, arrays, lib.stream(self.device))
+                self._launch(launches, arrays, maps, lib.stream(self.device))
             except ContextMismatch:
                 with lib.device_guard(self.device):
-                    self._launch(launches, arrays, lib.stream(self.device))
+                    self._launch(launches, arrays, maps, lib.stream(self.device))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _unaligned(self):
@@ -238,10 +249,12 @@ class OperatorPlan:
         return variant
 
     @staticmethod
-    def _launch(launches, arrays, stream: int) -> None:
-        for packed, slots in launches:
+    def _launch(launches, arrays, maps, stream: int) -> None:
+        for packed, slots, map_slots in launches:
             for value, kind, index in slots:
                 value.value = arrays[kind][index]
+            for at, i in map_slots:  # (the parameter points at the map's 128 bytes: copied by the launch)
+                packed.params[at] = maps[i]
             packed.launch(stream)
 
 

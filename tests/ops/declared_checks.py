@@ -4,7 +4,7 @@ must pass - spill-free, within the SM's limits, exactly the kernel's parameters 
 read from the cubin), every slot pointing at an array the call has."""
 
 from simtlab.device import DeviceInfo
-from simtlab.family import CONST, IN, OUT, SCRATCH
+from simtlab.family import CONST, IN, MAP, OUT, SCRATCH
 from simtlab.hw.resources import param_sizes_from_cubin
 from simtlab.launch import build, check_launch
 
@@ -29,9 +29,13 @@ def declare(op, shapes, dtype, vec=True, options=None, device=H100):
 
 
 def check_steps(declared, build_once, shapes, device=H100):
-    """Every step of a declaration: no spill, within the device's limits, the kernel's parameters."""
+    """Every step of a declaration: no spill, within the device's limits, the kernel's parameters (a
+    tensor map: 128 bytes, over an operand or an output the call has)."""
     arch = str(device.arch)
-    pools = {IN: shapes, OUT: declared.outputs, SCRATCH: declared.scratch, CONST: declared.constants}
+    pools = {IN: shapes, OUT: declared.outputs, SCRATCH: declared.scratch, CONST: declared.constants,
+             MAP: declared.maps}
+    for m in declared.maps:
+        assert m.slot[0] in (IN, OUT) and 0 <= m.slot[1] < len(pools[m.slot[0]]), m
     for step in declared.steps:
         inst = build_once(step.rung, step.params)
         use_vec = declared.vec if step.rung.vec_variant else None
@@ -41,7 +45,8 @@ def check_steps(declared, build_once, shapes, device=H100):
             assert res.spill_bytes == 0 and res.stack_frame == 0, inst.expression(use_vec)
             check_launch(res, step.launch, arch, device)
         sizes = param_sizes_from_cubin(inst.cubin.data())[name]
-        assert [8 if isinstance(a, tuple) else a.dtype.itemsize for a in step.args] == sizes, (name, step.args)
+        expected = [(128 if a[0] == MAP else 8) if isinstance(a, tuple) else a.dtype.itemsize for a in step.args]
+        assert expected == sizes, (name, step.args)
         for a in step.args:
             if isinstance(a, tuple):
                 assert 0 <= a[1] < len(pools[a[0]]) and (a[0] != IN or shapes[a[1]] is not None), (name, a)

@@ -6,7 +6,7 @@ import pytest
 
 from declared_checks import A100, H100, check_steps, declare
 from simtlab.catalog import family
-from simtlab.family import IN, OUT
+from simtlab.family import IN, MAP, OUT
 from simtlab.ops import attention as att
 
 
@@ -40,12 +40,20 @@ def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, dt
                                                                False)]:
         declared, build_once = declare(op, shapes, dtype, vec, {"causal": causal}, device)
         (step,) = declared.steps
-        assert step.rung.stage == ((4 if device is H100 else 3) if vec else 2)
+        assert step.rung.stage == ((5 if device is H100 else 3) if vec else 2)
         check_steps(declared, build_once, shapes, device)
-        assert step.args[:5] == ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1))
         b, h, sq, d = shapes[0]
+        if step.rung.stage == 5:  # Q, K, V as tensor maps: (d, rows, bh), boxes of 64 columns x 128 rows of a head
+            assert step.args[:5] == ((MAP, 0), (MAP, 1), (MAP, 2), (OUT, 0), (OUT, 1))
+            item = 2
+            for i, m in enumerate(declared.maps):
+                rows = shapes[i][2]
+                assert m.slot == (IN, i) and m.dims == (d, rows, b * h) and m.box == (64, 128, 1)
+                assert m.strides == (d * item, rows * d * item)
+        else:
+            assert step.args[:5] == ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1)) and declared.maps == ()
         assert declared.outputs == ((shapes[0], dtype), ((b, h, sq), "float32"))
-        rows = {4: att.WGMMA_BQ, 3: att.MMA_BQ, 2: att.FUSED_BQ}[step.rung.stage]
+        rows = {5: att.WGMMA_BQ, 3: att.MMA_BQ, 2: att.FUSED_BQ}[step.rung.stage]
         assert step.launch.grid[:2] == (-(-sq // rows), b * h)
 
 

@@ -9,8 +9,9 @@ also writes each row's log-sum-exp (bh, sq) fp32, which a backward recomputes th
 Rung 1 runs the formula as three launches with the scores in memory; rung 2 fuses them on the
 CUDA cores with an online softmax; rung 3 puts the two products on the tensor cores (mma.sync),
 FlashAttention-2's partition of the rows over warps; rung 4 makes them Hopper's warpgroup MMAs
-(wgmma), reading the tiles from swizzled shared memory. Verified against a float64 softmax of the
-same (rounded) inputs, head by head.
+(wgmma), reading the tiles from swizzled shared memory; rung 5 gives the copies to a producer
+warpgroup (TMA) and lets two consumer warpgroups take turns at the tensor cores. Verified against
+a float64 softmax of the same (rounded) inputs, head by head.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
+from ..family import IN, MAP, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from .base import ITEMSIZE, Reference, parse_int, torch_reference
 from .rows import load, store, torch_view
+from .tma import TmaBox, map_arg, tensor_map_encoder
 
 DTYPE = "bfloat16"
 DT = {"bfloat16": 1, "float16": 2}  # the kernels' DT (simtlab_io.cuh)
@@ -167,6 +169,22 @@ def geometry_wgmma(params, p: AttentionProblem, device=None) -> Launch:
     return Launch((-(-p.sq // WGMMA_BQ), p.bh, 1), (256, 1, 1), wgmma_shared(params["D"]))
 
 
+WS_THREADS = 384  # rung 5: a producer warpgroup and two consumers
+
+
+def geometry_ws(params, p: AttentionProblem, device=None) -> Launch:
+    """Rung 5: rung 4's tiles and shared memory (the ring's barriers are static), three warpgroups."""
+    return Launch((-(-p.sq // WGMMA_BQ), p.bh, 1), (WS_THREADS, 1, 1), wgmma_shared(params["D"]))
+
+
+def tile_box(p: AttentionProblem, rows: int) -> TmaBox:
+    """Rung 5's tensor map of Q (rows = query length) or K, V (key length): (bh, rows, d) as a 3-D
+    tensor, boxes of 64 columns (128 bytes: the swizzle's span) x 128 rows of one head - rows past a
+    head's end come in as zeros, never as the next head's."""
+    item = ITEMSIZE[p.dtype]
+    return TmaBox((p.d, rows, p.bh), (p.d * item, rows * p.d * item), (64, WGMMA_BQ, 1))
+
+
 def scale_of(p: AttentionProblem) -> float:
     return 1.0 / math.sqrt(p.d)  # SDPA's default
 
@@ -234,6 +252,8 @@ def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, pre
     p = problem
     launch = inst.geometry(p, device)
     func = prepare(inst, launch, vec, device)
+    if inst.rung.stage == 5:
+        return _ws_runner(func, launch, p, ws, device)
     if inst.rung.stage == 1:
         scores = cupy.empty((p.bh, p.sq, p.sk), dtype=cupy.float32)
         common = (ws.q, ws.k, ws.v, ws.o, scores, ws.lse, np.int32(p.sq), np.int32(p.sk), np.int32(p.d),
@@ -252,6 +272,26 @@ def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, pre
                 np.int32(p.causal))
         return lambda: func(launch.grid, launch.block, args)
     return lambda: func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
+
+
+def _ws_runner(func, launch, p: AttentionProblem, ws: Workspace, device):
+    """Rung 5 takes its tensor maps by value: one packed driver launch (as simtlab.attention makes
+    it) on CuPy's current stream, the maps encoded here, outside the timed call."""
+    from cupy.cuda import get_current_stream
+
+    from ..driver import F32, I32, MAP as MAP_PARAM, PTR, PackedLaunch
+    from ..launch import function_handle
+
+    packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
+                          (MAP_PARAM, MAP_PARAM, MAP_PARAM, PTR, PTR, I32, I32, F32, I32),
+                          device.index if device is not None else 0)
+    encoders = [tensor_map_encoder(tile_box(p, rows), p.dtype) for rows in (p.sq, p.sk, p.sk)]
+    packed.kept = [enc.keep(a.data.ptr) for enc, a in zip(encoders, (ws.q, ws.k, ws.v))]
+    for i, (address, _) in enumerate(packed.kept):
+        packed.params[i] = address
+    for i, value in enumerate(ws.args()[3:], start=3):
+        packed.values[i].value = value.data.ptr if hasattr(value, "data") else value.item()
+    return lambda: packed.launch(get_current_stream().ptr)
 
 
 def _sdpa(ws: Workspace):
@@ -298,9 +338,9 @@ LOG2E = 1.4426950408889634
 
 
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
-    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 4 (wgmma) on Hopper and
-    rung 3 (mma.sync) on other GPUs from sm_80 where their 16-byte copies can read the operands,
-    else rung 2; head dims 64 and 128."""
+    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 5 (warp-specialised, TMA
+    and wgmma) on Hopper and rung 3 (mma.sync) on other GPUs from sm_80 where their 16-byte copies
+    can read the operands, else rung 2; head dims 64 and 128."""
     qs, ks, vs = shapes
     if len(qs) != 4 or len(ks) != 4 or ks != vs:
         raise ValueError(f"simtlab.attention takes q (batch, heads, sq, d) and k, v (batch, heads, sk, d) of one shape;"
@@ -316,10 +356,13 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     scale = scale_of(p) if scale is None else float(scale)
     outputs = ((qs, dtype), ((b, h, sq), "float32"))
     common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
-    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: the warpgroup MMAs)
-        rung = FAMILY.rung(4)
+    maps = ()
+    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs)
+        rung = FAMILY.rung(5)
         params = rung.params(device.arch, head_params(p))
-        step = Step(rung, params, geometry_wgmma(params, p), (*common, np.float32(scale * LOG2E), np.int32(p.causal)))
+        maps = tuple(map_arg((IN, i), tile_box(p, rows), dtype) for i, rows in enumerate((p.sq, p.sk, p.sk)))
+        step = Step(rung, params, geometry_ws(params, p), ((MAP, 0), (MAP, 1), (MAP, 2), *common[3:],
+                                                          np.float32(scale * LOG2E), np.int32(p.causal)))
     elif vec and tuple(device.compute_capability) >= (8, 0):
         rung = FAMILY.rung(3)
         params = rung.params(device.arch, head_params(p))
@@ -328,7 +371,7 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
         rung = FAMILY.rung(2)
         params = rung.params(device.arch, head_params(p))
         step = Step(rung, params, geometry_fused(params, p), (*common, np.float32(scale), np.int32(p.causal)))
-    return Declared(outputs, (step,), f"{p.label}: {rung.id}", vec=vec, align=16)
+    return Declared(outputs, (step,), f"{p.label}: {rung.id}", vec=vec, align=16, maps=maps)
 
 
 OPERATORS = (Operator("attention", ("q", "k", "v"), tuple(DT), _declare),)
@@ -356,6 +399,13 @@ FAMILY = Family(
              "Hopper's warpgroup MMAs read Q, K and V from swizzled shared memory; P stays in registers",
              geometry_wgmma, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
              sass_expect=("HGMMA", "LDGSTS"), traffic=functools.partial(requested_bytes, rows=WGMMA_BQ)),
+        Rung("attention", 5, "warp_specialized", "attention/05_warp_specialized.cu", "attention_ws", ("DT", "D"),
+             frozen({"DT": 1, "D": 128}),
+             "a TMA producer warpgroup and two consumers taking turns at the tensor cores: one's softmax runs "
+             "while the other's products do (FlashAttention-3's schedule)",
+             geometry_ws, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
+             sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
+             traffic=functools.partial(requested_bytes, rows=WGMMA_BQ)),
     ),
     check_size="3x77x130x64:causal",
     operators=OPERATORS,

@@ -1,6 +1,6 @@
 """Tensor maps for the Hopper tensor memory accelerator (TMA): the 128-byte descriptor a kernel's
 cp.async.bulk.tensor copies read, made on the host by cuTensorMapEncodeTiled. Shared by the rungs
-that fill shared memory with TMA boxes (tensor-core GEMM, conv2d)."""
+that fill shared memory with TMA boxes (tensor-core GEMM, conv2d, attention)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..driver import TMA_INTERLEAVE_NONE, TMA_L2_256B, TMA_OOB_ZERO  # noqa: F401 (the enum values, in one place)
+from ..family import TensorMapArg
 
 # cuTensorMapEncodeTiled's enum values (cuda.h; checked against cuda.bindings in the tests; the
 # interleave, L2 promotion and out-of-bounds fill the maps use are the driver module's)
@@ -42,6 +43,12 @@ def tensor_map_encoder(box: TmaBox, dtype: str, swizzle: int = TMA_SWIZZLE_128B)
     from ..driver import TensorMapEncoder
 
     return TensorMapEncoder(_TMA_TYPE[dtype], box.dims, box.strides, box.box, swizzle)
+
+
+def map_arg(slot: tuple, box: TmaBox, dtype: str, swizzle: int = TMA_SWIZZLE_128B):
+    """A declared operator's tensor map over the array in `slot` (family.TensorMapArg): the generic
+    plan encodes it per address and passes it by value."""
+    return TensorMapArg(slot, _TMA_TYPE[dtype], box.dims, box.strides, box.box, swizzle)
 
 
 def encode_tensor_map(box: TmaBox, ptr: int, dtype: str, swizzle: int = TMA_SWIZZLE_128B) -> np.ndarray:

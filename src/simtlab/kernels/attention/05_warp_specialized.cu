@@ -1,0 +1,181 @@
+// Rung 5 - warp specialisation: what changed from rung 4: a third warpgroup is the producer - one
+// thread issues TMA copies of the Q, K and V tiles (128-byte swizzled, zeros past a head's rows)
+// into a ring whose slots are handed over by mbarriers, so no consumer copies or waits at a
+// block-wide barrier, and it gives its registers to the two consumer warpgroups (setmaxnreg).
+// The consumers take turns at the tensor cores (two named barriers, "ping-pong"): one issues its
+// tile's Q K^T and P V while the other runs its softmax. Within a warpgroup, S of the next tile is
+// issued before P V of this one, and the next softmax runs while P V is in flight.
+// What it should buy: the tensor cores busy through the softmax - FlashAttention-3's schedule.
+#include "simtlab_attention.cuh"
+#include "simtlab_hopper.cuh"
+
+namespace {
+
+// Registers a wgmma reads or writes asynchronously: an empty asm that says each may change here,
+// so the compiler keeps its reads and writes of them on their side of the wgmma fences and waits.
+template <int N>
+__device__ __forceinline__ void hold(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+}  // namespace
+
+template <int DT, int D>
+__global__ void __launch_bounds__(384, 1)
+attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constant__ simtlab::TensorMap mk,
+             const __grid_constant__ simtlab::TensorMap mv, typename simtlab::Io<DT>::T* __restrict__ o,
+             float* __restrict__ lse, int sq, int sk, float scale_log2, int causal) {
+  constexpr int TC = DT == 1 ? 1 : 0;  // (the wgmma helpers' numbering: 0 fp16, 1 bf16)
+  constexpr int BQ = 128, BK = 128, CB = D / 64, STAGES = 2, NT = BK / 8, DT8 = D / 8;
+  constexpr int QBLOCK = BQ * 128, TILE = BK * 128;  // bytes of a 64-column block of the Q tile / a K or V tile
+  constexpr unsigned Q_BYTES = CB * QBLOCK, KV_BYTES = CB * TILE;
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
+  unsigned char* qs = smem;                    // CB blocks of BQ rows
+  unsigned char* ks = qs + Q_BYTES;            // STAGES slots of CB blocks of BK rows
+  unsigned char* vs = ks + STAGES * KV_BYTES;  // STAGES slots
+  __shared__ __align__(8) simtlab::u64 q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
+  const int tid = threadIdx.x, wg = tid / 128, h = blockIdx.y, q0 = blockIdx.x * BQ;
+  const int last = min(q0 + BQ, sq);  // (one past the block's last row)
+  const int tiles = ((causal ? min(sk, last) : sk) + BK - 1) / BK;
+  if (tid == 0) {
+    simtlab::mbar_init(&q_full, 1);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      simtlab::mbar_init(&k_full[s], 1), simtlab::mbar_init(&v_full[s], 1);
+      simtlab::mbar_init(&k_empty[s], 256), simtlab::mbar_init(&v_empty[s], 256);  // (every consumer thread)
+    }
+    simtlab::mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer: one thread issues every copy
+    simtlab::setmaxnreg_dec<24>();
+    if (tid == 0) {
+      simtlab::tensormap_prefetch(mq), simtlab::tensormap_prefetch(mk), simtlab::tensormap_prefetch(mv);
+      simtlab::mbar_arrive_expect_tx(&q_full, Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(qs + c * QBLOCK, &mq, &q_full, c * 64, q0, h);
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % STAGES;
+        const unsigned fill = t / STAGES;  // (the slot's fill number: its barriers' phase)
+        if (t >= STAGES) simtlab::mbar_wait(&k_empty[s], (fill - 1) & 1);
+        simtlab::mbar_arrive_expect_tx(&k_full[s], KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(ks + (s * CB + c) * TILE, &mk, &k_full[s], c * 64, t * BK, h);
+        if (t >= STAGES) simtlab::mbar_wait(&v_empty[s], (fill - 1) & 1);
+        simtlab::mbar_arrive_expect_tx(&v_full[s], KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(vs + (s * CB + c) * TILE, &mv, &v_full[s], c * 64, t * BK, h);
+      }
+    }
+    return;
+  }
+
+  simtlab::setmaxnreg_inc<240>();
+  const int cw = wg - 1, lane = tid % 32, warp = (tid / 32) % 4;  // consumer warpgroup 0 or 1: 64 rows each
+  const int g = lane / 4, t4 = lane % 4;
+  const int wrow = q0 + cw * 64 + warp * 16;  // this warp's first row
+  const int row0 = wrow + g;                  // this thread's rows: row0 and row0 + 8
+  const unsigned q_at = simtlab::smem_u32addr(qs) + cw * 64 * 128;
+  const unsigned k_base = simtlab::smem_u32addr(ks), v_base = simtlab::smem_u32addr(vs);
+  // The turns: consumer cw waits on barrier 1 + cw, then (its products issued) lets the other go.
+  // Consumer 1's first arrival gives consumer 0 the first turn; it skips its last one (the counts
+  // then match: no arrival is left waiting when the block ends).
+  if (cw == 1) simtlab::named_arrive(1, 256);
+  auto my_turn = [&] { simtlab::named_sync(1 + cw, 256); };
+  auto your_turn = [&](int t) {
+    if (cw == 0 || t + 1 < tiles) simtlab::named_arrive(2 - cw, 256);
+  };
+
+  float acc[D / 2];  // O: this warpgroup's 64 rows x D (m64nD)
+#pragma unroll
+  for (int j = 0; j < D / 2; ++j) acc[j] = 0.0f;
+  float s[BK / 2];        // S of a tile (64 rows x 128 keys), then its probabilities in place
+  unsigned pf[BK / 16][4];  // the probabilities as P V's register A operand
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f}, factor[2];
+
+  auto issue_scores = [&](int t) {  // S = Q K_t^T, K read K-major: k16 steps of 32 bytes along a 128-byte row
+    const unsigned k_at = k_base + (t % STAGES) * KV_BYTES;
+    simtlab::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      simtlab::wgmma<BK, TC, 0, 0>(s, simtlab::desc_sw128(q_at + (kk / 4) * QBLOCK + (kk % 4) * 32, 16, 1024),
+                                   simtlab::desc_sw128(k_at + (kk / 4) * TILE + (kk % 4) * 32, 16, 1024), kk > 0);
+    simtlab::wgmma_commit();
+    hold(s);
+  };
+  auto issue_values = [&](int t) {  // O += P V_t: 16 keys a step, 16 rows of 128 bytes; V's column blocks TILE apart
+    const unsigned v_at = v_base + (t % STAGES) * KV_BYTES;
+    hold(acc);
+    simtlab::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      simtlab::wgmma_rs16<D, TC>(acc, pf[kk], simtlab::desc_sw128(v_at + kk * 2048, TILE, 1024), 1);
+    simtlab::wgmma_commit();
+    hold(acc);
+  };
+  auto softmax = [&](int t) {  // S_t scaled, masked and exponentiated in place; the rows' sums and factors
+    const int j0 = t * BK;
+    const bool edge = j0 + BK > sk || (causal && j0 + BK - 1 > wrow);
+    float bmax[2], shift[2];
+    simtlab::attention::scale_and_mask(s, scale_log2, edge, row0, j0, t4, sk, causal, bmax);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) factor[r] = simtlab::attention::online_step(m[r], l[r], bmax[r], shift[r]);
+#pragma unroll
+    for (int j = 0; j < BK / 2; ++j) {
+      s[j] = exp2f(s[j] - shift[(j % 4) / 2]);  // (-inf scores: zero)
+      l[(j % 4) / 2] += s[j];
+    }
+  };
+  auto pack = [&] {  // keys kk*16 .. +15 from score tiles 2kk and 2kk+1
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      pf[n / 2][(n % 2) * 2] = simtlab::attention::pack2<DT>(s[4 * n], s[4 * n + 1]);
+      pf[n / 2][(n % 2) * 2 + 1] = simtlab::attention::pack2<DT>(s[4 * n + 2], s[4 * n + 3]);
+    }
+  };
+  auto rescale = [&] {
+#pragma unroll
+    for (int j = 0; j < DT8; ++j) {
+      acc[4 * j] *= factor[0], acc[4 * j + 1] *= factor[0];
+      acc[4 * j + 2] *= factor[1], acc[4 * j + 3] *= factor[1];
+    }
+  };
+
+  simtlab::mbar_wait(&q_full, 0);
+  simtlab::mbar_wait(&k_full[0], 0);
+  my_turn();
+  issue_scores(0);
+  your_turn(0);
+  simtlab::wgmma_wait<0>();
+  hold(s);
+  simtlab::mbar_arrive(&k_empty[0]);
+  softmax(0);
+  pack();
+  for (int t = 1; t < tiles; ++t) {
+    simtlab::mbar_wait(&k_full[t % STAGES], (t / STAGES) & 1);
+    my_turn();
+    issue_scores(t);  // (S's registers are free: the last tile's probabilities are packed)
+    rescale();        // (by the last softmax's factors, before its P V adds to O)
+    simtlab::mbar_wait(&v_full[(t - 1) % STAGES], ((t - 1) / STAGES) & 1);
+    issue_values(t - 1);
+    your_turn(t);
+    simtlab::wgmma_wait<1>();  // S_t done, P V in flight
+    hold(s);
+    simtlab::mbar_arrive(&k_empty[t % STAGES]);
+    softmax(t);
+    simtlab::wgmma_wait<0>();
+    hold(acc);
+    simtlab::mbar_arrive(&v_empty[(t - 1) % STAGES]);
+    pack();  // (pf is free: the last P V is done)
+  }
+  rescale();
+  simtlab::mbar_wait(&v_full[(tiles - 1) % STAGES], ((tiles - 1) / STAGES) & 1);
+  issue_values(tiles - 1);
+  simtlab::wgmma_wait<0>();
+  hold(acc);
+  simtlab::attention::store_rows<DT, D>([&](int j, int e) { return acc[4 * j + e]; }, l, m, o, lse, h, sq, row0, t4);
+}
