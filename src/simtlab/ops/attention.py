@@ -290,7 +290,7 @@ def _ws_runner(func, launch, p: AttentionProblem, ws: Workspace, device):
     for i, (address, _) in enumerate(packed.kept):
         packed.params[i] = address
     for i, value in enumerate(ws.args()[3:], start=3):
-        packed.values[i].value = value.data.ptr if hasattr(value, "data") else value.item()
+        packed.values[i].value = value.item() if isinstance(value, np.generic) else value.data.ptr
     return lambda: packed.launch(get_current_stream().ptr)
 
 
