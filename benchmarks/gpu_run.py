@@ -210,6 +210,16 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
             "--jobs 8", 50),
         mended_tests(80), OPS_AFTER[0]]),
+    "attention-fwd": ("attention rung 5 again after a change: the gate, every attention GPU test, the ladder's rungs "
+                      "4-5, the table beside SDPA, the sanitizer on rung 5", [
+        Run("gate: rung 5 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_attention_gpu.py "
+            "-k 'warp_specialized and 2x65x65 and bfloat16'", 90, gate=True),
+        Tests("attention", "pytest_attention.txt", 150, 8),
+        Run("simtlab ladder attention (rungs 4, 5)", "simtlab ladder attention --rung 4 --rung 5 -s 16x4096x128 "
+            "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_ladder.json", 80),
+        attention_table(120),
+        Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
+            "--jobs 8", 50)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

@@ -19,6 +19,36 @@ __device__ __forceinline__ void hold(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
+// A tile of scores S_t (an m64n128 accumulator) scaled, masked and exponentiated in place; the
+// rows' running max m, sum l and the factor their accumulators are scaled by. MASK: only a tile
+// that crosses the diagonal or the keys' end tests each key (the others skip five instructions a
+// score). FOLD (a positive scale, the usual case): the max is taken over the raw scores and the
+// scale folded into the exponent's one FFMA, exp2(s scale - max).
+template <bool MASK, bool FOLD, int N>
+__device__ __forceinline__ void softmax_tile(float (&s)[N], float (&m)[2], float (&l)[2], float (&factor)[2],
+                                             float scale_log2, int row0, int j0, int t4, int sk, int causal) {
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float bmax[2] = {neg_inf, neg_inf}, shift[2];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float x = FOLD ? s[j] : s[j] * scale_log2;
+    if (MASK && !simtlab::attention::visible(row0 + ((j % 4) / 2) * 8, j0 + (j / 4) * 8 + 2 * t4 + j % 2, sk, causal))
+      x = neg_inf;
+    s[j] = x;
+    bmax[(j % 4) / 2] = fmaxf(bmax[(j % 4) / 2], x);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (FOLD) bmax[r] *= scale_log2;  // (-inf stays -inf)
+    factor[r] = simtlab::attention::online_step(m[r], l[r], bmax[r], shift[r]);
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    s[j] = exp2f(FOLD ? fmaf(s[j], scale_log2, -shift[(j % 4) / 2]) : s[j] - shift[(j % 4) / 2]);  // (-inf: zero)
+    l[(j % 4) / 2] += s[j];
+  }
+}
+
 }  // namespace
 
 template <int DT, int D>
@@ -96,6 +126,7 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
   float s[BK / 2];        // S of a tile (64 rows x 128 keys), then its probabilities in place
   unsigned pf[BK / 16][4];  // the probabilities as P V's register A operand
   float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f}, factor[2];
+  const bool fold = scale_log2 > 0.0f;
 
   auto issue_scores = [&](int t) {  // S = Q K_t^T, K read K-major: k16 steps of 32 bytes along a 128-byte row
     const unsigned k_at = k_base + (t % STAGES) * KV_BYTES;
@@ -117,18 +148,14 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
     simtlab::wgmma_commit();
     hold(acc);
   };
-  auto softmax = [&](int t) {  // S_t scaled, masked and exponentiated in place; the rows' sums and factors
-    const int j0 = t * BK;
-    const bool edge = j0 + BK > sk || (causal && j0 + BK - 1 > wrow);
-    float bmax[2], shift[2];
-    simtlab::attention::scale_and_mask(s, scale_log2, edge, row0, j0, t4, sk, causal, bmax);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) factor[r] = simtlab::attention::online_step(m[r], l[r], bmax[r], shift[r]);
-#pragma unroll
-    for (int j = 0; j < BK / 2; ++j) {
-      s[j] = exp2f(s[j] - shift[(j % 4) / 2]);  // (-inf scores: zero)
-      l[(j % 4) / 2] += s[j];
-    }
+  auto softmax = [&](int t) {
+    const bool edge = (t + 1) * BK > sk || (causal && (t + 1) * BK - 1 > wrow);
+    if (edge)
+      fold ? softmax_tile<true, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
+           : softmax_tile<true, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
+    else
+      fold ? softmax_tile<false, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
+           : softmax_tile<false, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
   };
   auto pack = [&] {  // keys kk*16 .. +15 from score tiles 2kk and 2kk+1
 #pragma unroll
