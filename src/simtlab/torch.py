@@ -571,7 +571,7 @@ def argsort(keys: torch.Tensor, descending: bool = False) -> torch.Tensor:
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None) -> torch.Tensor:
     """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
-    rung 4 on Hopper (rung 3 on other sm_80+), differentiable (attention_backward rung 1) and traced
+    rung 5 on Hopper (rung 3 on other sm_80+), differentiable (attention_backward rung 1) and traced
     by torch.compile."""
     return torch.ops.simtlab.attention(q, k, v, causal, scale)[0]
 
