@@ -223,11 +223,13 @@ class _Packed:
         import ctypes
 
         self.kinds, self.grid = kinds, grid
-        self.values = [ctypes.c_uint64() if k == "ptr" else ctypes.c_int64() if k == "i64" else
+        self.values = [ctypes.c_uint64() if k in ("ptr", "map") else ctypes.c_int64() if k == "i64" else
                        ctypes.c_int32() if k == "i32" else ctypes.c_float() for k in kinds]
+        self.params = [None] * len(kinds)  # (a tensor map's parameter: its 128 bytes' host address)
 
     def launch(self, stream):
-        _Packed.launches.append((self.grid, [v.value for v in self.values], stream))
+        _Packed.launches.append((self.grid, [p if k == "map" else v.value for k, v, p in
+                                             zip(self.kinds, self.values, self.params)], stream))
 
 
 @pytest.fixture
@@ -297,3 +299,34 @@ def test_a_plan_names_a_bad_operand_in_one_line(fake_plan):
             operator.OperatorPlan(op, lib, operands, {})
     with pytest.raises(TypeError, match="takes 1 arrays"):
         operator.OperatorPlan(OPERATORS["softmax"], lib, (x, x), {})
+
+
+class _Encoder:
+    """A tensor-map encoder that records what it was made for and hands out a made-up address a buffer."""
+    made: list = []
+
+    def __init__(self, type_code, dims, strides, box, swizzle):
+        self.dims, self.box = tuple(dims), tuple(box)
+        _Encoder.made.append(self)
+
+    def address(self, ptr):
+        return 0x7000_0000 + ptr
+
+
+def test_declared_tensor_maps_are_encoded_per_address_and_passed_by_value(fake_plan, monkeypatch):
+    from simtlab.catalog import family
+
+    operator, _ = fake_plan
+    monkeypatch.setattr(operator, "TensorMapEncoder", _Encoder)
+    _Encoder.made = []
+    op = family("attention").operators[0]
+    q, k, v = (_Array((2, 3, 300, 128), "bfloat16", 4096 * (i + 1) * 1024) for i in range(3))
+    plan = operator.OperatorPlan(op, _Lib(), (q, k, v), {"causal": True})
+    out, lse = plan.run((q, k, v))
+    ((grid, args, stream),) = _Packed.launches
+    assert args[:5] == [0x7000_0000 + q.ptr, 0x7000_0000 + k.ptr, 0x7000_0000 + v.ptr, out.ptr, lse.ptr]
+    assert [(e.dims, e.box) for e in _Encoder.made] == [((128, 300, 6), (64, 128, 1))] * 3
+    assert grid == (-(-300 // 128), 6, 1) and stream == 77
+    q2 = _Array((2, 3, 300, 128), "bfloat16", 1 << 30)  # another address: encoded for it, same encoders
+    plan.run((q2, k, v))
+    assert _Packed.launches[-1][1][0] == 0x7000_0000 + q2.ptr and len(_Encoder.made) == 3
