@@ -10,7 +10,8 @@ _LAZY = {"gemm": "api", "gemm_tc": "api", "gemm_plan": "api", "gemm_tc_plan": "a
          "softmax": "functional", "log_softmax": "functional", "layer_norm": "functional", "rms_norm": "functional",
          "sum": "functional", "amax": "functional", "cumsum": "functional",
          "transpose": "functional", "sort": "functional", "argsort": "functional",
-         "attention": "functional", "attention_backward": "functional", "spmv": "functional"}
+         "attention": "functional", "attention_backward": "functional", "spmv": "functional",
+         "stencil": "functional"}
 
 
 def __getattr__(name: str):
@@ -26,4 +27,4 @@ def __getattr__(name: str):
 
 __all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm", "gemm_tc", "gemm_plan",
            "gemm_tc_plan", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose",
-           "sort", "argsort", "attention", "attention_backward", "spmv"]
+           "sort", "argsort", "attention", "attention_backward", "spmv", "stencil"]

@@ -121,6 +121,15 @@ def _simtlab_attention(q, k, v, causal: bool):
     return simtlab.attention(q, k, v, causal=causal)
 
 
+def _stencil(ws):
+    """simtlab.stencil on the workspace's CuPy grid as a user calls it (a new output each call)."""
+    import simtlab
+
+    from .ops.stencil import C0, C1
+
+    return lambda: simtlab.stencil(ws.u, C0, C1)
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -139,6 +148,7 @@ _CALLS = {
     "reduction": [Reference(ARRAY_CALL, _array_call("reduce"), verifiable=False)],
     "scan": [Reference(ARRAY_CALL, _array_call("cumsum"), verifiable=False)],
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
+    "stencil": [Reference(ARRAY_CALL, _stencil, verifiable=False)],
     "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
                             applies=lambda p: p.d in (64, 128))],
     # (the gradients of simtlab.attention as a training step asks for them: the backward operator's launches)

@@ -1,6 +1,6 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
 `rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv`,
-`attention` and `attention_backward` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
+`attention` and `attention_backward`, `stencil` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
 one's kernels take (docs/api.md lists them; another is one line naming those).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
@@ -18,7 +18,7 @@ from __future__ import annotations
 from .operator import call, call_along, contiguous, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
-           "attention", "attention_backward", "spmv", "EPS"]
+           "attention", "attention_backward", "spmv", "stencil", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -230,6 +230,17 @@ def transpose(x):
         ops = _torch_ops()
         return ops.transpose_matrix(x) if _untracked(x) else ops.transpose(x)
     return _transpose(x)
+
+
+def stencil(u, c0: float = 0.4, c1: float = 0.1):
+    """One Jacobi step of the 3-D 7-point stencil on a float32 grid u (NZ, NY, NX), zeros outside
+    it: c0 u[z, y, x] + c1 (the sum of its six face neighbours). Stencil rung 4 (planes streamed by
+    cp.async into a ring of shared slots) from sm_80, rung 3 before it. Differentiable for PyTorch
+    tensors (the step is its own adjoint: the gradient is the same step of the output's gradient)."""
+    if _is_torch(u):
+        ops = _torch_ops()
+        return ops.stencil_grid(u, c0, c1) if _untracked(u) else ops.stencil(u, c0, c1)
+    return call(named("stencil"), contiguous(u), c0=float(c0), c1=float(c1))
 
 
 def _transpose(x):

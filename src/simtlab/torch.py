@@ -29,7 +29,7 @@ from .api import gemm_tc
 from .arrays import layout_of
 from .operator import call, call_along, contiguous, named, reduce_along
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort",
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "stencil", "sort",
            "argsort", "attention", "spmv"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -540,6 +540,39 @@ def _transpose_fake(x: torch.Tensor) -> torch.Tensor:
 
 
 _transpose.register_autograd(lambda ctx, grad: torch.ops.simtlab.transpose(grad), setup_context=_no_context)
+
+
+def stencil_grid(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
+    """simtlab::stencil's work (also the inference path): one Jacobi step of a float32 3-D grid."""
+    if u.dtype != torch.float32:
+        raise TypeError(f"simtlab.stencil takes float32 tensors (the stencil rungs), got {u.dtype}")
+    return call(named("stencil"), contiguous(u), c0=float(c0), c1=float(c1))
+
+
+@torch.library.custom_op("simtlab::stencil", mutates_args=())
+def _stencil(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
+    return stencil_grid(u, c0, c1)
+
+
+@_stencil.register_fake
+def _stencil_fake(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
+    if u.dtype != torch.float32 or u.dim() != 3:
+        return stencil_grid(u, c0, c1)  # (the same one-line errors)
+    return torch.empty_like(u, memory_format=torch.contiguous_format)
+
+
+def _stencil_setup(ctx, inputs, output) -> None:
+    ctx.c0, ctx.c1 = inputs[1], inputs[2]
+
+
+# (c0 u + c1 A u with A the grid's symmetric face adjacency, zeros outside: its own adjoint)
+_stencil.register_autograd(lambda ctx, grad: (torch.ops.simtlab.stencil(grad, ctx.c0, ctx.c1), None, None),
+                           setup_context=_stencil_setup)
+
+
+def stencil(u: torch.Tensor, c0: float = 0.4, c1: float = 0.1) -> torch.Tensor:
+    """One Jacobi step of the 3-D 7-point stencil (simtlab.stencil) as a differentiable operator."""
+    return torch.ops.simtlab.stencil(u, float(c0), float(c1))
 
 
 def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001

@@ -49,3 +49,33 @@ def test_async_ring_refuses_planes_past_32_bit_offsets():
     params = family("stencil").rung("async_ring").params("sm_90")
     with pytest.raises(ValueError, match="32-bit offsets"):
         st.geometry_async_ring(params, st.StencilProblem(2, 65536, 32768))
+
+
+@pytest.mark.parametrize("device", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 65), (300, 7, 1001)])
+def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, shape):
+    import numpy as np
+
+    from declared_checks import A100, H100, check_steps, declare
+    from simtlab.family import IN, OUT
+
+    dev = H100 if device == "sm_90" else A100
+    op = family("stencil").operators[0]
+    declared, build_once = declare(op, (shape,), "float32", True, {"c0": 0.5, "c1": -0.25}, dev)
+    (step,) = declared.steps
+    assert step.rung.stage == 4 and declared.outputs == ((shape, "float32"),)
+    check_steps(declared, build_once, (shape,), dev)
+    nz, ny, nx = shape
+    assert step.args == ((IN, 0), (OUT, 0), np.int32(nx), np.int32(ny), np.int32(nz), np.float32(0.5),
+                         np.float32(-0.25))
+    assert step.launch == family("stencil").rung(4).geometry(step.params, st.StencilProblem(*shape), dev)
+
+
+def test_what_the_operator_cannot_take_is_named():
+    from declared_checks import H100
+
+    op = family("stencil").operators[0]
+    with pytest.raises(ValueError, match=r"3-D grid \(NZ, NY, NX\), got shape \(4, 5\)"):
+        op.declare(((4, 5),), "float32", {}, H100, True, None)
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        op.declare(((2, 65536, 32768),), "float32", {}, H100, True, None)

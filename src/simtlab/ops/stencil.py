@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch, grid2
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
@@ -164,6 +164,30 @@ def references() -> list[Reference]:
     return [Reference("device copy", _device_copy, verifiable=False), Reference("CuPy slices", _cupy_slices)]
 
 
+# --- the public operator (simtlab.stencil) --------------------------------------------------------
+
+def _declare(shapes, dtype, options, device, vec, build) -> Declared:
+    """A (NZ, NY, NX) grid to its Jacobi step: rung 4 (the cp.async ring; 16-byte copies where NX is
+    a multiple of 4 and the grid 16-byte aligned, which the kernel checks itself) from sm_80, rung 3
+    before it, at their catalog parameters."""
+    shape = shapes[0]
+    if len(shape) != 3:
+        raise ValueError(f"simtlab.stencil takes a 3-D grid (NZ, NY, NX), got shape {shape}")
+    p = StencilProblem(*(max(n, 1) for n in shape))
+    rung = FAMILY.rung(4 if tuple(device.compute_capability) >= (8, 0) else 3)
+    params = rung.params(device.arch)
+    launch = rung.geometry(params, p, device)
+    if launch.grid[1] > 65535 or launch.grid[2] > 65535:
+        raise ValueError(f"simtlab.stencil: a {p.label} grid needs {launch.grid[1]} x {launch.grid[2]} blocks in y and z; "
+                         "the grid holds 65535 each")
+    c0, c1 = np.float32(options.get("c0", C0)), np.float32(options.get("c1", C1))
+    step = Step(rung, params, launch, ((IN, 0), (OUT, 0), np.int32(p.NX), np.int32(p.NY), np.int32(p.NZ), c0, c1))
+    return Declared(((shape, dtype),), (step,), f"{p.label}: {rung.id} {dict(params)}", vec=False, align=4)
+
+
+OPERATORS = (Operator("stencil", ("u",), (DTYPE,), _declare),)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 FAMILY = Family(
@@ -193,4 +217,5 @@ FAMILY = Family(
     ),
     metric="gbs",
     check_size="33x65x17",
+    operators=OPERATORS,
 )
