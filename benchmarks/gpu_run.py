@@ -220,6 +220,19 @@ PHASES: dict[str, tuple[str, list]] = {
         attention_table(120),
         Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
             "--jobs 8", 50)]),
+    "ops-new": ("the conv2d and stencil operators (conv2d rung 8: the filter as an argument) and attention rung 5's "
+                "causal order: their GPU tests, the ladders' new rows beside the rungs they come from, the attention "
+                "table", [
+        Run("gate: simtlab.conv2d and simtlab.stencil once", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
+            "tests/test_conv2d_api_gpu.py::test_views_empty_batches_and_bad_input "
+            "tests/test_stencil_api_gpu.py::test_views_empty_grids_and_bad_input", 90, gate=True),
+        Tests("api and (conv2d or stencil)", "pytest_conv_stencil_api.txt", 150, 8),
+        Tests("conv2d or stencil or attention", "pytest_families.txt", 200, 8),
+        Run("simtlab ladder conv2d (rungs 6-8)", "simtlab ladder conv2d --rung 6 --rung 7 --rung 8 -s 8192:r3 -s 8192:r1 "
+            "-s 4096:r7 --json-out {out}/conv2d_ladder.json", 90),
+        Run("simtlab ladder stencil (rung 4)", "simtlab ladder stencil --rung 4 -s 512 -s 256x300x1001 "
+            "--json-out {out}/stencil_ladder.json", 60),
+        attention_table(120)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

@@ -130,6 +130,13 @@ def _stencil(ws):
     return lambda: simtlab.stencil(ws.u, C0, C1)
 
 
+def _conv2d(ws):
+    """simtlab.conv2d on the workspace's CuPy image and filter as a user calls it (a new output each call)."""
+    import simtlab
+
+    return lambda: simtlab.conv2d(ws.img, ws.filt)
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -149,6 +156,7 @@ _CALLS = {
     "scan": [Reference(ARRAY_CALL, _array_call("cumsum"), verifiable=False)],
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
     "stencil": [Reference(ARRAY_CALL, _stencil, verifiable=False)],
+    "conv2d": [Reference(ARRAY_CALL, _conv2d, verifiable=False, supports=lambda cc: tuple(cc) >= (8, 0))],
     "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
                             applies=lambda p: p.d in (64, 128))],
     # (the gradients of simtlab.attention as a training step asks for them: the backward operator's launches)

@@ -1,6 +1,6 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
 `rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv`,
-`attention` and `attention_backward`, `stencil` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
+`attention` and `attention_backward`, `stencil`, `conv2d` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
 one's kernels take (docs/api.md lists them; another is one line naming those).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
@@ -18,7 +18,7 @@ from __future__ import annotations
 from .operator import call, call_along, contiguous, named, reduce_along
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
-           "attention", "attention_backward", "spmv", "stencil", "EPS"]
+           "attention", "attention_backward", "spmv", "stencil", "conv2d", "EPS"]
 
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 
@@ -241,6 +241,18 @@ def stencil(u, c0: float = 0.4, c1: float = 0.1):
         ops = _torch_ops()
         return ops.stencil_grid(u, c0, c1) if _untracked(u) else ops.stencil(u, c0, c1)
     return call(named("stencil"), contiguous(u), c0=float(c0), c1=float(c1))
+
+
+def conv2d(x, weight):
+    """Each float32 image of x (..., H, W) filtered by weight (D, D), D odd from 3 to 15: the
+    correlation torch.nn.functional.conv2d computes, "same" size with zeros outside the image
+    (F.conv2d(x.view(-1, 1, H, W), weight.view(1, 1, D, D), padding=D // 2) for one channel). Conv2d
+    rung 8 (rung 6's cp.async walk, the filter staged in shared memory; the leading dimensions a
+    batch in one launch). Differentiable for PyTorch tensors in x and weight."""
+    if _is_torch(x):
+        ops = _torch_ops()
+        return ops.conv2d_images(x, weight) if _untracked(x, weight) else ops.conv2d(x, weight)
+    return call(named("conv2d"), contiguous(x), contiguous(weight))
 
 
 def _transpose(x):

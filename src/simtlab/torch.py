@@ -29,7 +29,7 @@ from .api import gemm_tc
 from .arrays import layout_of
 from .operator import call, call_along, contiguous, named, reduce_along
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "stencil", "sort",
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "stencil", "conv2d", "sort",
            "argsort", "attention", "spmv"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -573,6 +573,56 @@ _stencil.register_autograd(lambda ctx, grad: (torch.ops.simtlab.stencil(grad, ct
 def stencil(u: torch.Tensor, c0: float = 0.4, c1: float = 0.1) -> torch.Tensor:
     """One Jacobi step of the 3-D 7-point stencil (simtlab.stencil) as a differentiable operator."""
     return torch.ops.simtlab.stencil(u, float(c0), float(c1))
+
+
+def conv2d_images(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """simtlab::conv2d's work (also the inference path): each image of x filtered by weight."""
+    for name, t in (("x", x), ("weight", weight)):
+        if t.dtype != torch.float32:
+            raise TypeError(f"simtlab.conv2d takes float32 tensors (conv2d rung 8), got {name} of {t.dtype}")
+    return call(named("conv2d"), contiguous(x), contiguous(weight))
+
+
+@torch.library.custom_op("simtlab::conv2d", mutates_args=())
+def _conv2d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return conv2d_images(x, weight)
+
+
+@_conv2d.register_fake
+def _conv2d_fake(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    d = weight.shape[0] if weight.dim() == 2 else 0
+    if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.dim() < 2 or weight.dim() != 2 \
+            or weight.shape[1] != d or d % 2 == 0:
+        return conv2d_images(x, weight)  # (the same one-line errors)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _conv2d_setup(ctx, inputs, output) -> None:
+    x, weight = inputs
+    ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight)
+
+
+def _conv2d_grad(ctx, grad):
+    """dx: the same filter flipped, on simtlab's kernel; dweight: each tap's sum over the batch's
+    pixels of x shifted by the tap times grad (PyTorch's grouped correlation)."""
+    x, weight = ctx.saved_tensors
+    dx = dw = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.simtlab.conv2d(grad, weight.flip(0, 1).contiguous())
+    if ctx.needs_input_grad[1]:
+        h, w = x.shape[-2:]
+        images = x.reshape(1, -1, h, w)
+        dw = torch.nn.functional.conv2d(images, grad.reshape(-1, 1, h, w), padding=weight.shape[0] // 2,
+                                        groups=images.shape[1]).sum((0, 1))
+    return dx, dw
+
+
+_conv2d.register_autograd(_conv2d_grad, setup_context=_conv2d_setup)
+
+
+def conv2d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Each image of x (..., H, W) filtered by weight (D, D) (simtlab.conv2d), differentiable."""
+    return torch.ops.simtlab.conv2d(x, weight)
 
 
 def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001

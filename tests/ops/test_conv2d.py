@@ -87,3 +87,32 @@ def test_rung6_takes_the_block_shape_its_measured_table_puts_first(radius):
     params = {**rung.defaults, **rung.size_defaults(p, None, None)}
     t = load_table(Path(__file__).resolve().parents[1] / "fixtures" / f"conv2d_pipelined_h200_8192_r{radius}.json")
     assert t.times[Space.key({k: params[k] for k in t.params})] == t.optimum
+
+
+@pytest.mark.parametrize("shape, d", [((1, 1), 3), ((1000, 1013), 7), ((4, 3, 77, 130), 15), ((8192, 8192), 3)])
+def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(shape, d):
+    import numpy as np
+
+    from declared_checks import A100, H100, check_steps, declare
+    from simtlab.family import IN, OUT
+
+    op = family("conv2d").operators[0]
+    for dev in (H100, A100):
+        declared, build_once = declare(op, (shape, (d, d)), "float32", True, {}, dev)
+        (step,) = declared.steps
+        assert step.rung.stage == 8 and step.params["R"] == d // 2 and declared.outputs == ((shape, "float32"),)
+        check_steps(declared, build_once, (shape, (d, d)), dev)
+        h, w = shape[-2:]
+        assert step.args == ((IN, 0), (IN, 1), (OUT, 0), np.int32(h), np.int32(w))
+        assert step.launch.grid[2] == int(np.prod(shape[:-2])) if len(shape) > 2 else step.launch.grid[2] == 1
+
+
+def test_what_the_operator_cannot_take_is_named():
+    from declared_checks import H100
+
+    op = family("conv2d").operators[0]
+    for shapes, match in [(((5,), (3, 3)), r"images \(\.\.\., H, W\)"), (((5, 5), (4, 4)), "odd size 3..15"),
+                          (((5, 5), (3, 5)), "odd size"), (((5, 5), (17, 17)), "odd size"),
+                          (((70000, 4, 4), (3, 3)), "65535 in z")]:
+        with pytest.raises(ValueError, match=match):
+            op.declare(shapes, "float32", {}, H100, True, None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..family import Family, Rung, frozen
+from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..hw.occupancy import SMEM_WITHOUT_OPT_IN
 from ..launch import Launch, grid2
 from ..space import Space
@@ -25,6 +25,7 @@ MAX_RADIUS = 7  # the kernels' __constant__ filter holds 15 x 15 taps
 CONSTANT_FILTER = "c_filter"  # reads the filter from its module's __constant__ c_filter (rungs 2-7)
 RADIUS_ARGUMENT = "radius_argument"  # takes the radius at run time, not as a template argument (rung 2)
 TMA = "tma"  # reads the image through a tensor map instead of its pointer (rung 7)
+FILTER_ARGUMENT = "filter_argument"  # takes the filter as a pointer, after the image (rung 8)
 TX = 4  # outputs per thread along x in rungs 4-5 (rungs 6-7: their TX parameter)
 
 
@@ -286,13 +287,18 @@ def workspace(p: ConvProblem, seed: int) -> Workspace:
 
 def make_runner(inst, problem: ConvProblem, ws: Workspace, device, vec, prepare):
     """Rungs 2-7 read the filter from their module's __constant__ c_filter: fill it, then launch
-    without the filter argument (rung 7 takes a tensor map of the image instead of its pointer).
-    Rung 1 is the default single launch (None)."""
+    without the filter argument (rung 7 takes a tensor map of the image instead of its pointer);
+    rung 8 takes it after the image. Rung 1 is the default single launch (None)."""
     import cupy
 
+    p = problem
+    if inst.rung.can(FILTER_ARGUMENT):
+        launch = inst.geometry(p, device)
+        func = prepare(inst, launch, vec, device)
+        args = (ws.img, ws.filt, ws.out, np.int32(p.H), np.int32(p.W))
+        return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
     if not inst.rung.can(CONSTANT_FILTER):
         return None
-    p = problem
     launch = inst.geometry(p, device)
     func = prepare(inst, launch, vec, device)
     symbol = inst.module().get_global("c_filter")
@@ -349,6 +355,36 @@ def references() -> list[Reference]:
             Reference("cupyx ndimage.correlate", _cupyx)] + torch_reference("PyTorch conv2d (cuDNN)", _torch)
 
 
+# --- the public operator (simtlab.conv2d) ---------------------------------------------------------
+
+def _declare(shapes, dtype, options, device, vec, build) -> Declared:
+    """Images (..., H, W) and a (D, D) filter, D odd up to 15: rung 8 at rung 6's block shape for the
+    radius, the leading dimensions as a batch through the grid's z."""
+    xs, ws = shapes
+    if len(xs) < 2:
+        raise ValueError(f"simtlab.conv2d takes images (..., H, W), got shape {xs}")
+    if len(ws) != 2 or ws[0] != ws[1] or ws[0] % 2 == 0 or not 3 <= ws[0] <= 2 * MAX_RADIUS + 1:
+        raise ValueError(f"simtlab.conv2d takes a square filter of odd size 3..{2 * MAX_RADIUS + 1}, got shape {ws}")
+    if tuple(device.compute_capability) < (8, 0):
+        raise ValueError(f"simtlab.conv2d runs conv2d rung 8 (cp.async): sm_80 or newer, not {device.arch}")
+    batch = int(np.prod(xs[:-2], dtype=np.int64))
+    if batch > 65535:
+        raise ValueError(f"simtlab.conv2d: {batch} images; the grid holds 65535 in z")
+    h, w = xs[-2:]
+    p = ConvProblem(max(h, 1), max(w, 1), ws[0] // 2)
+    rung = FAMILY.rung(8)
+    params = rung.params(device.arch, pipelined_params(p))
+    one = rung.geometry(params, p, device)
+    launch = replace(one, grid=(one.grid[0], one.grid[1], max(batch, 1)))
+    if launch.grid[1] > 65535:
+        raise ValueError(f"simtlab.conv2d: {h} rows are {launch.grid[1]} block rows; the grid holds 65535 in y")
+    step = Step(rung, params, launch, ((IN, 0), (IN, 1), (OUT, 0), np.int32(p.H), np.int32(p.W)))
+    return Declared(((xs, dtype),), (step,), f"{batch}x{p.label}: {rung.id} {dict(params)}", vec=False, align=4)
+
+
+OPERATORS = (Operator("conv2d", ("x", "weight"), (DTYPE,), _declare),)
+
+
 # --- the family: its rungs, one per kernel file -------------------------------------------------
 
 FAMILY = Family(
@@ -394,7 +430,15 @@ FAMILY = Family(
              geometry_tma, min_cc=(9, 0), size_defaults=tma_params, sass_expect=("UTMALDG", "SYNCS"),
              capabilities=frozenset({CONSTANT_FILTER, TMA}), space=functools.partial(pipeline_space, tma=True),
              traffic=pipelined_bytes, features=pipeline_features),
+        Rung("conv2d", 8, "filter_arg", "conv2d/08_filter_arg.cu", "conv2d_filter_arg",
+             ("BX", "BY", "TX", "TY", "R", "NT"), frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
+             "rung 6 with the filter as an argument, staged in shared memory a block: no module state, so "
+             "calls on two streams cannot race (what simtlab.conv2d runs; a batch through the grid's z)",
+             geometry_pipelined, min_cc=(8, 0), size_defaults=pipelined_params, sass_expect=("LDGSTS", "LDS.128"),
+             capabilities=frozenset({FILTER_ARGUMENT}), space=pipeline_space, traffic=pipelined_bytes,
+             features=pipeline_features),
     ),
+    operators=OPERATORS,
     metric="gbs",
     check_size="333x517:r7",
 )

@@ -67,7 +67,9 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
   unsigned char* ks = qs + Q_BYTES;            // STAGES slots of CB blocks of BK rows
   unsigned char* vs = ks + STAGES * KV_BYTES;  // STAGES slots
   __shared__ __align__(8) simtlab::u64 q_full, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
-  const int tid = threadIdx.x, wg = tid / 128, h = blockIdx.y, q0 = blockIdx.x * BQ;
+  // (causal: the last query blocks, which see the most keys, start first - the short ones fill the tail)
+  const int tid = threadIdx.x, wg = tid / 128, h = blockIdx.y;
+  const int q0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BQ;
   const int last = min(q0 + BQ, sq);  // (one past the block's last row)
   const int tiles = ((causal ? min(sk, last) : sk) + BK - 1) / BK;
   if (tid == 0) {

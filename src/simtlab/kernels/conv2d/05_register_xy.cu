@@ -26,7 +26,7 @@ conv2d_register_xy(const float* __restrict__ in, float* __restrict__ out, int H,
   const int x = blockIdx.x * BX * TX + threadIdx.x * TX, ybase = blockIdx.y * BY * TY + threadIdx.y * TY;
   if (x >= W || ybase >= H) return;
   float acc[TY][TX];
-  simtlab::conv_patch<TX, TY, R, TW, 0, NC>(&tile[threadIdx.y * TY][threadIdx.x * TX], acc);
+  simtlab::conv_patch<TX, TY, R, TW, 0, NC>(&tile[threadIdx.y * TY][threadIdx.x * TX], acc, c_filter);
   const bool vec = x + TX <= W && W % 4 == 0 && reinterpret_cast<size_t>(out) % 16 == 0;
   simtlab::conv_store<TX, TY>(out, acc, x, ybase, H, W, vec);
 }

@@ -51,7 +51,7 @@ conv2d_tma(const void* __restrict__ map, float* __restrict__ out, int H, int W) 
     const float* tile = reinterpret_cast<const float*>(smem + (t & 1) * STAGE) + threadIdx.y * TY * TW +
                         threadIdx.x * TX + G::SKIP;
     float acc[TY][TX];
-    simtlab::conv_patch<TX, TY, R, TW, G::OFF, G::NC>(tile, acc);
+    simtlab::conv_patch<TX, TY, R, TW, G::OFF, G::NC>(tile, acc, c_filter);
     const int ybase = row0 + t * ROWS + threadIdx.y * TY;
     if (x < W) simtlab::conv_store<TX, TY>(out, acc, x, ybase, H, W, vec_out);
   }
