@@ -233,6 +233,12 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder stencil (rung 4)", "simtlab ladder stencil --rung 4 -s 512 -s 256x300x1001 "
             "--json-out {out}/stencil_ladder.json", 60),
         attention_table(120)]),
+    "conv2d-tune": ("conv2d rung 8's block shapes at radius 3 and 7 (its staged taps take registers rung 6's shape "
+                    "was not chosen for), then the spmv and sort operators' GPU tests (the generic plan's tensor-map "
+                    "slots since their last run)", [
+        table_step("conv2d", "8", "8192:r3", "conv2d_filter_arg_8192_r3", 100),
+        table_step("conv2d", "8", "4096:r7", "conv2d_filter_arg_4096_r7", 70),
+        Tests("api and (spmv or sort)", "pytest_spmv_sort_api.txt", 90, 8)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

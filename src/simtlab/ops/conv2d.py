@@ -436,7 +436,7 @@ FAMILY = Family(
              "calls on two streams cannot race (what simtlab.conv2d runs; a batch through the grid's z)",
              geometry_pipelined, min_cc=(8, 0), size_defaults=pipelined_params, sass_expect=("LDGSTS", "LDS.128"),
              capabilities=frozenset({FILTER_ARGUMENT}), space=pipeline_space, traffic=pipelined_bytes,
-             features=pipeline_features),
+             features=pipeline_features, builds_on=6),
     ),
     operators=OPERATORS,
     metric="gbs",
