@@ -239,6 +239,11 @@ PHASES: dict[str, tuple[str, list]] = {
         table_step("conv2d", "8", "8192:r3", "conv2d_filter_arg_8192_r3", 100),
         table_step("conv2d", "8", "4096:r7", "conv2d_filter_arg_4096_r7", 70),
         Tests("api and (spmv or sort)", "pytest_spmv_sort_api.txt", 90, 8)]),
+    "conv2d-check": ("conv2d rung 8 at the shapes its tables measured: the operator's GPU tests, then the ladder's rungs "
+                     "6 and 8 with the API call", [
+        Tests("api and conv2d", "pytest_conv2d_api.txt", 80, 8),
+        Run("simtlab ladder conv2d (rungs 6, 8)", "simtlab ladder conv2d --rung 6 --rung 8 -s 8192:r3 -s 4096:r7 "
+            "--json-out {out}/conv2d_ladder.json", 70)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

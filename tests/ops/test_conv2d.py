@@ -89,6 +89,21 @@ def test_rung6_takes_the_block_shape_its_measured_table_puts_first(radius):
     assert t.times[Space.key({k: params[k] for k in t.params})] == t.optimum
 
 
+@pytest.mark.parametrize("radius, size", [(3, 8192), (7, 4096)])
+def test_rung_8_takes_the_fastest_shape_its_tables_measured(radius, size):
+    from pathlib import Path
+
+    from simtlab.space import Space
+    from simtlab.tune.replay import load_table
+
+    rung = family("conv2d").rung("filter_arg")
+    p = cv.parse_size(f"{size}:r{radius}")
+    params = {**rung.defaults, **rung.size_defaults(p, None, None)}
+    t = load_table(Path(__file__).resolve().parents[1] / "fixtures" / f"conv2d_filter_arg_h100_{size}_r{radius}.json")
+    assert t.times[Space.key({k: params[k] for k in t.params})] == t.optimum
+    assert params == {**rung.defaults, **cv.pipelined_params(p), **cv.FILTER_ARG_MEASURED[radius]}
+
+
 @pytest.mark.parametrize("shape, d", [((1, 1), 3), ((1000, 1013), 7), ((4, 3, 77, 130), 15), ((8192, 8192), 3)])
 def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(shape, d):
     import numpy as np

@@ -109,6 +109,18 @@ def pipelined_params(p: ConvProblem, device=None, vec=None) -> dict:
     return {**radius_rows_params(p), **PIPELINED_MEASURED.get(p.R, {})}
 
 
+# Rung 8's block shape where its space was sampled (a random walk of 390 / 248 points at 8192^2 radius
+# 3 and 4096^2 radius 7 on an H100: tests/fixtures/conv2d_filter_arg_h100_*.json). Its staged taps
+# live in registers, so taller patches over fewer threads won: rung 6's shape ran 1.21x / 1.05x slower.
+FILTER_ARG_MEASURED = {3: {"BX": 32, "BY": 4, "TX": 4, "TY": 8, "NT": 2},
+                       7: {"BX": 32, "BY": 32, "TX": 4, "TY": 2, "NT": 16}}
+
+
+def filter_arg_params(p: ConvProblem, device=None, vec=None) -> dict:
+    """Rung 8: its own measured shape at a radius where there is one, else rung 6's rule."""
+    return {**pipelined_params(p), **FILTER_ARG_MEASURED.get(p.R, {})}
+
+
 def tma_params(p: ConvProblem, device=None, vec=None) -> dict:
     """Rung 7: with no fill instructions left, taller patches (8 rows a thread up to radius 3) and
     longer walks (8 tiles a block: one exposed first copy per 8 tiles) won on the H200
@@ -358,8 +370,8 @@ def references() -> list[Reference]:
 # --- the public operator (simtlab.conv2d) ---------------------------------------------------------
 
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
-    """Images (..., H, W) and a (D, D) filter, D odd up to 15: rung 8 at rung 6's block shape for the
-    radius, the leading dimensions as a batch through the grid's z."""
+    """Images (..., H, W) and a (D, D) filter, D odd up to 15: rung 8 at its block shape for the radius
+    (filter_arg_params), the leading dimensions as a batch through the grid's z."""
     xs, ws = shapes
     if len(xs) < 2:
         raise ValueError(f"simtlab.conv2d takes images (..., H, W), got shape {xs}")
@@ -373,7 +385,7 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     h, w = xs[-2:]
     p = ConvProblem(max(h, 1), max(w, 1), ws[0] // 2)
     rung = FAMILY.rung(8)
-    params = rung.params(device.arch, pipelined_params(p))
+    params = rung.params(device.arch, filter_arg_params(p))
     one = rung.geometry(params, p, device)
     launch = replace(one, grid=(one.grid[0], one.grid[1], max(batch, 1)))
     if launch.grid[1] > 65535:
@@ -434,7 +446,7 @@ FAMILY = Family(
              ("BX", "BY", "TX", "TY", "R", "NT"), frozen({"BX": 32, "BY": 8, "TX": 4, "TY": 4, "R": 3, "NT": 2}),
              "rung 6 with the filter as an argument, staged in shared memory a block: no module state, so "
              "calls on two streams cannot race (what simtlab.conv2d runs; a batch through the grid's z)",
-             geometry_pipelined, min_cc=(8, 0), size_defaults=pipelined_params, sass_expect=("LDGSTS", "LDS.128"),
+             geometry_pipelined, min_cc=(8, 0), size_defaults=filter_arg_params, sass_expect=("LDGSTS", "LDS.128"),
              capabilities=frozenset({FILTER_ARGUMENT}), space=pipeline_space, traffic=pipelined_bytes,
              features=pipeline_features, builds_on=6),
     ),
