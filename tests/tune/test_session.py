@@ -40,7 +40,10 @@ def test_every_point_of_a_space_is_a_launch_and_one_compiles(rung, tmp_cache):
     assert len(launchable) >= len(valid) // 2, f"{len(launchable)} of {len(valid)} launch at {p.label}"
     pick = random.Random(rung.id).choice(launchable)  # one point off the defaults compiles for sm_90
     inst = build(rung, {**base, **space.complete(pick)}, "sm_90")
-    assert inst.resources(True if rung.vec_variant else None).spill_bytes == 0 or rung.family == "gemm"
+    # (gemm's register tiles and conv2d rung 8's taps held in registers spill at some points - 1024-thread
+    # blocks at radius 7 - which the tuner measures like any other: slow, not wrong; its defaults never do)
+    spill_ok = rung.family == "gemm" or rung.id == "conv2d/08_filter_arg"
+    assert inst.resources(True if rung.vec_variant else None).spill_bytes == 0 or spill_ok
 
 
 def test_a_rung_without_a_space_is_named_with_those_that_have_one(capsys, monkeypatch, tmp_path):
