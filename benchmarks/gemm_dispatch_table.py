@@ -68,7 +68,7 @@ def main() -> int:
     from simtlab.ops import gemm_dispatch as gd
     from simtlab.ops.gemm_tc import TcProblem
     from simtlab.ops.split import F32SplitKernel, SplitKernel
-    from simtlab.plans import GemmPlan, TcPlan, _Shape
+    from simtlab.ops.gemm_plans import GemmPlan, TcPlan, _Shape
 
     info = device_info(torch.cuda.current_device())
     lib = array_lib(torch.empty(1, device="cuda"))
@@ -167,7 +167,7 @@ def grade(table: dict, d=None) -> str:
     """Leave-one-out: each row's time under the nearest other row's pick, the rule's pick and the
     big-tile rung, as a share of its own fastest (1.0 = the best candidate)."""
     from simtlab.ops import gemm_dispatch as gd
-    from simtlab.plans import _Shape
+    from simtlab.ops.gemm_plans import _Shape
 
     d = d or gd.TC
     alone = f"{d.big_name} alone"

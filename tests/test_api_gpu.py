@@ -98,7 +98,7 @@ def test_gemm_tc_builds_what_the_store_found_for_the_shape(tmp_path, monkeypatch
     launches (here: a ring of stages beyond a block's shared memory) warns and runs the shipped
     parameters; both products right."""
     import simtlab
-    from simtlab import plans
+    from simtlab.ops import gemm_plans as plans
     from simtlab.catalog import family
     from simtlab.device import device_info
     from simtlab.launch import rung_source
@@ -253,7 +253,7 @@ def test_calls_are_captured_by_cupy_stream_capture():
 
 def test_prepared_plans_launch_new_operands_and_refuse_other_kinds():
     import simtlab
-    from simtlab.plans import PlanMismatch
+    from simtlab.ops.gemm_plans import PlanMismatch
 
     torch = _torch()
     M, N, K = 256, 128, 192
@@ -327,7 +327,7 @@ def test_a_bound_plan_launches_its_operands_with_one_driver_call(layout):
         torch.cuda.current_stream().wait_stream(side)
         assert C is bound.C
         assert _error(C, A.double() @ B.double()) <= _tolerance(M, N, K, "bfloat16", "bfloat16")
-    with pytest.raises(simtlab.plans.PlanMismatch, match="B differs"):
+    with pytest.raises(simtlab.ops.gemm_plans.PlanMismatch, match="B differs"):
         simtlab.gemm_tc_plan(A, B).bind(A, B.contiguous() if layout[1] == "t" else B.T.contiguous().T)
     A32, B32, C32 = torch.rand(M, K, device="cuda"), torch.rand(K, N, device="cuda"), torch.rand(M, N, device="cuda")
     start = C32.clone()

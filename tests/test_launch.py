@@ -93,9 +93,9 @@ def test_the_ladder_help_names_the_rungs_that_read_the_store():
 
 def test_a_library_call_takes_the_store_row_and_survives_a_stale_one(tmp_path, monkeypatch):
     """simtlab.gemm_tc and simtlab.gemm build their kernels at the store's fastest row for the shape
-    (plans._with_store_params); a row that no longer builds or launches - its kernel changed since -
+    (gemm_plans._with_store_params); a row that no longer builds or launches - its kernel changed since -
     gives a warning and the shipped parameters, not a failed product."""
-    from simtlab import plans
+    from simtlab.ops import gemm_plans as plans
     from simtlab.launch import LaunchError
 
     fam = family("gemm_tc")

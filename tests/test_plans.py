@@ -4,7 +4,7 @@ operands that do not multiply, wrong types, layouts it cannot read, two GPUs."""
 import pytest
 
 from simtlab.arrays import ArrayLib
-from simtlab.plans import GemmPlan, TcPlan
+from simtlab.ops.gemm_plans import GemmPlan, TcPlan
 
 
 class Stand(ArrayLib):
@@ -75,7 +75,7 @@ def test_out_dtype_is_fp32_or_the_inputs():
 def test_tf32x3_picks_float64_sums_below_min_k_then_rung_11_on_hopper_and_12_elsewhere():
     """precision="tf32x3": float64 sums (rung 8) below TF32X3_MIN_K on any GPU, rung 11 on Hopper,
     rung 12 from sm_80, an error below sm_80 or for a rung that is not one of its two."""
-    from simtlab.plans import TF32X3_MIN_K, tf32x3_rung
+    from simtlab.ops.gemm_plans import TF32X3_MIN_K, tf32x3_rung
 
     k = TF32X3_MIN_K
     assert [tf32x3_rung("best", k - 1, cc, "sm_x") for cc in ((9, 0), (8, 0), (7, 0))] == ["warptiling"] * 3
@@ -95,7 +95,7 @@ def test_f16x3_picks_float64_sums_below_min_k_then_rung_13_on_hopper_only():
     """precision="f16x3": float64 sums (rung 8) below TF32X3_MIN_K (three 11-bit products lose to a
     short SGEMM there), rung 13 on Hopper; off Hopper, a rung that is not rung 13, or kahan: an
     error that names what to use instead."""
-    from simtlab.plans import TF32X3_MIN_K, f16x3_rung
+    from simtlab.ops.gemm_plans import TF32X3_MIN_K, f16x3_rung
 
     k = TF32X3_MIN_K
     assert f16x3_rung("best", k - 1, (9, 0), "sm_90") == f16x3_rung("best", k - 1, (8, 0), "sm_80") == "warptiling"
@@ -116,7 +116,7 @@ def test_gemm_choice_names_a_rung_that_takes_its_sums(precision, short, cc):
     parameters include the accumulation it is given (precision="f16x3" at K < TF32X3_MIN_K once
     handed rung 10 the float64 sums' KAHAN, which rung 10 does not have)."""
     from simtlab.catalog import family
-    from simtlab.plans import F64_SUMS_PARAMS, TF32X3_MIN_K, gemm_choice
+    from simtlab.ops.gemm_plans import F64_SUMS_PARAMS, TF32X3_MIN_K, gemm_choice
 
     arch = f"sm_{cc[0]}{cc[1]}"
     K = TF32X3_MIN_K - 1 if short else TF32X3_MIN_K
@@ -134,7 +134,7 @@ def test_gemm_choice_names_a_rung_that_takes_its_sums(precision, short, cc):
 
 
 def test_gemm_choice_kahan_and_named_rungs():
-    from simtlab.plans import KAHAN_PARAMS, gemm_choice
+    from simtlab.ops.gemm_plans import KAHAN_PARAMS, gemm_choice
 
     assert gemm_choice("best", "ieee", 4096, (9, 0), "sm_90", kahan=True) == ("warptiling", KAHAN_PARAMS)
     assert gemm_choice(13, "ieee", 4096, (9, 0), "sm_90") == ("f16x3", None)  # (rung 13 is its precision)

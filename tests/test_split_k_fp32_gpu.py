@@ -15,7 +15,7 @@ def _run_rung14(torch, A, B, tile: dict, splits: int, swap: bool, alpha=1.0, bet
     from simtlab.launch import build, prepare
     from simtlab.ops.gemm_tc import split_layout
     from simtlab.ops.split import F32SplitKernel
-    from simtlab.plans import _Shape
+    from simtlab.ops.gemm_plans import _Shape
 
     (M, K), N = A.shape, B.shape[1]
     ta, tb = A.stride(0) == 1 and A.stride(1) != 1, B.stride(0) == 1 and B.stride(1) != 1

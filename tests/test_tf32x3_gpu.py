@@ -341,7 +341,7 @@ def test_tf32x3_short_k_sums_in_float64(K):
     rounding (under half SGEMM's on N(0,1) inputs), alpha and beta on a C that is read, odd
     shapes."""
     import simtlab
-    from simtlab.plans import TF32X3_MIN_K
+    from simtlab.ops.gemm_plans import TF32X3_MIN_K
 
     torch = pytest.importorskip("torch")
     assert K < TF32X3_MIN_K

@@ -2,13 +2,13 @@
 (fp16 / bf16, tensor cores), and their prepared plans.
 
 A call costs a lookup of the plan for its kind of operands (made on the first call of that kind:
-see simtlab.plans), then the operands' addresses, the caller's current stream (PyTorch's for
+see simtlab.ops.gemm_plans), then the operands' addresses, the caller's current stream (PyTorch's for
 tensors, CuPy's for CuPy arrays) and one driver launch."""
 
 from __future__ import annotations
 
 from .arrays import array_lib
-from .plans import KAHAN_PARAMS, GemmPlan, TcPlan
+from .ops.gemm_plans import KAHAN_PARAMS, GemmPlan, TcPlan
 
 __all__ = ["gemm", "gemm_tc", "gemm_plan", "gemm_tc_plan", "KAHAN_PARAMS"]
 
@@ -71,7 +71,7 @@ def gemm_tc(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
 def gemm_tc_plan(A, B, C=None, out_dtype: str = "float32", rung: str | int = "best") -> TcPlan:
     """A prepared `gemm_tc` for operands like A, B (and C, or None to allocate one per call):
     validated and compiled once; `plan(A2, B2, C2)` then checks its operands' kinds and launches.
-    A different kind of operand raises simtlab.plans.PlanMismatch."""
+    A different kind of operand raises simtlab.ops.gemm_plans.PlanMismatch."""
     return TcPlan(_lib(A), A, B, C, out_dtype, rung)
 
 
@@ -93,7 +93,7 @@ def gemm(A, B, C=None, alpha: float = 1.0, beta: float = 0.0, rung: str | int = 
     TF32 parts and three products are summed (3xTF32) - on Hopper rung 11 (sm_90: about twice cuBLAS
     SGEMM's speed at large sizes with an error no larger than SGEMM's on the benchmark's accuracy
     table, benchmarks/tf32x3_table.py), on sm_80 and later GPUs rung 12 (mma.sync, the split in
-    registers; `rung="tf32x3_mma"` picks it on Hopper too). Below K = 64 (plans.TF32X3_MIN_K) the
+    registers; `rung="tf32x3_mma"` picks it on Hopper too). Below K = 64 (gemm_plans.TF32X3_MIN_K) the
     three products cannot match a short SGEMM's error and the product is bound by writing C, so
     there "tf32x3" sums in float64 on the CUDA cores (rung 8, one rounding in all); rows of A and
     columns of B near the smallest normal are rescaled by powers of two inside the call. The

@@ -10,7 +10,7 @@ import pytest
 
 from simtlab.ops import gemm_dispatch as gd
 from simtlab.ops.gemm_tc import split_layout
-from simtlab.plans import _Shape
+from simtlab.ops.gemm_plans import _Shape
 from test_split_k_model import band_elements  # (rung 7's model: the same epilogue order)
 
 pytestmark = pytest.mark.split

@@ -151,7 +151,7 @@ def test_rung_11_declares_a_space_whose_corners_build_spill_free():
 def test_short_k_path_sums_in_float64_spill_free(arch):
     """precision="tf32x3" below TF32X3_MIN_K: rung 8 with KAHAN 2 (float64 sums) at the plan's
     tile, both variants (float4 and scalar copies), without spills; the SASS multiplies in DFMA."""
-    from simtlab.plans import F64_SUMS_PARAMS, TF32X3_MIN_K
+    from simtlab.ops.gemm_plans import F64_SUMS_PARAMS, TF32X3_MIN_K
 
     r = family("gemm").rung("warptiling")
     inst = build(r, dict(F64_SUMS_PARAMS), arch)

@@ -1,4 +1,4 @@
-"""Plans: what a GEMM call with given shapes, strides, types and device runs, decided once -
+"""The GEMM families' plans: what a GEMM call with given shapes, strides, types and device runs, decided once -
 validation, rung and parameters, compilation, launch geometry, packed kernel parameters, tensor-
 map encoders - so that a call with new operands of the same kind costs only reading their
 addresses, the caller's current stream and one driver launch.
@@ -15,12 +15,13 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .arrays import ROW, TRANSPOSED, ArrayLib, layout_of
-from .catalog import family
-from .compile import CompileError
-from .driver import F32, I32, PTR, ContextMismatch, PackedLaunch
-from .launch import LaunchError, build, choose_params, function_handle, prepare
-from .ops.gemm_tc import CLUSTER, SPLIT, TMA
+from ..arrays import ROW, TRANSPOSED, ArrayLib, layout_of
+from ..compile import CompileError
+from ..driver import F32, I32, PTR, ContextMismatch, PackedLaunch
+from ..launch import LaunchError, build, choose_params, function_handle, prepare
+from . import gemm as _gemm
+from . import gemm_tc as _gemm_tc
+from .gemm_tc import CLUSTER, SPLIT, TMA
 
 __all__ = ["TcPlan", "GemmPlan", "PlanMismatch", "BoundCall"]
 
@@ -49,8 +50,13 @@ class PlanMismatch(ValueError):
 
 
 @lru_cache(maxsize=64)
+def _family(name: str):
+    """The two GEMM families (the rest of the catalog is the generic plan's: simtlab.operator)."""
+    return {"gemm": _gemm.FAMILY, "gemm_tc": _gemm_tc.FAMILY}[name]
+
+
 def _instance(fam: str, rung_name: str, params: tuple | None, arch: str):
-    return build(family(fam).rung(rung_name), dict(params) if params else None, arch)
+    return build(_family(fam).rung(rung_name), dict(params) if params else None, arch)
 
 
 def _frozen(params: dict | None) -> tuple | None:
@@ -183,8 +189,8 @@ class TcPlan(_Plan):
     """C = A @ B on the tensor cores for one kind of operands (see simtlab.gemm_tc)."""
 
     def __init__(self, lib: ArrayLib, A, B, C=None, out_dtype: str = "float32", rung: str | int = "best"):
-        from .device import device_info, require_gpu
-        from .ops.gemm_tc import TcProblem, tma_ready, unsupported
+        from ..device import device_info, require_gpu
+        from .gemm_tc import TcProblem, tma_ready, unsupported
 
         ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2, 3))  # (a host tensor named before the GPU is looked for)
         tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2, 3))
@@ -224,11 +230,11 @@ class TcPlan(_Plan):
         self._new_c = lib.allocator(self.out_shape, out_dtype, dev)
         self._remember(A, B, C)
         info = device_info(dev)
-        fam = family("gemm_tc")
+        fam = _family("gemm_tc")
         self.choice = None  # what the dispatcher chose, and why (rung="best" on Hopper)
         if rung == "best":
             if fam.rung("wgmma_cluster").supports(info.compute_capability):
-                from .ops.gemm_dispatch import choose
+                from .gemm_dispatch import choose
 
                 self.choice = choose(p, info)
                 rung = self.choice.rung
@@ -242,7 +248,7 @@ class TcPlan(_Plan):
         with lib.on_device(dev):
             row_major = TcProblem(M, N, K, ta, batch, out_dtype)
             if r.can(SPLIT):  # rows of any alignment, read where they lie
-                from .ops.gemm_dispatch import split_config
+                from .gemm_dispatch import split_config
 
                 self._split_params = self.choice.params if self.choice is not None else split_config(p, info)
                 self._direct = self._split(p, self._split_params)
@@ -278,14 +284,14 @@ class TcPlan(_Plan):
     # --- building -------------------------------------------------------------------------------
     def _split(self, p, params):
         """Rung 7 at `params` (the dispatcher's): one cluster launch, operands read where they lie."""
-        from .ops.split import SplitKernel
+        from .split import SplitKernel
 
         return SplitKernel(_instance("gemm_tc", "split_k", _frozen(params), self.info.arch), p, self.info, prepare)
 
     def _cluster(self, p):
         """Rung 6 for these shapes, at the store's fastest verified row for them where there is one
         (what `simtlab tune gemm_tc` found), else at its shipped parameters."""
-        from .ops.gemm_tc import ClusterKernel
+        from .gemm_tc import ClusterKernel
 
         def make(params):
             return ClusterKernel(_instance("gemm_tc", self.rung.name, params, self.info.arch), p, self.info, prepare)
@@ -371,7 +377,7 @@ class TcPlan(_Plan):
         """Shapes or addresses the tensor maps cannot take: zero-padded row-major copies with K and
         N rounded up to 8 (and 16-byte aligned, being new), made by the caller's library on its
         stream; the product's columns are copied back into C."""
-        from .ops.gemm_tc import TcProblem
+        from .gemm_tc import TcProblem
 
         lib, p = self.lib, self.problem
         kp, np_ = -(-p.K // 8) * 8, -(-p.N // 8) * 8
@@ -409,8 +415,8 @@ class TcPlan(_Plan):
         views of the operands, on the caller's stream."""
         import cupy
 
-        from .launch import runner
-        from .ops.gemm_tc import TcProblem, Workspace
+        from ..launch import runner
+        from .gemm_tc import TcProblem, Workspace
 
         p = self.problem
         views = [_cupy_view(x) for x in (A, B, C)]
@@ -443,7 +449,7 @@ def tf32x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = Fals
                          "no other rung and no kahan")
     if rung == "best" and K < TF32X3_MIN_K:
         return "warptiling"
-    if rung in TF32X3_HOPPER or (rung == "best" and family("gemm").rung("tf32x3").supports(cc)):
+    if rung in TF32X3_HOPPER or (rung == "best" and _family("gemm").rung("tf32x3").supports(cc)):
         return "tf32x3"
     if cc < (8, 0):
         raise ValueError(f"precision='tf32x3' needs the TF32 tensor cores of sm_80 or later; this GPU is {arch} - "
@@ -461,7 +467,7 @@ def f16x3_rung(rung, K: int, cc: tuple[int, int], arch: str, kahan: bool = False
                          "and no kahan")
     if rung == "best" and K < TF32X3_MIN_K:
         return "warptiling"
-    if not family("gemm").rung("f16x3").supports(cc):
+    if not _family("gemm").rung("f16x3").supports(cc):
         raise ValueError(f"precision='f16x3' runs on sm_90 (wgmma, TMA); this GPU is {arch} - use "
                          f"precision='tf32x3' (its sm_80 path) or 'ieee'")
     return "f16x3"
@@ -498,8 +504,8 @@ class GemmPlan(_Plan):
 
     def __init__(self, lib: ArrayLib, A, B, C=None, rung: str | int = "best", kahan: bool = False,
                  precision: str = "ieee"):
-        from .device import device_info, require_gpu
-        from .ops.gemm import GemmProblem
+        from ..device import device_info, require_gpu
+        from .gemm import GemmProblem
 
         ta, a_shape, a_strides, dev, la = _operand(lib, A, "A", (2,))  # (a host tensor named before the GPU is looked for)
         tb, b_shape, b_strides, dev_b, lb = _operand(lib, B, "B", (2,))
@@ -538,7 +544,7 @@ class GemmPlan(_Plan):
         self.split = self.split_k = None
         self.choice = None  # what the dispatcher chose, and why (rung="best", precision "ieee")
         if rung in ("best", "split_k", 14, "14") and name in ("tuned", "warptiling", "split_k") and not kahan:
-            from .ops.gemm_dispatch import FP32, choose_fp32, split_config
+            from .gemm_dispatch import FP32, choose_fp32, split_config
 
             shape = _Shape(M, N, K, la == TRANSPOSED, lb == TRANSPOSED)
             if rung == "best":
@@ -550,7 +556,7 @@ class GemmPlan(_Plan):
         if name in ("tf32x3", "f16x3"):
             self._init_split(M, N, K, info, name)
             return
-        r = family("gemm").rung(name)
+        r = _family("gemm").rung(name)
         problem = GemmProblem(M, N, K)
         self.problem, self.rung, self.info = problem, r, info
         if r.name == "tf32x3_mma":
@@ -572,13 +578,13 @@ class GemmPlan(_Plan):
     def _init_split_k(self, shape, info) -> None:
         """Rung 14 at the dispatcher's tile and split: one cluster launch on the operands as they lie."""
         self.problem, self.info, self.pad, self.copies = shape, info, None, (False, False)
-        self.rung = family("gemm").rung("split_k")
+        self.rung = _family("gemm").rung("split_k")
         self._split_k_shape, self._split_k_any = shape, None
         with self.lib.on_device(self.device):
             self.split_k = self._split_k_kernel(self._split_k_params)
 
     def _split_k_kernel(self, params):
-        from .ops.split import F32SplitKernel
+        from .split import F32SplitKernel
 
         return F32SplitKernel(_instance("gemm", "split_k", _frozen(params), self.info.arch), self._split_k_shape,
                               self.info, prepare)
@@ -604,9 +610,9 @@ class GemmPlan(_Plan):
     def _init_split(self, M: int, N: int, K: int, info, name: str) -> None:
         """Rung 11 (`name` "tf32x3") or 13 ("f16x3"): the split kernels and the tensor-core main loop,
         built for this shape."""
-        from .ops.gemm import GemmProblem
+        from .gemm import GemmProblem
 
-        r = family("gemm").rung(name)
+        r = _family("gemm").rung(name)
         if not r.supports(info.compute_capability):
             raise ValueError(f"rung {r.stage} ({name}: wgmma and TMA) runs on sm_90; GPU {self.device} is {info.arch} "
                              f"- use precision='tf32x3' with rung 'best' (rung 12 there) or precision='ieee'")
@@ -618,9 +624,9 @@ class GemmPlan(_Plan):
 
     def _split_kernel(self, params):
         if self.rung.name == "f16x3":
-            from .ops.f16x3 import F16x3Gemm as kernel
+            from .f16x3 import F16x3Gemm as kernel
         else:
-            from .ops.tf32x3 import Tf32x3Gemm as kernel
+            from .tf32x3 import Tf32x3Gemm as kernel
 
         inst = _instance("gemm", self.rung.name, params, self.info.arch)
         return kernel(inst, *self._split_args, self.info, prepare)
@@ -650,7 +656,7 @@ class GemmPlan(_Plan):
                 params = tuple(sorted({**dict(params or ()), **dict(sums)}.items()))
             inst = _instance("gemm", rung.name, params, info.arch)
             if rung.name == "tf32x3_mma":
-                from .ops.tf32x3 import Tf32x3MmaGemm
+                from .tf32x3 import Tf32x3MmaGemm
 
                 return Tf32x3MmaGemm(inst, problem, info, prepare, bool(vec))
             geometry = inst.geometry(problem, info)
@@ -731,9 +737,9 @@ class GemmPlan(_Plan):
 def _store_params(rung_name: str, problem, vec: bool | None, device, fam: str = "gemm") -> tuple | None:
     """Launch parameters for a problem: the results store's best (rungs that read it), else size
     defaults (cached per shape)."""
-    from .store import Store, default_path
+    from ..store import Store, default_path
 
-    rung = family(fam).rung(rung_name)
+    rung = _family(fam).rung(rung_name)
     store = None
     if rung.from_store and default_path().exists():
         try:
