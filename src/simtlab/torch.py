@@ -556,8 +556,11 @@ def _stencil(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
 
 @_stencil.register_fake
 def _stencil_fake(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
-    if u.dtype != torch.float32 or u.dim() != 3:
-        return stencil_grid(u, c0, c1)  # (the same one-line errors)
+    from .ops.stencil import check_grid
+
+    if u.dtype != torch.float32:
+        return stencil_grid(u, c0, c1)  # (the same one-line error)
+    check_grid(tuple(u.shape))
     return torch.empty_like(u, memory_format=torch.contiguous_format)
 
 
@@ -590,10 +593,11 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 @_conv2d.register_fake
 def _conv2d_fake(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    d = weight.shape[0] if weight.dim() == 2 else 0
-    if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.dim() < 2 or weight.dim() != 2 \
-            or weight.shape[1] != d or d % 2 == 0:
-        return conv2d_images(x, weight)  # (the same one-line errors)
+    from .ops.conv2d import check_shapes
+
+    if x.dtype != torch.float32 or weight.dtype != torch.float32:
+        return conv2d_images(x, weight)  # (the same one-line error)
+    check_shapes(tuple(x.shape), tuple(weight.shape))
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 

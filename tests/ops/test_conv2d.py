@@ -131,3 +131,16 @@ def test_what_the_operator_cannot_take_is_named():
                           (((70000, 4, 4), (3, 3)), "65535 in z")]:
         with pytest.raises(ValueError, match=match):
             op.declare(shapes, "float32", {}, H100, True, None)
+
+
+def test_the_torch_operator_traces_with_its_fake():
+    torch = pytest.importorskip("torch")
+
+    import simtlab.torch as st
+
+    x, w = torch.empty(2, 3, 40, 50, device="meta"), torch.empty(5, 5, device="meta")
+    assert st.conv2d(x, w).shape == x.shape
+    with pytest.raises(TypeError, match="float32"):
+        st.conv2d(x.half(), w.half())
+    with pytest.raises(ValueError, match="odd size"):
+        st.conv2d(x, torch.empty(4, 4, device="meta"))

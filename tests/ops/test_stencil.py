@@ -79,3 +79,16 @@ def test_what_the_operator_cannot_take_is_named():
         op.declare(((4, 5),), "float32", {}, H100, True, None)
     with pytest.raises(ValueError, match="32-bit offsets"):
         op.declare(((2, 65536, 32768),), "float32", {}, H100, True, None)
+
+
+def test_the_torch_operator_traces_with_its_fake():
+    torch = pytest.importorskip("torch")
+
+    import simtlab.torch as st
+
+    u = torch.empty(5, 6, 7, device="meta")
+    assert st.stencil(u, 0.5, 0.1).shape == u.shape
+    with pytest.raises(TypeError, match="float32"):
+        st.stencil(u.double())
+    with pytest.raises(ValueError, match="3-D grid"):
+        st.stencil(torch.empty(4, 5, device="meta"))

@@ -369,14 +369,19 @@ def references() -> list[Reference]:
 
 # --- the public operator (simtlab.conv2d) ---------------------------------------------------------
 
-def _declare(shapes, dtype, options, device, vec, build) -> Declared:
-    """Images (..., H, W) and a (D, D) filter, D odd up to 15: rung 8 at its block shape for the radius
-    (filter_arg_params), the leading dimensions as a batch through the grid's z."""
-    xs, ws = shapes
+def check_shapes(xs: tuple, ws: tuple) -> None:
+    """One line for images and a filter simtlab.conv2d cannot take (its declaration's and its fake's)."""
     if len(xs) < 2:
         raise ValueError(f"simtlab.conv2d takes images (..., H, W), got shape {xs}")
     if len(ws) != 2 or ws[0] != ws[1] or ws[0] % 2 == 0 or not 3 <= ws[0] <= 2 * MAX_RADIUS + 1:
         raise ValueError(f"simtlab.conv2d takes a square filter of odd size 3..{2 * MAX_RADIUS + 1}, got shape {ws}")
+
+
+def _declare(shapes, dtype, options, device, vec, build) -> Declared:
+    """Images (..., H, W) and a (D, D) filter, D odd up to 15: rung 8 at its block shape for the radius
+    (filter_arg_params), the leading dimensions as a batch through the grid's z."""
+    xs, ws = shapes
+    check_shapes(xs, ws)
     if tuple(device.compute_capability) < (8, 0):
         raise ValueError(f"simtlab.conv2d runs conv2d rung 8 (cp.async): sm_80 or newer, not {device.arch}")
     batch = int(np.prod(xs[:-2], dtype=np.int64))

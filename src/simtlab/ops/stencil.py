@@ -166,13 +166,18 @@ def references() -> list[Reference]:
 
 # --- the public operator (simtlab.stencil) --------------------------------------------------------
 
+def check_grid(shape: tuple) -> None:
+    """One line for a grid simtlab.stencil cannot take (its declaration's and its fake's)."""
+    if len(shape) != 3:
+        raise ValueError(f"simtlab.stencil takes a 3-D grid (NZ, NY, NX), got shape {shape}")
+
+
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     """A (NZ, NY, NX) grid to its Jacobi step: rung 4 (the cp.async ring; 16-byte copies where NX is
     a multiple of 4 and the grid 16-byte aligned, which the kernel checks itself) from sm_80, rung 3
     before it, at their catalog parameters."""
     shape = shapes[0]
-    if len(shape) != 3:
-        raise ValueError(f"simtlab.stencil takes a 3-D grid (NZ, NY, NX), got shape {shape}")
+    check_grid(shape)
     p = StencilProblem(*(max(n, 1) for n in shape))
     rung = FAMILY.rung(4 if tuple(device.compute_capability) >= (8, 0) else 3)
     params = rung.params(device.arch)
