@@ -97,6 +97,19 @@ OPS_AFTER = (
     Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90))
 
 
+# attention rung 5 checked and timed: a gate (two shapes), every attention GPU test, the ladder's rungs 4-5,
+# the table beside SDPA, the sanitizer
+ATTENTION_FWD = (
+    Run("gate: rung 5 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_attention_gpu.py "
+        "-k 'warp_specialized and 2x65x65 and bfloat16'", 90, gate=True),
+    Tests("attention", "pytest_attention.txt", 150, 8),
+    Run("simtlab ladder attention (rungs 4, 5)", "simtlab ladder attention --rung 4 --rung 5 -s 16x4096x128 "
+        "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_ladder.json", 80),
+    attention_table(120),
+    Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
+        "--jobs 8", 50))
+
+
 PHASES: dict[str, tuple[str, list]] = {
     "suite": ("the README's test command, every CPU and GPU test", [Tests(None, "pytest.txt", 560)]),
     "api": ("the library calls: their GPU tests, the ladders' API rows, host cost and time beside torch, the MLP", [
@@ -200,26 +213,10 @@ PHASES: dict[str, tuple[str, list]] = {
             "-s 4x16384x128:causal --json-out {out}/attention_backward_ladder.json", 100)]),
     "attention-ws": ("attention rung 5 (warp-specialised: TMA producer, ping-pong consumers) and the norms' long-row "
                      "backward rewritten after run 4f2f12e: a gate (rung 5 on two shapes), every attention GPU test, "
-                     "the ladder's rungs 4-5, the table beside SDPA, the sanitizer, the norms' tests and timings", [
-        Run("gate: rung 5 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_attention_gpu.py "
-            "-k 'warp_specialized and 2x65x65 and bfloat16'", 90, gate=True),
-        Tests("attention", "pytest_attention.txt", 150, 8),
-        Run("simtlab ladder attention (rungs 4, 5)", "simtlab ladder attention --rung 4 --rung 5 -s 16x4096x128 "
-            "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_ladder.json", 80),
-        attention_table(120),
-        Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
-            "--jobs 8", 50),
-        mended_tests(80), OPS_AFTER[0]]),
+                     "the ladder's rungs 4-5, the table beside SDPA, the sanitizer, the norms' tests and timings",
+                     [*ATTENTION_FWD, mended_tests(80), OPS_AFTER[0]]),
     "attention-fwd": ("attention rung 5 again after a change: the gate, every attention GPU test, the ladder's rungs "
-                      "4-5, the table beside SDPA, the sanitizer on rung 5", [
-        Run("gate: rung 5 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_attention_gpu.py "
-            "-k 'warp_specialized and 2x65x65 and bfloat16'", 90, gate=True),
-        Tests("attention", "pytest_attention.txt", 150, 8),
-        Run("simtlab ladder attention (rungs 4, 5)", "simtlab ladder attention --rung 4 --rung 5 -s 16x4096x128 "
-            "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_ladder.json", 80),
-        attention_table(120),
-        Run("compute-sanitizer on attention rung 5", "simtlab sanitize attention --rung 5 --size 3x77x130x64:causal "
-            "--jobs 8", 50)]),
+                      "4-5, the table beside SDPA, the sanitizer on rung 5", list(ATTENTION_FWD)),
     "ops-new": ("the conv2d and stencil operators (conv2d rung 8: the filter as an argument) and attention rung 5's "
                 "causal order: their GPU tests, the ladders' new rows beside the rungs they come from, the attention "
                 "table", [
