@@ -1,4 +1,4 @@
-"""Attention's backward on the GPU: rung 1 against the float64 gradients of the same rounded inputs
+"""Attention's backward on the GPU: every rung against the float64 gradients of the same rounded inputs
 on odd lengths (multiples of no tile), query and key lengths that differ, one query, one key, causal
 and not, head dims 64 and 128, bf16 and fp16; large scores; NaN propagated head by head; and
 simtlab.attention's gradients (torch autograd through the backward operator) against SDPA's math
@@ -23,26 +23,38 @@ SHAPES = [(1, 1, 1, 64), (2, 1, 300, 64), (3, 77, 1, 128), (2, 65, 65, 64), (1, 
           (2, 1000, 1000, 128)]
 
 
+def _runs_here(rung) -> bool:
+    from simtlab.device import device_info
+
+    return rung.supports(device_info().compute_capability)
+
+
+@pytest.mark.parametrize("rung", FAM.rungs, ids=lambda r: r.name)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_rung_1_matches_float64(shape, causal, dtype):
+def test_every_rung_matches_float64(rung, shape, causal, dtype):
+    if not _runs_here(rung):
+        pytest.skip(f"{rung.id} needs compute capability {rung.min_cc}")
     p = bwd.BackwardProblem(*shape, dtype, causal)
-    ws = _run_rung(FAM, FAM.rung(1), p, seed=sum(shape) + causal, ladder_params=True)
+    ws = _run_rung(FAM, rung, p, seed=sum(shape) + causal, ladder_params=True)
     verdict = compare(ws.output(), ws.expected(), bwd.tolerance(p))
     assert verdict.ok, verdict.reason
 
 
-def test_large_scores_and_nan():
+@pytest.mark.parametrize("rung", FAM.rungs, ids=lambda r: r.name)
+def test_large_scores_and_nan(rung):
     import cupy
 
+    if not _runs_here(rung):
+        pytest.skip(f"{rung.id} needs compute capability {rung.min_cc}")
     p = bwd.BackwardProblem(2, 70, 90, 64, "bfloat16", False)
 
     def big(ws):  # scores near 1e4: near one-hot rows, recomputed from the LSE of the larger scores
         ws.q[...] = bwd.store(bwd.load(ws.q, p.dtype) * 60, p.dtype)
         ws.refresh_forward()
 
-    ws = _run_rung(FAM, FAM.rung(1), p, seed=7, ladder_params=True, edit=big)
+    ws = _run_rung(FAM, rung, p, seed=7, ladder_params=True, edit=big)
     verdict = compare(ws.output(), ws.expected(), bwd.tolerance(p))
     assert verdict.ok, verdict.reason
 
@@ -50,7 +62,7 @@ def test_large_scores_and_nan():
         ws.k[1, 5, 3] = np.uint16(0x7FC0)
         ws.refresh_forward()
 
-    ws = _run_rung(FAM, FAM.rung(1), p, seed=8, ladder_params=True, edit=nan)
+    ws = _run_rung(FAM, rung, p, seed=8, ladder_params=True, edit=nan)
     for grad in (ws.dq, ws.dk, ws.dv):
         values = bwd.load(grad, p.dtype)
         assert bool(cupy.isnan(values[1]).any()) and not bool(cupy.isnan(values[0]).any())

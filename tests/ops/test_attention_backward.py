@@ -34,6 +34,18 @@ def test_rung_1_runs_two_blocks_an_sm_spill_free():
     assert 2 * bwd.mma_shared(128) <= H100.smem_per_sm - 2 * 1024
 
 
+def test_rung_2_fits_one_block_an_sm_spill_free():
+    from simtlab.launch import build
+
+    for d in bwd.HEAD_DIMS:
+        for dt in (1, 2):
+            res = build(FAM.rung(2), {"DT": dt, "D": d}, "sm_90").resources(None)
+            assert res.spill_bytes == 0 and res.registers <= 255, (d, dt, res.registers)
+    assert bwd.wgmma_shared(128) <= H100.smem_per_block_optin
+    launch = FAM.rung(2).geometry({"DT": 1, "D": 128}, bwd.parse_size("3x300x257x128"))
+    assert launch.grid == (3, 3, 1) and launch.block == (256, 1, 1)  # 128 keys a block
+
+
 @pytest.mark.parametrize("device", [H100, A100], ids=["sm_90", "sm_80"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_the_operator_s_launches_fit_and_pass_the_kernels_parameters(device, dtype):

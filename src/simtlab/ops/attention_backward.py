@@ -11,6 +11,7 @@ float64 gradients of the same rounded inputs, each gradient's error relative to 
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -84,16 +85,29 @@ def geometry_mma(params, p: BackwardProblem, device=None) -> Launch:
     return Launch((-(-p.sk // BKV), p.bh, 1), (256, 1, 1), mma_shared(params["D"]))
 
 
+WGMMA_BKV = 128  # rung 2's keys a block (two warpgroups)
+
+
+def wgmma_shared(d: int) -> int:
+    """Rung 2's dynamic shared memory: K and V (128 rows), two slots of Q and dO (64 rows), all in
+    128-byte rows; dS^T (128 x 64); two slots of the step's LSE and D; 1 KiB to align to the swizzle."""
+    return (2 * WGMMA_BKV + 4 * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + 2 * 2 * BQ * 4 + 1024
+
+
+def geometry_wgmma(params, p: BackwardProblem, device=None) -> Launch:
+    return Launch((-(-p.sk // WGMMA_BKV), p.bh, 1), (256, 1, 1), wgmma_shared(params["D"]))
+
+
 def head_params(p: BackwardProblem, device=None, vec=None) -> dict:
     return {"DT": DT[p.dtype], "D": p.d}
 
 
-def requested_bytes(params, p: BackwardProblem) -> int:
-    """Rung 1: K and V read once a key block; Q, dO and the statistics once for every key block that
+def requested_bytes(params, p: BackwardProblem, keys: int = BKV) -> int:
+    """Rungs 1-2: K and V read once a key block (of `keys`); Q, dO and the statistics once for every key block that
     walks their query block (causal: about half); dQ's fp32 sums added to once a walk step (read and
     written in L2) and zeroed, read and converted; O and dO read for D; dK, dV, dQ written."""
     item = ITEMSIZE[p.dtype]
-    blocks, steps = -(-p.sk // BKV), -(-p.sq // BQ)
+    blocks, steps = -(-p.sk // keys), -(-p.sq // BQ)
     walks = blocks * steps if not p.causal else max(1, blocks * steps // 2)
     per_step = 2 * item * BQ * p.d + 8 * BQ + 8 * BQ * p.d
     once = 4 * item * p.sk * p.d + 3 * item * p.sq * p.d + 8 * padded(p.sq) * p.d + 12 * padded(p.sq)
@@ -331,6 +345,13 @@ FAMILY = Family(
              frozen({"DT": 1, "D": 128}),
              "FlashAttention-2's backward: a block's keys walk the queries, dK and dV in registers, dQ by fp32 atomics",
              geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS", "REDG|RED")),
+        Rung("attention_backward", 2, "wgmma", "attention_backward/02_wgmma.cu", "attention_bwd_wgmma", ("DT", "D"),
+             frozen({"DT": 1, "D": 128}),
+             "all five products on Hopper's warpgroup MMAs from swizzled shared memory; P^T and dS^T as register "
+             "operands (no ldmatrix)",
+             geometry_wgmma, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
+             sass_expect=("HGMMA", "LDGSTS", "REDG|RED"),
+             traffic=functools.partial(requested_bytes, keys=WGMMA_BKV)),
     ),
     check_size="3x77x130x64:causal",
     operators=OPERATORS,

@@ -11,14 +11,6 @@
 
 namespace {
 
-// Registers a wgmma reads or writes asynchronously: an empty asm that says each may change here,
-// so the compiler keeps its reads and writes of them on their side of the wgmma fences and waits.
-template <int N>
-__device__ __forceinline__ void hold(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
 // A tile of scores S_t (an m64n128 accumulator) scaled, masked and exponentiated in place; the
 // rows' running max m, sum l and the factor their accumulators are scaled by. MASK: only a tile
 // that crosses the diagonal or the keys' end tests each key (the others skip five instructions a
@@ -138,17 +130,17 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
       simtlab::wgmma<BK, TC, 0, 0>(s, simtlab::desc_sw128(q_at + (kk / 4) * QBLOCK + (kk % 4) * 32, 16, 1024),
                                    simtlab::desc_sw128(k_at + (kk / 4) * TILE + (kk % 4) * 32, 16, 1024), kk > 0);
     simtlab::wgmma_commit();
-    hold(s);
+    simtlab::wgmma_hold(s);
   };
   auto issue_values = [&](int t) {  // O += P V_t: 16 keys a step, 16 rows of 128 bytes; V's column blocks TILE apart
     const unsigned v_at = v_base + (t % STAGES) * KV_BYTES;
-    hold(acc);
+    simtlab::wgmma_hold(acc);
     simtlab::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk)
       simtlab::wgmma_rs16<D, TC>(acc, pf[kk], simtlab::desc_sw128(v_at + kk * 2048, TILE, 1024), 1);
     simtlab::wgmma_commit();
-    hold(acc);
+    simtlab::wgmma_hold(acc);
   };
   auto softmax = [&](int t) {
     const bool edge = (t + 1) * BK > sk || (causal && (t + 1) * BK - 1 > wrow);
@@ -180,7 +172,7 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
   issue_scores(0);
   your_turn(0);
   simtlab::wgmma_wait<0>();
-  hold(s);
+  simtlab::wgmma_hold(s);
   simtlab::mbar_arrive(&k_empty[0]);
   softmax(0);
   pack();
@@ -193,11 +185,11 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
     issue_values(t - 1);
     your_turn(t);
     simtlab::wgmma_wait<1>();  // S_t done, P V in flight
-    hold(s);
+    simtlab::wgmma_hold(s);
     simtlab::mbar_arrive(&k_empty[t % STAGES]);
     softmax(t);
     simtlab::wgmma_wait<0>();
-    hold(acc);
+    simtlab::wgmma_hold(acc);
     simtlab::mbar_arrive(&v_empty[(t - 1) % STAGES]);
     pack();  // (pf is free: the last P V is done)
   }
@@ -205,6 +197,6 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
   simtlab::mbar_wait(&v_full[(tiles - 1) % STAGES], ((tiles - 1) / STAGES) & 1);
   issue_values(tiles - 1);
   simtlab::wgmma_wait<0>();
-  hold(acc);
+  simtlab::wgmma_hold(acc);
   simtlab::attention::store_rows<DT, D>([&](int j, int e) { return acc[4 * j + e]; }, l, m, o, lse, h, sq, row0, t4);
 }

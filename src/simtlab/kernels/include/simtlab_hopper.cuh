@@ -232,6 +232,15 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+// Registers a wgmma reads or writes asynchronously (accumulators, a register A operand): an empty
+// asm that says each may change here, so the compiler keeps its own reads and writes of them on
+// their side of the wgmma fences, commits and waits.
+template <int N>
+__device__ __forceinline__ void wgmma_hold(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
 // Warpgroup register budget (sm_90a): a producer gives registers back, consumers take them.
 template <int R>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -242,13 +251,17 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-// D(64xN, fp32) = A(64xk) * B(kxN) + (scale_d ? D : 0), N = 64, 128 or 256. The accumulators are
+// D(64xN, fp32) = A(64xk) * B(kxN) + (scale_d ? D : 0), N = 32, 64, 128 or 256. The accumulators are
 // N/2 asm operands %0.. with A's and B's descriptors and scale_d after them; the operand strings
-// and lists below are written once, in blocks of 32, and an N takes the first N/64 blocks.
+// and lists below are written once, in blocks of 32, and an N takes the first N/64 blocks (N = 32:
+// the first half-block).
 // KTY is the shape's k and the types, TAIL the transpose immediates:
 //  * f16/bf16 (DT 0/1): k16, A K-major, B MN-major (imm-trans-b = 1): TAIL ", 0, 1";
 //  * tf32 (DT 2): k8, both operands K-major (tf32 has no transpose immediates): TAIL "".
 
+#define SIMTLAB_WGMMA_R0H "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define SIMTLAB_WGMMA_D0H "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define SIMTLAB_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define SIMTLAB_WGMMA_R1 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
@@ -281,6 +294,8 @@ __device__ __forceinline__ void setmaxnreg_inc() {
                "wgmma.mma_async.sync.aligned.m64n" N KTY " {" REGS "}, %" A ", %" B ", p, 1, 1" TAIL ";\n}\n" \
                : DREGS                                                                                \
                : "l"(a), "l"(b), "r"(scale_d))
+#define SIMTLAB_WGMMA_M64N32(KTY, TAIL) \
+  SIMTLAB_WGMMA("32", SIMTLAB_WGMMA_R0H, SIMTLAB_WGMMA_D0H, "16", "17", "18", KTY, TAIL)
 #define SIMTLAB_WGMMA_M64N64(KTY, TAIL) \
   SIMTLAB_WGMMA("64", SIMTLAB_WGMMA_R0, SIMTLAB_WGMMA_D0, "32", "33", "34", KTY, TAIL)
 #define SIMTLAB_WGMMA_M64N128(KTY, TAIL)                                                       \
@@ -296,7 +311,7 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // always for tf32).
 template <int N, int DT, int TRANS_A = 0, int TRANS_B = (DT < 2)>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 256, "wgmma N of 64, 128 or 256 here");
+  static_assert(N == 32 || N == 64 || N == 128 || N == 256, "wgmma N of 32, 64, 128 or 256 here");
   static_assert(DT >= 0 && DT <= 2, "DT: 0 fp16, 1 bf16, 2 tf32");
   static_assert(DT < 2 || (TRANS_A == 0 && TRANS_B == 0), "tf32 reads both operands K-major (no transposes)");
 #define SIMTLAB_WGMMA_16(M, KTY)                                          \
@@ -308,7 +323,9 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], u64 a, u64 b, int scale
   if constexpr (DT == 0) { SIMTLAB_WGMMA_16(M, "k16.f32.f16.f16") }    \
   else if constexpr (DT == 1) { SIMTLAB_WGMMA_16(M, "k16.f32.bf16.bf16") } \
   else M("k8.f32.tf32.tf32", "");
-  if constexpr (N == 64) {
+  if constexpr (N == 32) {
+    SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N32)
+  } else if constexpr (N == 64) {
     SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N64)
   } else if constexpr (N == 128) {
     SIMTLAB_WGMMA_TYPES(SIMTLAB_WGMMA_M64N128)
