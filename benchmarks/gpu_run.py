@@ -242,14 +242,15 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("simtlab ladder conv2d (rungs 6, 8)", "simtlab ladder conv2d --rung 6 --rung 8 -s 8192:r3 -s 4096:r7 "
             "--json-out {out}/conv2d_ladder.json", 70)]),
     "attention-bwd2": ("attention_backward rung 2 (wgmma, built after the last device call, never run): a gate (two "
-                       "shapes), every backward GPU test, the ladder's rungs 1-2, the sanitizer on rung 2", [
+                       "shapes), every backward GPU test, the ladder's rungs 1-2, the sanitizer on every rung of both "
+                       "attention families", [
         Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
             "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65 and bfloat16'", 120, gate=True),
         Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
         Run("simtlab ladder attention_backward (rungs 1, 2)", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_backward_ladder.json", 100),
-        Run("compute-sanitizer on attention_backward rung 2", "simtlab sanitize attention_backward --rung 2 --size "
-            "3x77x130x64:causal --jobs 8", 60)]),
+        Run("compute-sanitizer on every rung of both attention families", "simtlab sanitize attention_backward --size "
+            "3x77x130x64:causal --jobs 8 && simtlab sanitize attention --size 3x77x130x64:causal --jobs 8", 120)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),
