@@ -17,7 +17,7 @@ attention_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typenam
                 float* __restrict__ lse, int sq, int sk, float scale_log2, int causal) {
   using T = typename simtlab::Io<DT>::T;
   constexpr int TC = DT == 1 ? 1 : 0;  // (the wgmma helpers' numbering: 0 fp16, 1 bf16)
-  constexpr int BQ = 128, BK = 128, CB = D / 64, CHUNKS = D / 8, NT = BK / 8, DT8 = D / 8;
+  constexpr int BQ = 128, BK = 128, CB = D / 64, NT = BK / 8, DT8 = D / 8;
   constexpr int QBLOCK = BQ * 128, TILE = BK * 128;  // bytes of a 64-column block of the Q tile / a K or V tile
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   extern __shared__ unsigned char smem_raw[];
@@ -34,15 +34,8 @@ attention_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typenam
   const T* kh = k + h * sk * (long long)D;
   const T* vh = v + h * sk * (long long)D;
 
-  // `rows` rows from row r0 of an (n x D) matrix into 64-column blocks of 128-byte rows, swizzled;
-  // rows past n zero-filled
   auto load_tile = [&](unsigned char* dst, const T* src, int r0, int n, int rows) {
-    for (int c = tid; c < rows * CHUNKS; c += 256) {
-      const int r = c / CHUNKS, c8 = c % CHUNKS;
-      const bool in = r0 + r < n;
-      simtlab::cp_async16(dst + (c8 / 8) * rows * 128 + r * 128 + (((c8 % 8) ^ (r & 7)) << 4),
-                          in ? src + (long long)(r0 + r) * D + c8 * 8 : src, in);
-    }
+    simtlab::attention::load_swizzled_rows<D, 256>(dst, src, r0, n, rows, tid);
   };
   const int last = min(q0 + BQ, sq);  // (one past the block's last row)
   const int keys = causal ? min(sk, last) : sk;

@@ -21,7 +21,7 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
                     int causal) {
   using T = typename simtlab::Io<DT>::T;
   constexpr int TC = DT == 1 ? 1 : 0;  // (the wgmma helpers' numbering: 0 fp16, 1 bf16)
-  constexpr int BQ = simtlab::attention::BWD_BQ, BKV = 128, CB = D / 64, CHUNKS = D / 8, DT8 = D / 8;
+  constexpr int BQ = simtlab::attention::BWD_BQ, BKV = 128, CB = D / 64, DT8 = D / 8;
   constexpr int KBLOCK = BKV * 128, QBLOCK = BQ * 128;  // bytes of a 64-column block of a K / V tile, a Q / dO tile
   constexpr int KV_BYTES = CB * KBLOCK, Q_BYTES = CB * QBLOCK, DS_BYTES = BKV * BQ * 2;
   static_assert(BQ == 64 && (D == 64 || D == 128), "64-query steps; head dims 64 and 128");
@@ -43,15 +43,8 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   const float* sth = stats + 2 * h * sqp;
   float* dqh = dqacc + h * sqp * (long long)D;
 
-  // `rows` rows from row r0 of an (n x D) matrix into 64-column blocks of 128-byte rows, swizzled
-  // (16-byte chunk c of row r at chunk c ^ (r % 8)); rows past n zero-filled
   auto load_tile = [&](unsigned char* to, const T* src, int r0, int n, int rows) {
-    for (int c = tid; c < rows * CHUNKS; c += 256) {
-      const int r = c / CHUNKS, c8 = c % CHUNKS;
-      const bool in = r0 + r < n;
-      simtlab::cp_async16(to + (c8 / 8) * rows * 128 + r * 128 + (((c8 % 8) ^ (r & 7)) << 4),
-                          in ? src + (long long)(r0 + r) * D + c8 * 8 : src, in);
-    }
+    simtlab::attention::load_swizzled_rows<D, 256>(to, src, r0, n, rows, tid);
   };
   auto load_step = [&](int ib, int slot) {  // Q, dO and the statistics of query block ib
     load_tile(qs + slot * Q_BYTES, qh, ib * BQ, sq, BQ);

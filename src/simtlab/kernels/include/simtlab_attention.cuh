@@ -3,6 +3,7 @@
 // Layout: Q, O (bh, sq, d), K, V (bh, sk, d), rows contiguous; LSE (bh, sq) fp32, the log of each
 // row's sum of exponentials plus its max (what a backward recomputes the softmax from).
 #pragma once
+#include "simtlab_async.cuh"
 #include "simtlab_io.cuh"
 
 namespace simtlab {
@@ -67,6 +68,20 @@ __device__ __forceinline__ float finish_row(float l, float m, float& lse) {
   l += __shfl_xor_sync(~0u, l, 2);
   lse = l > 0.0f ? (m + __log2f(l)) * 0.6931471805599453f : -__int_as_float(0x7f800000);
   return l > 0.0f ? 1.0f / l : 0.0f;
+}
+
+// `rows` rows from row r0 of an (n x D) matrix into 64-column blocks of 128-byte rows by cp.async,
+// 128-byte swizzled (16-byte chunk c of row r at chunk c ^ (r % 8): wgmma's layout), rows past n
+// zero-filled; a block of THREADS threads shares the copies.
+template <int D, int THREADS, typename T>
+__device__ __forceinline__ void load_swizzled_rows(unsigned char* dst, const T* src, int r0, int n, int rows, int tid) {
+  constexpr int CHUNKS = D / 8;
+  for (int c = tid; c < rows * CHUNKS; c += THREADS) {
+    const int r = c / CHUNKS, c8 = c % CHUNKS;
+    const bool in = r0 + r < n;
+    simtlab::cp_async16(dst + (c8 / 8) * rows * 128 + r * 128 + (((c8 % 8) ^ (r & 7)) << 4),
+                        in ? src + (long long)(r0 + r) * D + c8 * 8 : src, in);
+  }
 }
 
 // Two fp32 values as one 32-bit register of the storage type (low half first): a pair of an mma
