@@ -1,7 +1,7 @@
 """The operators a model calls, on simtlab's kernels: `softmax`, `log_softmax`, `layer_norm`,
 `rms_norm`, the reductions `sum` and `amax`, `cumsum`, `transpose`, `sort`, `argsort`, `spmv`,
-`attention` and `attention_backward`, `stencil`, `conv2d` - for PyTorch CUDA tensors and CuPy arrays (CuPy has no bfloat16), in the types each
-one's kernels take (docs/api.md lists them; another is one line naming those).
+`attention` and `attention_backward`, `stencil`, `conv2d` - for PyTorch CUDA tensors and CuPy
+arrays (CuPy has no bfloat16), in the types each one's kernels take (docs/api.md lists them; another is one line naming those).
 A tensor that autograd or torch.compile is watching goes through the `simtlab::` operators
 (simtlab.torch: autograd with fused backward kernels, fake implementations for tracing); one
 neither watches (inference) goes straight to the plan, without the operator dispatch's cost.
@@ -16,6 +16,7 @@ contiguous."""
 from __future__ import annotations
 
 from .operator import call, call_along, contiguous, named, reduce_along
+from .ops.stencil import C0 as STENCIL_C0, C1 as STENCIL_C1
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "sort", "argsort",
            "attention", "attention_backward", "spmv", "stencil", "conv2d", "EPS"]
@@ -174,8 +175,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, return_
     """softmax(scale q k^T [causal]) v for (batch, heads, sequence, head dim) bf16 / fp16 tensors, as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) (scale
     None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 5 on Hopper (TMA,
-    wgmma, warp-specialised), rung 3 on other GPUs from sm_80 (mma.sync, FlashAttention-2's split). Differentiable for PyTorch
-    tensors (attention_backward rung 1). `return_lse`: also each row's log-sum-exp (batch, heads, sq)
+    wgmma, warp-specialised), rung 3 on other GPUs from sm_80 (mma.sync, FlashAttention-2's split).
+    Differentiable for PyTorch tensors (attention_backward rung 1). `return_lse`: also each row's log-sum-exp (batch, heads, sq)
     fp32, which `attention_backward` takes - how a CuPy user gets gradients."""
     if _is_torch(q):
         ops = _torch_ops()
@@ -232,7 +233,7 @@ def transpose(x):
     return _transpose(x)
 
 
-def stencil(u, c0: float = 0.4, c1: float = 0.1):
+def stencil(u, c0: float = STENCIL_C0, c1: float = STENCIL_C1):
     """One Jacobi step of the 3-D 7-point stencil on a float32 grid u (NZ, NY, NX), zeros outside
     it: c0 u[z, y, x] + c1 (the sum of its six face neighbours). Stencil rung 4 (planes streamed by
     cp.async into a ring of shared slots) from sm_80, rung 3 before it. Differentiable for PyTorch

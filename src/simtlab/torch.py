@@ -28,9 +28,10 @@ import torch
 from .api import gemm_tc
 from .arrays import layout_of
 from .operator import call, call_along, contiguous, named, reduce_along
+from .ops.stencil import C0 as STENCIL_C0, C1 as STENCIL_C1
 
-__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "stencil", "conv2d", "sort",
-           "argsort", "attention", "spmv"]
+__all__ = ["matmul", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose", "stencil",
+           "conv2d", "sort", "argsort", "attention", "spmv"]
 
 _TYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -573,7 +574,7 @@ _stencil.register_autograd(lambda ctx, grad: (torch.ops.simtlab.stencil(grad, ct
                            setup_context=_stencil_setup)
 
 
-def stencil(u: torch.Tensor, c0: float = 0.4, c1: float = 0.1) -> torch.Tensor:
+def stencil(u: torch.Tensor, c0: float = STENCIL_C0, c1: float = STENCIL_C1) -> torch.Tensor:
     """One Jacobi step of the 3-D 7-point stencil (simtlab.stencil) as a differentiable operator."""
     return torch.ops.simtlab.stencil(u, float(c0), float(c1))
 

@@ -103,9 +103,10 @@ def head_params(p: BackwardProblem, device=None, vec=None) -> dict:
 
 
 def requested_bytes(params, p: BackwardProblem, keys: int = BKV) -> int:
-    """Rungs 1-2: K and V read once a key block (of `keys`); Q, dO and the statistics once for every key block that
-    walks their query block (causal: about half); dQ's fp32 sums added to once a walk step (read and
-    written in L2) and zeroed, read and converted; O and dO read for D; dK, dV, dQ written."""
+    """Rungs 1-2: K and V read once a key block (of `keys`); Q, dO and the statistics once for every
+    key block that walks their query block (causal: about half); dQ's fp32 sums added to once a walk
+    step (read and written in L2) and zeroed, read and converted; O and dO read for D; dK, dV, dQ
+    written."""
     item = ITEMSIZE[p.dtype]
     blocks, steps = -(-p.sk // keys), -(-p.sq // BQ)
     walks = blocks * steps if not p.causal else max(1, blocks * steps // 2)

@@ -17,6 +17,7 @@ from ..space import Space
 from ..verify import dot_tolerance
 from .base import Reference, device_copy, parse_int, torch_reference
 from .base import unsupported  # noqa: F401 (FamilyOps' default hook)
+from .split import MAX_GRID_YZ
 from .tma import TMA_SWIZZLE_NONE, TmaBox, encode_tensor_map
 
 DTYPE = "float32"
@@ -385,16 +386,16 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     if tuple(device.compute_capability) < (8, 0):
         raise ValueError(f"simtlab.conv2d runs conv2d rung 8 (cp.async): sm_80 or newer, not {device.arch}")
     batch = int(np.prod(xs[:-2], dtype=np.int64))
-    if batch > 65535:
-        raise ValueError(f"simtlab.conv2d: {batch} images; the grid holds 65535 in z")
+    if batch > MAX_GRID_YZ:
+        raise ValueError(f"simtlab.conv2d: {batch} images; the grid holds {MAX_GRID_YZ} in z")
     h, w = xs[-2:]
     p = ConvProblem(max(h, 1), max(w, 1), ws[0] // 2)
     rung = FAMILY.rung(8)
     params = rung.params(device.arch, filter_arg_params(p))
     one = rung.geometry(params, p, device)
     launch = replace(one, grid=(one.grid[0], one.grid[1], max(batch, 1)))
-    if launch.grid[1] > 65535:
-        raise ValueError(f"simtlab.conv2d: {h} rows are {launch.grid[1]} block rows; the grid holds 65535 in y")
+    if launch.grid[1] > MAX_GRID_YZ:
+        raise ValueError(f"simtlab.conv2d: {h} rows are {launch.grid[1]} block rows; the grid holds {MAX_GRID_YZ} in y")
     step = Step(rung, params, launch, ((IN, 0), (IN, 1), (OUT, 0), np.int32(p.H), np.int32(p.W)))
     return Declared(((xs, dtype),), (step,), f"{batch}x{p.label}: {rung.id} {dict(params)}", vec=False, align=4)
 

@@ -418,7 +418,8 @@ def _declare_backward(op: str):
         params = rung.params(device.arch, backward_params(p, device, vec))
         launches, parts = backward_launches(build(rung, params), p, device, vec)
         streamed = params["VPT"] == STREAMED
-        scratch = (((parts, p.cols), "float32"),) * (1 if p.rms else 2) + ((((p.rows, 4), "float32"),) if streamed else ())
+        stats_scratch = (((p.rows, 4), "float32"),) if streamed else ()  # (a streamed row's statistics)
+        scratch = (((parts, p.cols), "float32"),) * (1 if p.rms else 2) + stats_scratch
         outputs = ((shapes[0], dtype), ((p.cols,), dtype)) + (() if p.rms else (((p.cols,), dtype),))
         partial_b, db = ((SCRATCH, 0), (OUT, 1)) if p.rms else ((SCRATCH, 1), (OUT, 2))  # (RMSNorm: unread)
         stats = (SCRATCH, len(scratch) - 1)  # (rows in registers: unread)

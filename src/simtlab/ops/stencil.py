@@ -13,6 +13,7 @@ from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
 from ..launch import Launch, grid2
 from ..verify import UNIT_ROUNDOFF
 from .base import Reference, device_copy, parse_int
+from .split import MAX_GRID_YZ
 from .base import make_runner, unsupported  # noqa: F401 (FamilyOps' default hooks)
 
 DTYPE = "float32"
@@ -182,9 +183,9 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     rung = FAMILY.rung(4 if tuple(device.compute_capability) >= (8, 0) else 3)
     params = rung.params(device.arch)
     launch = rung.geometry(params, p, device)
-    if launch.grid[1] > 65535 or launch.grid[2] > 65535:
-        raise ValueError(f"simtlab.stencil: a {p.label} grid needs {launch.grid[1]} x {launch.grid[2]} blocks in y and z; "
-                         "the grid holds 65535 each")
+    if launch.grid[1] > MAX_GRID_YZ or launch.grid[2] > MAX_GRID_YZ:
+        raise ValueError(f"simtlab.stencil: a {p.label} grid needs {launch.grid[1]} x {launch.grid[2]} blocks in y "
+                         f"and z; the grid holds {MAX_GRID_YZ} each")
     c0, c1 = np.float32(options.get("c0", C0)), np.float32(options.get("c1", C1))
     step = Step(rung, params, launch, ((IN, 0), (OUT, 0), np.int32(p.NX), np.int32(p.NY), np.int32(p.NZ), c0, c1))
     return Declared(((shape, dtype),), (step,), f"{p.label}: {rung.id} {dict(params)}", vec=False, align=4)
