@@ -251,6 +251,18 @@ PHASES: dict[str, tuple[str, list]] = {
             "-s 4x16384x128:causal -s 32x512x128 --json-out {out}/attention_backward_ladder.json", 100),
         Run("compute-sanitizer on every rung of both attention families", "simtlab sanitize attention_backward --size "
             "3x77x130x64:causal --jobs 8 && simtlab sanitize attention --size 3x77x130x64:causal --jobs 8", 120)]),
+    "attention-bwd3": ("the operator's backward on rung 2 (Hopper) and rung 2's overlaps: a gate, every backward "
+                       "GPU test, the ladder's rungs 1-2, the operator beside every SDPA backend, where rung 2 stalls",
+                       [
+        Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
+            "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65'", 120, gate=True),
+        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
+        Run("simtlab ladder attention_backward (rungs 1, 2)", "simtlab ladder attention_backward -s 16x4096x128 "
+            "-s 4x16384x128:causal -s 32x512x128 -s 32x512x64 --json-out {out}/attention_backward_ladder.json", 100),
+        attention_table(200),
+        Run("ncu: backward rung 2 at 16x4096x128", "bash benchmarks/ncu_profile.sh bwd2 attention_backward 2 "
+            "16x4096x128 attention_bwd_wgmma && cd {out} && tar -czf ncu_bwd2.tar.gz ncu_bwd2* && "
+            "rm -f ncu_bwd2_source.*", 150)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

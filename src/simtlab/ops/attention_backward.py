@@ -300,7 +300,8 @@ def references() -> list[Reference]:
 
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     """q, k, v, the forward's output, its gradient (all (batch, heads, sequence, head dim)) and the
-    forward's log-sum-exp (batch, heads, sq) fp32 -> dq, dk, dv: rung 1's three launches."""
+    forward's log-sum-exp (batch, heads, sq) fp32 -> dq, dk, dv: three launches - the statistics, the
+    walk over key blocks (rung 2's warpgroup MMAs on Hopper, 1.9x rung 1 there; rung 1 elsewhere), dQ."""
     qs, ks, vs, os_, gs, ls = shapes
     if len(qs) != 4 or ks != vs or len(ks) != 4 or qs[:2] != ks[:2] or qs[3] != ks[3]:
         raise ValueError(f"simtlab.attention backward: q {qs}, k {ks}, v {vs} are not (batch, heads, sequence, "
@@ -317,13 +318,14 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     p = BackwardProblem(max(b * h, 1), max(sq, 1), max(ks[2], 1), d, dtype, bool(options.get("causal", False)))
     scale = options.get("scale")
     scale = forward.scale_of(p) if scale is None else float(scale)
-    rung = FAMILY.rung(1)
+    hopper = tuple(device.compute_capability) == (9, 0)
+    rung, geometry = (FAMILY.rung(2), geometry_wgmma) if hopper else (FAMILY.rung(1), geometry_mma)
     params = rung.params(device.arch, head_params(p))
     sqp = padded(p.sq)
     prep, walk, dq_args = _steps_args(p, scale, (IN, 0), (IN, 1), (IN, 2), (IN, 3), (IN, 4), (IN, 5),
                                       (SCRATCH, 0), (SCRATCH, 1), (OUT, 0), (OUT, 1), (OUT, 2))
     steps = (Step(rung, params, Launch(*_prep_launch(p)), prep, function="attention_bwd_prep"),
-             Step(rung, params, geometry_mma(params, p), walk),
+             Step(rung, params, geometry(params, p), walk),
              Step(rung, params, Launch(*_dq_launch(p)), dq_args, function="attention_bwd_dq"))
     outputs = ((qs, dtype), (ks, dtype), (ks, dtype))
     scratch = (((p.bh * 2 * sqp,), "float32"), ((p.bh * sqp * d,), "float32"))

@@ -5,7 +5,9 @@
 // queries S^T = K Q^T and dP^T = V dO^T are m64n64 accumulators, P^T goes from them straight into
 // the register A operand of dV += P^T dO, and dS^T is written swizzled once for both dK += dS^T Q
 // and dQ = dS K (A read MN-major), whose fp32 sums take atomics as before.
-// Q, dO and the statistics of the next step copy by cp.async while this one computes.
+// Q, dO and the statistics of the next step copy by cp.async while this one computes; P^T's
+// exponentials run while the tensor cores make dP^T, and dQ's sums (two-float reductions) go out
+// while they make dK.
 // What it should buy: the tensor cores' rate instead of ldmatrix's, toward FlashAttention-3's backward.
 #include "simtlab_async.cuh"
 #include "simtlab_attention_bwd.cuh"
@@ -96,27 +98,34 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
         simtlab::wgmma<HQ, TC, 0, 0>(s, simtlab::desc_sw128(k_at + (kk / 4) * KBLOCK + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
                                      simtlab::desc_sw128(q_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
                                                          1024), kk > 0);
+      simtlab::wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
         simtlab::wgmma<HQ, TC, 0, 0>(dp, simtlab::desc_sw128(v_at + (kk / 4) * KBLOCK + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
                                      simtlab::desc_sw128(do_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
                                                          1024), kk > 0);
       simtlab::wgmma_commit();
-      simtlab::wgmma_wait<0>();  // (this half's S^T and dP^T; the last half's dV product, so pf is free)
+      simtlab::wgmma_wait<1>();  // S^T landed; dP^T still runs on the tensor cores
       simtlab::wgmma_hold(s);
-      simtlab::wgmma_hold(dp);
       simtlab::wgmma_hold(dva);
-      unsigned pf[HQ / 16][4];
 #pragma unroll
-      for (int n = 0; n < HQ / 8; ++n) {
-        float p[4], ds[4];
+      for (int n = 0; n < HQ / 8; ++n) {  // P^T in place of S^T while the tensor cores make dP^T
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = half * HQ + n * 8 + 2 * t4 + e % 2;
-          p[e] = exp2f(s[4 * n + e] * scale_log2 - lse2[col]);
-          if (edge && !simtlab::attention::visible(i0 + col, kw + g + (e / 2) * 8, sk, causal)) p[e] = 0.0f;
-          ds[e] = p[e] * (dp[4 * n + e] - lse2[BQ + col]);
+          s[4 * n + e] = exp2f(s[4 * n + e] * scale_log2 - lse2[col]);
+          if (edge && !simtlab::attention::visible(i0 + col, kw + g + (e / 2) * 8, sk, causal)) s[4 * n + e] = 0.0f;
         }
+      }
+      simtlab::wgmma_wait<0>();
+      simtlab::wgmma_hold(dp);
+      unsigned pf[HQ / 16][4];
+#pragma unroll
+      for (int n = 0; n < HQ / 8; ++n) {
+        const float* p = s + 4 * n;
+        float ds[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ds[e] = p[e] * (dp[4 * n + e] - lse2[BQ + half * HQ + n * 8 + 2 * t4 + e % 2]);
         pf[n / 2][(n % 2) * 2] = simtlab::attention::pack2<DT>(p[0], p[1]);
         pf[n / 2][(n % 2) * 2 + 1] = simtlab::attention::pack2<DT>(p[2], p[3]);
 #pragma unroll
@@ -141,19 +150,12 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
 
     simtlab::fence_async_smem();  // (dS^T's plain stores, visible to wgmma's reads)
     __syncthreads();              // both warpgroups' dS^T whole
-    // dK += dS^T Q: A = this warpgroup's 64 rows of dS^T (K-major: 32 bytes of queries a step), B = Q
-    // read MN-major
-    simtlab::wgmma_hold(dka);
-    simtlab::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk)
-      simtlab::wgmma<D, TC, 0, 1>(dka, simtlab::desc_sw128(ds_at + wg * 64 * 128 + kk * 32, 16, 1024),
-                                  simtlab::desc_sw128(q_at + kk * 2048, QBLOCK, 1024), 1);
-    simtlab::wgmma_commit();
-    simtlab::wgmma_hold(dka);
     // dQ (the step's 64 queries x 64 columns) = dS K: A = dS read MN-major from dS^T, B = K read
-    // MN-major (k = keys, 16 rows of 128 bytes a step)
+    // MN-major (k = keys, 16 rows of 128 bytes a step); committed first, so its atomics go out while
+    // the tensor cores make dK += dS^T Q (A = this warpgroup's 64 rows of dS^T, K-major: 32 bytes of
+    // queries a step; B = Q read MN-major)
     float dq[32];
+    simtlab::wgmma_hold(dka);
     simtlab::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
@@ -162,18 +164,23 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
                                                        1024),
                                    kk > 0);
     simtlab::wgmma_commit();
-    simtlab::wgmma_wait<0>();  // (dV, dK and dQ: pf free for the next step)
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk)
+      simtlab::wgmma<D, TC, 0, 1>(dka, simtlab::desc_sw128(ds_at + wg * 64 * 128 + kk * 32, 16, 1024),
+                                  simtlab::desc_sw128(q_at + kk * 2048, QBLOCK, 1024), 1);
+    simtlab::wgmma_commit();
+    simtlab::wgmma_hold(dka);
+    simtlab::wgmma_wait<1>();  // (the second half's dV and dQ; dK still running)
     simtlab::wgmma_hold(dq);
     simtlab::wgmma_hold(dva);
-    simtlab::wgmma_hold(dka);
     float* row = dqh + (long long)(i0 + warp * 16 + g) * D + dq_col0 + 2 * t4;  // (sums padded to sqp rows)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      atomicAdd(row + j * 8, dq[4 * j]);
-      atomicAdd(row + j * 8 + 1, dq[4 * j + 1]);
-      atomicAdd(row + 8 * D + j * 8, dq[4 * j + 2]);
-      atomicAdd(row + 8 * D + j * 8 + 1, dq[4 * j + 3]);
+    for (int j = 0; j < 8; ++j) {  // (sm_90's two-float reductions: half the instructions of scalar ones)
+      atomicAdd(reinterpret_cast<float2*>(row + j * 8), make_float2(dq[4 * j], dq[4 * j + 1]));
+      atomicAdd(reinterpret_cast<float2*>(row + 8 * D + j * 8), make_float2(dq[4 * j + 2], dq[4 * j + 3]));
     }
+    simtlab::wgmma_wait<0>();  // (dK: dS^T and this slot of Q free for the next step)
+    simtlab::wgmma_hold(dka);
   }
   simtlab::cp_async_wait<0>();
   // this thread's keys of dK (scaled) and dV
