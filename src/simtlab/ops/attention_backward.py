@@ -88,10 +88,14 @@ def geometry_mma(params, p: BackwardProblem, device=None) -> Launch:
 WGMMA_BKV = 128  # rung 2's keys a block (two warpgroups)
 
 
+WGMMA_SLOTS = 3  # rung 2's ring of Q, dO and statistics (two steps ahead)
+
+
 def wgmma_shared(d: int) -> int:
-    """Rung 2's dynamic shared memory: K and V (128 rows), two slots of Q and dO (64 rows), all in
-    128-byte rows; dS^T (128 x 64); two slots of the step's LSE and D; 1 KiB to align to the swizzle."""
-    return (2 * WGMMA_BKV + 4 * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + 2 * 2 * BQ * 4 + 1024
+    """Rung 2's dynamic shared memory: K and V (128 rows), three slots of Q and dO (64 rows), all in
+    128-byte rows; dS^T (128 x 64); three slots of the step's LSE and D; 1 KiB to align to the swizzle."""
+    return ((2 * WGMMA_BKV + 2 * WGMMA_SLOTS * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + WGMMA_SLOTS * 2 * BQ * 4
+            + 1024)
 
 
 def geometry_wgmma(params, p: BackwardProblem, device=None) -> Launch:

@@ -26,16 +26,17 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   constexpr int BQ = simtlab::attention::BWD_BQ, BKV = 128, CB = D / 64, DT8 = D / 8;
   constexpr int KBLOCK = BKV * 128, QBLOCK = BQ * 128;  // bytes of a 64-column block of a K / V tile, a Q / dO tile
   constexpr int KV_BYTES = CB * KBLOCK, Q_BYTES = CB * QBLOCK, DS_BYTES = BKV * BQ * 2;
+  constexpr int SLOTS = 3;  // Q, dO and statistics two steps ahead (one ahead left the copies' latency showing)
   static_assert(BQ == 64 && (D == 64 || D == 128), "64-query steps; head dims 64 and 128");
   extern __shared__ unsigned char smem_raw[];
   // (1024-byte aligned: the swizzle pattern repeats every 8 rows of 128 bytes)
   unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
   unsigned char* ks = smem;                      // CB blocks of BKV rows
   unsigned char* vs = ks + KV_BYTES;
-  unsigned char* qs = vs + KV_BYTES;             // two slots of CB blocks of BQ rows
-  unsigned char* dos = qs + 2 * Q_BYTES;         // two slots
-  unsigned char* dst = dos + 2 * Q_BYTES;        // dS^T: BKV key rows of BQ queries (128 bytes), swizzled
-  float* st = reinterpret_cast<float*>(dst + DS_BYTES);  // two slots of the step's LSE (log2) and D
+  unsigned char* qs = vs + KV_BYTES;             // SLOTS slots of CB blocks of BQ rows
+  unsigned char* dos = qs + SLOTS * Q_BYTES;     // SLOTS slots
+  unsigned char* dst = dos + SLOTS * Q_BYTES;    // dS^T: BKV key rows of BQ queries (128 bytes), swizzled
+  float* st = reinterpret_cast<float*>(dst + DS_BYTES);  // SLOTS slots of the step's LSE (log2) and D
   const long long h = blockIdx.y;
   const int j0 = blockIdx.x * BKV, tid = threadIdx.x, lane = tid % 32, wg = tid / 128, warp = (tid / 32) % 4;
   const int g = lane / 4, t4 = lane % 4;
@@ -62,6 +63,8 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   load_tile(vs, v + h * sk * (long long)D, j0, sk, BKV);
   if (first < steps) load_step(first, 0);
   simtlab::cp_async_commit();
+  if (first + 1 < steps) load_step(first + 1, 1);
+  simtlab::cp_async_commit();
 
   float dva[D / 2], dka[D / 2];  // this warpgroup's 64 keys x D of dV and dK (m64nD)
 #pragma unroll
@@ -72,11 +75,11 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   constexpr int DQ_KEYS = D == 128 ? BKV : 64;
   const int dq_key0 = D == 128 ? 0 : wg * 64, dq_col0 = D == 128 ? wg * 64 : 0;
 
-  for (int ib = first, slot = 0; ib < steps; ++ib, slot ^= 1) {
-    simtlab::cp_async_wait<0>();
+  for (int ib = first, slot = 0; ib < steps; ++ib, slot = slot == SLOTS - 1 ? 0 : slot + 1) {
+    simtlab::cp_async_wait<1>();  // (one group a step: this step's landed, the next one's may still fly)
     simtlab::fence_async_smem();  // (the copies' writes, visible to wgmma's reads)
-    __syncthreads();  // this step's tiles landed (and K, V the first time); the other slot and dS^T are free
-    if (ib + 1 < steps) load_step(ib + 1, slot ^ 1);
+    __syncthreads();  // this step's tiles landed (and K, V the first time); the last step's slot and dS^T are free
+    if (ib + 2 < steps) load_step(ib + 2, slot == 0 ? SLOTS - 1 : slot - 1);
     simtlab::cp_async_commit();
     const int i0 = ib * BQ;
     const unsigned q_at = simtlab::smem_u32addr(qs + slot * Q_BYTES), do_at = simtlab::smem_u32addr(dos + slot * Q_BYTES);
@@ -105,15 +108,21 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
                                      simtlab::desc_sw128(do_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
                                                          1024), kk > 0);
       simtlab::wgmma_commit();
+      float2 lse_n[HQ / 8];  // (read while the products run: the exponentials need them first)
+#pragma unroll
+      for (int n = 0; n < HQ / 8; ++n) lse_n[n] = *reinterpret_cast<const float2*>(lse2 + half * HQ + n * 8 + 2 * t4);
       simtlab::wgmma_wait<1>();  // S^T landed; dP^T still runs on the tensor cores
       simtlab::wgmma_hold(s);
       simtlab::wgmma_hold(dva);
+      float2 d_n[HQ / 8];
+#pragma unroll
+      for (int n = 0; n < HQ / 8; ++n) d_n[n] = *reinterpret_cast<const float2*>(lse2 + BQ + half * HQ + n * 8 + 2 * t4);
 #pragma unroll
       for (int n = 0; n < HQ / 8; ++n) {  // P^T in place of S^T while the tensor cores make dP^T
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = half * HQ + n * 8 + 2 * t4 + e % 2;
-          s[4 * n + e] = exp2f(s[4 * n + e] * scale_log2 - lse2[col]);
+          s[4 * n + e] = exp2f(s[4 * n + e] * scale_log2 - (e % 2 ? lse_n[n].y : lse_n[n].x));
           if (edge && !simtlab::attention::visible(i0 + col, kw + g + (e / 2) * 8, sk, causal)) s[4 * n + e] = 0.0f;
         }
       }
@@ -125,7 +134,7 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
         const float* p = s + 4 * n;
         float ds[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ds[e] = p[e] * (dp[4 * n + e] - lse2[BQ + half * HQ + n * 8 + 2 * t4 + e % 2]);
+        for (int e = 0; e < 4; ++e) ds[e] = p[e] * (dp[4 * n + e] - (e % 2 ? d_n[n].y : d_n[n].x));
         pf[n / 2][(n % 2) * 2] = simtlab::attention::pack2<DT>(p[0], p[1]);
         pf[n / 2][(n % 2) * 2 + 1] = simtlab::attention::pack2<DT>(p[2], p[3]);
 #pragma unroll
