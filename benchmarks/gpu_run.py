@@ -263,6 +263,21 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("ncu: backward rung 2 at 16x4096x128", "bash benchmarks/ncu_profile.sh bwd2 attention_backward 2 "
             "16x4096x128 attention_bwd_wgmma && cd {out} && tar -czf ncu_bwd2.tar.gz ncu_bwd2* && "
             "rm -f ncu_bwd2_source.*", 150)]),
+    "attention-bwd4": ("backward rung 2's three-slot ring against two (the sweep) and as the operator runs it "
+                       "beside SDPA; the sanitizer on it; where an operator call's host time goes", [
+        Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
+            "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65'", 120, gate=True),
+        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
+        Run("rung 2's ring: two slots or three", "mkdir -p {out}/slots && for s in 16x4096x128 4x16384x128:causal "
+            "32x512x128; do python3 benchmarks/param_sweep.py attention_backward wgmma --size $s --param SLOTS=2,3 "
+            "--json {out}/slots/$(echo $s | tr ':' '_').json; done; cd {out} && tar -czf slots.tar.gz slots && "
+            "rm -rf slots", 120),
+        Run("simtlab ladder attention_backward (rungs 1, 2)", "simtlab ladder attention_backward -s 16x4096x128 "
+            "-s 4x16384x128:causal -s 32x512x128 -s 32x512x64 --json-out {out}/attention_backward_ladder.json", 100),
+        attention_table(200),
+        Run("compute-sanitizer on backward rung 2", "simtlab sanitize attention_backward --rung 2 --size "
+            "3x77x130x64:causal --jobs 4", 60),
+        Run("host cost, layer by layer", "python3 benchmarks/host_profile.py --json {out}/host_profile.json", 90)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

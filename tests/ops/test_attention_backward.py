@@ -39,10 +39,11 @@ def test_rung_2_fits_one_block_an_sm_spill_free():
 
     for d in bwd.HEAD_DIMS:
         for dt in (1, 2):
-            res = build(FAM.rung(2), {"DT": dt, "D": d}, "sm_90").resources(None)
-            assert res.spill_bytes == 0 and res.registers <= 255, (d, dt, res.registers)
-    assert bwd.wgmma_shared(128) <= H100.smem_per_block_optin
-    launch = FAM.rung(2).geometry({"DT": 1, "D": 128}, bwd.parse_size("3x300x257x128"))
+            for slots in (2, 3):
+                res = build(FAM.rung(2), {"DT": dt, "D": d, "SLOTS": slots}, "sm_90").resources(None)
+                assert res.spill_bytes == 0 and res.registers <= 255, (d, dt, slots, res.registers)
+    assert bwd.wgmma_shared(128, 3) <= H100.smem_per_block_optin
+    launch = FAM.rung(2).geometry({"DT": 1, "D": 128, "SLOTS": 3}, bwd.parse_size("3x300x257x128"))
     assert launch.grid == (3, 3, 1) and launch.block == (256, 1, 1)  # 128 keys a block
 
 

@@ -88,18 +88,14 @@ def geometry_mma(params, p: BackwardProblem, device=None) -> Launch:
 WGMMA_BKV = 128  # rung 2's keys a block (two warpgroups)
 
 
-WGMMA_SLOTS = 3  # rung 2's ring of Q, dO and statistics (two steps ahead)
-
-
-def wgmma_shared(d: int) -> int:
-    """Rung 2's dynamic shared memory: K and V (128 rows), three slots of Q and dO (64 rows), all in
-    128-byte rows; dS^T (128 x 64); three slots of the step's LSE and D; 1 KiB to align to the swizzle."""
-    return ((2 * WGMMA_BKV + 2 * WGMMA_SLOTS * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + WGMMA_SLOTS * 2 * BQ * 4
-            + 1024)
+def wgmma_shared(d: int, slots: int = 3) -> int:
+    """Rung 2's dynamic shared memory: K and V (128 rows), `slots` slots of Q and dO (64 rows), all in
+    128-byte rows; dS^T (128 x 64); `slots` slots of the step's LSE and D; 1 KiB to align to the swizzle."""
+    return (2 * WGMMA_BKV + 2 * slots * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + slots * 2 * BQ * 4 + 1024
 
 
 def geometry_wgmma(params, p: BackwardProblem, device=None) -> Launch:
-    return Launch((-(-p.sk // WGMMA_BKV), p.bh, 1), (256, 1, 1), wgmma_shared(params["D"]))
+    return Launch((-(-p.sk // WGMMA_BKV), p.bh, 1), (256, 1, 1), wgmma_shared(params["D"], params["SLOTS"]))
 
 
 def head_params(p: BackwardProblem, device=None, vec=None) -> dict:
@@ -352,8 +348,8 @@ FAMILY = Family(
              frozen({"DT": 1, "D": 128}),
              "FlashAttention-2's backward: a block's keys walk the queries, dK and dV in registers, dQ by fp32 atomics",
              geometry_mma, size_defaults=head_params, min_cc=(8, 0), sass_expect=("HMMA", "LDSM", "LDGSTS", "REDG|RED")),
-        Rung("attention_backward", 2, "wgmma", "attention_backward/02_wgmma.cu", "attention_bwd_wgmma", ("DT", "D"),
-             frozen({"DT": 1, "D": 128}),
+        Rung("attention_backward", 2, "wgmma", "attention_backward/02_wgmma.cu", "attention_bwd_wgmma",
+             ("DT", "D", "SLOTS"), frozen({"DT": 1, "D": 128, "SLOTS": 3}),
              "all five products on Hopper's warpgroup MMAs from swizzled shared memory; P^T and dS^T as register "
              "operands (no ldmatrix)",
              geometry_wgmma, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,

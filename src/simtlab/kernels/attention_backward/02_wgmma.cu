@@ -13,7 +13,7 @@
 #include "simtlab_attention_bwd.cuh"
 #include "simtlab_hopper.cuh"
 
-template <int DT, int D>
+template <int DT, int D, int SLOTS>
 __global__ void __launch_bounds__(256, 1)
 attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typename simtlab::Io<DT>::T* __restrict__ k,
                     const typename simtlab::Io<DT>::T* __restrict__ v,
@@ -26,8 +26,8 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   constexpr int BQ = simtlab::attention::BWD_BQ, BKV = 128, CB = D / 64, DT8 = D / 8;
   constexpr int KBLOCK = BKV * 128, QBLOCK = BQ * 128;  // bytes of a 64-column block of a K / V tile, a Q / dO tile
   constexpr int KV_BYTES = CB * KBLOCK, Q_BYTES = CB * QBLOCK, DS_BYTES = BKV * BQ * 2;
-  constexpr int SLOTS = 3;  // Q, dO and statistics two steps ahead (one ahead left the copies' latency showing)
   static_assert(BQ == 64 && (D == 64 || D == 128), "64-query steps; head dims 64 and 128");
+  static_assert(SLOTS == 2 || SLOTS == 3, "a ring of Q, dO and statistics one or two steps ahead");
   extern __shared__ unsigned char smem_raw[];
   // (1024-byte aligned: the swizzle pattern repeats every 8 rows of 128 bytes)
   unsigned char* smem = smem_raw + ((1024 - (simtlab::smem_u32addr(smem_raw) & 1023)) & 1023);
@@ -63,8 +63,10 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   load_tile(vs, v + h * sk * (long long)D, j0, sk, BKV);
   if (first < steps) load_step(first, 0);
   simtlab::cp_async_commit();
-  if (first + 1 < steps) load_step(first + 1, 1);
-  simtlab::cp_async_commit();
+  if (SLOTS == 3) {
+    if (first + 1 < steps) load_step(first + 1, 1);
+    simtlab::cp_async_commit();
+  }
 
   float dva[D / 2], dka[D / 2];  // this warpgroup's 64 keys x D of dV and dK (m64nD)
 #pragma unroll
@@ -76,10 +78,10 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
   const int dq_key0 = D == 128 ? 0 : wg * 64, dq_col0 = D == 128 ? wg * 64 : 0;
 
   for (int ib = first, slot = 0; ib < steps; ++ib, slot = slot == SLOTS - 1 ? 0 : slot + 1) {
-    simtlab::cp_async_wait<1>();  // (one group a step: this step's landed, the next one's may still fly)
+    simtlab::cp_async_wait<SLOTS - 2>();  // (a group a step: this step's landed, with 3 slots the next may fly)
     simtlab::fence_async_smem();  // (the copies' writes, visible to wgmma's reads)
     __syncthreads();  // this step's tiles landed (and K, V the first time); the last step's slot and dS^T are free
-    if (ib + 2 < steps) load_step(ib + 2, slot == 0 ? SLOTS - 1 : slot - 1);
+    if (ib + SLOTS - 1 < steps) load_step(ib + SLOTS - 1, slot == 0 ? SLOTS - 1 : slot - 1);
     simtlab::cp_async_commit();
     const int i0 = ib * BQ;
     const unsigned q_at = simtlab::smem_u32addr(qs + slot * Q_BYTES), do_at = simtlab::smem_u32addr(dos + slot * Q_BYTES);
