@@ -278,6 +278,14 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on backward rung 2", "simtlab sanitize attention_backward --rung 2 --size "
             "3x77x130x64:causal --jobs 4", 60),
         Run("host cost, layer by layer", "python3 benchmarks/host_profile.py --json {out}/host_profile.json", 90)]),
+    "ops-eager": ("the operators' eager autograd twins and kept call_along plans: every operator's GPU tests "
+                  "(gradients, streams, graphs, torch.compile), then the host cost layer by layer", [
+        Run("every operator's GPU tests", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
+            "tests/test_api_gpu.py tests/test_rows_api_gpu.py tests/test_reduce_api_gpu.py tests/test_spmv_api_gpu.py "
+            "tests/test_conv2d_api_gpu.py tests/test_stencil_api_gpu.py tests/test_sort_gpu.py "
+            "tests/test_attention_gpu.py tests/test_attention_backward_gpu.py > {out}/pytest_ops.txt 2>&1; rc=$?; "
+            "tail -3 {out}/pytest_ops.txt; grep -e ^FAILED -e ^ERROR {out}/pytest_ops.txt | head -40; exit $rc", 330),
+        Run("host cost, layer by layer", "python3 benchmarks/host_profile.py --json {out}/host_profile.json", 90)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import io
 import json
 import pstats
@@ -29,6 +30,10 @@ def layers(x: torch.Tensor, w: torch.Tensor) -> dict:
     packed = plan._variants[True][1][0][0]
     stream = torch._C._cuda_getCurrentRawStream(x.get_device())
     xg = x.clone().requires_grad_()
+    from cuda.bindings import driver  # (the Cython binding, beside the ctypes one the plans use)
+
+    grid, block, f = packed.grid, packed.block, driver.CUfunction(packed.function.value)
+    params, shared, cu_stream = ctypes.addressof(packed.params), packed.shared, driver.CUstream(stream)
     return {
         "torch.softmax": lambda: torch.softmax(x, -1),
         "simtlab.softmax": lambda: simtlab.softmax(x),
@@ -37,6 +42,7 @@ def layers(x: torch.Tensor, w: torch.Tensor) -> dict:
         "x.new_empty (the output)": lambda: x.new_empty(x.shape),
         "current stream": lambda: torch._C._cuda_getCurrentRawStream(0),
         "one packed launch (ctypes cuLaunchKernel)": lambda: packed.launch(stream),
+        "the same launch by cuda.bindings": lambda: driver.cuLaunchKernel(f, *grid, *block, shared, cu_stream, params, 0),
         "F.rms_norm": lambda: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6),
         "simtlab.rms_norm": lambda: simtlab.rms_norm(x, w, 1e-6),
         "torch.softmax, autograd on": lambda: torch.softmax(xg, -1),

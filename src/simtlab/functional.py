@@ -176,12 +176,13 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, return_
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) (scale
     None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 5 on Hopper (TMA,
     wgmma, warp-specialised), rung 3 on other GPUs from sm_80 (mma.sync, FlashAttention-2's split).
-    Differentiable for PyTorch tensors (attention_backward rung 1). `return_lse`: also each row's log-sum-exp (batch, heads, sq)
-    fp32, which `attention_backward` takes - how a CuPy user gets gradients."""
+    Differentiable for PyTorch tensors (attention_backward rung 2 on Hopper, rung 1 elsewhere).
+    `return_lse`: also each row's log-sum-exp (batch, heads, sq) fp32, which `attention_backward`
+    takes - how a CuPy user gets gradients."""
     if _is_torch(q):
         ops = _torch_ops()
         results = ops.attention_with_lse(q, k, v, causal, scale) if _untracked(q, k, v) else \
-            ops.torch.ops.simtlab.attention(q, k, v, causal, scale)
+            ops.attention_pair(q, k, v, causal, scale)
     else:
         results = call(named("attention"), contiguous(q), contiguous(k), contiguous(v), causal=bool(causal),
                        scale=scale)
@@ -190,9 +191,10 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, return_
 
 def attention_backward(grad, q, k, v, out, lse, causal: bool = False, scale: float | None = None):
     """(dq, dk, dv) of `attention(q, k, v, causal, scale)` given the gradient of its output, from its
-    output and log-sum-exp (`attention(..., return_lse=True)`): attention_backward rung 1,
-    FlashAttention-2's algorithm. PyTorch users get this through autograd; it is here for CuPy
-    arrays (fp16) and for callers who keep the forward's results themselves."""
+    output and log-sum-exp (`attention(..., return_lse=True)`): attention_backward rung 2 on Hopper
+    (warpgroup MMAs), rung 1 elsewhere - FlashAttention-2's algorithm. PyTorch users get this
+    through autograd; it is here for CuPy arrays (fp16) and for callers who keep the forward's
+    results themselves."""
     if _is_torch(q):
         return _torch_ops().torch.ops.simtlab.attention_backward(grad, q, k, v, out, lse, bool(causal), scale)
     return call(named("attention_backward"), contiguous(q), contiguous(k), contiguous(v), contiguous(out),

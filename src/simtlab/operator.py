@@ -268,6 +268,10 @@ def plan(op: Operator, *operands, **options) -> OperatorPlan:
 
 def call(op: Operator, *operands, **options):
     """Run `op` on the operands: the plan kept for their kind (made on its first call)."""
+    return _kept_plan(op, operands, options).run(operands)
+
+
+def _kept_plan(op: Operator, operands: tuple, options: dict) -> OperatorPlan:
     first = operands[0] if operands and operands[0] is not None else None
     if first is None:
         raise TypeError(f"simtlab.{op.name}: {op.operands[0]} must be a GPU array, got None")
@@ -276,14 +280,18 @@ def call(op: Operator, *operands, **options):
         key = (op.name, tuple([None if x is None else lib.key(x) for x in operands]),
                tuple(sorted(options.items())) if options else ())
     except AttributeError:  # (another library's array: the plan names it)
-        return OperatorPlan(op, lib, operands, options).run(operands)
+        return OperatorPlan(op, lib, operands, options)
     found = _PLANS.get(key)
     if found is None:
-        if len(_PLANS) >= PLANS_KEPT:
-            for old in list(_PLANS)[: PLANS_KEPT // 2]:
-                del _PLANS[old]
+        _keep_room(_PLANS)
         found = _PLANS[key] = OperatorPlan(op, lib, operands, options)
-    return found.run(operands)
+    return found
+
+
+def _keep_room(plans: dict) -> None:
+    if len(plans) >= PLANS_KEPT:
+        for old in list(plans)[: PLANS_KEPT // 2]:
+            del plans[old]
 
 
 _NAMED: dict = {}
@@ -304,11 +312,21 @@ def named(name: str) -> Operator:
     return op
 
 
+_ALONG: dict = {}  # (name, dim, x's kind) -> the plan of a contiguous x along its last dimension
+
+
 def call_along(name: str, x, dim: int, *others, **options):
     """Operator `name` along dimension `dim` of x (and of `others`, arrays of x's shape such as a
     backward's dy): the arrays moved so that `dim` is last and made contiguous where they are not
     (copies inside the call, on its stream), the result moved back, contiguous. A 0-d x is one
-    row of one value."""
+    row of one value. A repeated call on a contiguous x along its last dimension goes straight to
+    its plan (the checks below are the same for every x of the kind: a key of type, shape, strides
+    and device)."""
+    lib = _LIBS.get(type(x))
+    if lib is not None and not others and not options:
+        found = _ALONG.get((name, dim, lib.key(x)))
+        if found is not None:
+            return found.run((x,))
     torch_like = type(x).__module__.startswith("torch")
     if x.ndim == 0:
         return call_along(name, x.reshape(1), 0, *(o.reshape(1) for o in others), **options).reshape(())
@@ -320,7 +338,12 @@ def call_along(name: str, x, dim: int, *others, **options):
     def ready(a):
         return contiguous(a if last else _moved_last(a, d, torch_like))
 
-    out = call(named(name), ready(x), *(ready(o) for o in others), **options)
+    operands = (ready(x), *(ready(o) for o in others))
+    found = _kept_plan(named(name), operands, options)
+    if last and not others and not options and operands[0] is x:  # (kept for the call's repeats)
+        _keep_room(_ALONG)
+        _ALONG[(name, dim, found.lib.key(x))] = found
+    out = found.run(operands)
     if last:
         return out
     if torch_like:

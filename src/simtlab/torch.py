@@ -40,6 +40,30 @@ def _no_context(ctx, inputs, output) -> None:
     """register_autograd's setup for a backward that needs nothing saved."""
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _eager(*tensors) -> bool:
+    """Plain CUDA tensors with no tracer about (torch.compile, fake or meta tensors, torch.func's
+    transforms): the call may skip torch.library's dispatch - about 40 us of Python a call with
+    autograd on (measured on an H100's host, run c4799c8) - for `_autograd_function`'s twin of the
+    operator; anything else goes through the registered operator."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return False
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN or not t.is_cuda):
+            return False
+    return True
+
+
+def _autograd_function(name: str, work, setup, backward):
+    """An autograd.Function running an operator's own work with its registered setup_context and
+    backward - the same forward, the same saved tensors, the same backward kernels - without the
+    operator dispatch (what eager calls run; see _eager)."""
+    methods = {"forward": staticmethod(work), "setup_context": staticmethod(setup), "backward": staticmethod(backward)}
+    return type(f"{name}_eager", (torch.autograd.Function,), methods).apply
+
+
 def _readable(x: torch.Tensor) -> torch.Tensor:
     """x itself where simtlab reads it in place (row-major or a transposed view), else a
     contiguous copy (an expanded gradient, a sliced view)."""
@@ -56,13 +80,18 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError(f"simtlab.torch.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not multiply")
 
 
-@torch.library.custom_op("simtlab::matmul", mutates_args=())
-def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def matmul_work(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """simtlab::matmul's work."""
     _check(a, b)
     if a.dim() > b.dim():  # (..., K) @ (K, N): the leading dimensions as rows of one product (a linear layer)
         rows = _readable(a.reshape(-1, a.shape[-1]))
         return gemm_tc(rows, _readable(b), out_dtype=_TYPES[a.dtype]).view(*a.shape[:-1], b.shape[-1])
     return gemm_tc(_readable(a), _readable(b), out_dtype=_TYPES[a.dtype])
+
+
+@torch.library.custom_op("simtlab::matmul", mutates_args=())
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return matmul_work(a, b)
 
 
 @_matmul.register_fake
@@ -87,12 +116,13 @@ def _backward(ctx, grad: torch.Tensor):
 
 
 _matmul.register_autograd(_backward, setup_context=_setup_context)
+_MATMUL = _autograd_function("matmul", matmul_work, _setup_context, _backward)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b on simtlab's tensor-core GEMM (float16 / bfloat16): two matrices, two 3-D batches, or
     any leading dimensions of a against one matrix b; differentiable and traceable by torch.compile."""
-    return torch.ops.simtlab.matmul(a, b)
+    return _MATMUL(a, b) if _eager(a, b) else torch.ops.simtlab.matmul(a, b)
 
 
 # --- the row operators ------------------------------------------------------------------------------
@@ -144,6 +174,7 @@ def _softmax_grad(ctx, grad: torch.Tensor):
 
 
 _softmax.register_autograd(_softmax_grad, setup_context=_softmax_setup)
+_SOFTMAX = _autograd_function("softmax", softmax_rows, _softmax_setup, _softmax_grad)
 
 
 def _vector(v: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
@@ -215,6 +246,7 @@ def _norm_grad(ctx, grad: torch.Tensor):
 
 
 _norm.register_autograd(_norm_grad, setup_context=_norm_setup)
+_NORM = _autograd_function("norm", norm_rows, _norm_setup, _norm_grad)
 
 
 # --- reductions and transpose -------------------------------------------------------------------------
@@ -289,6 +321,9 @@ def _amax_grad(ctx, grad: torch.Tensor):
 
 _sum.register_autograd(_sum_grad, setup_context=_sum_setup)
 _amax.register_autograd(_amax_grad, setup_context=_amax_setup)
+_SUM = _autograd_function("sum", lambda x, dim, keepdim: reduce_rows(x, dim, keepdim, "sum"), _sum_setup, _sum_grad)
+_AMAX = _autograd_function("amax", lambda x, dim, keepdim: reduce_rows(x, dim, keepdim, "amax"), _amax_setup,
+                           _amax_grad)
 
 
 _CUMSUM = {torch.float32: torch.float32, torch.int32: torch.int64, torch.int64: torch.int64}
@@ -322,6 +357,7 @@ def _cumsum_grad(ctx, grad: torch.Tensor):  # (dx_i = sum of dy_j for j >= i: a 
 
 
 _cumsum.register_autograd(_cumsum_grad, setup_context=_cumsum_setup)
+_CUMSUM_FN = _autograd_function("cumsum", cumsum_rows, _cumsum_setup, _cumsum_grad)
 
 
 _SORT_KEYS = (torch.float32, torch.int32) + ((torch.uint32,) if hasattr(torch, "uint32") else ())
@@ -389,6 +425,8 @@ def _csr_parts(A: torch.Tensor):
 def spmv_csr(A: torch.Tensor, x: torch.Tensor, alpha: float, beta: float, y: Optional[torch.Tensor]) -> torch.Tensor:
     """simtlab.spmv on a torch sparse CSR matrix: through simtlab::spmv (differentiable in x and y)."""
     crow, col, val = _csr_parts(A)
+    if _eager(crow, col, val, x, y):
+        return _SPMV(crow, col, val, x, y, A.shape[1], alpha, beta)
     return torch.ops.simtlab.spmv(crow, col, val, x, y, A.shape[1], alpha, beta)
 
 
@@ -438,6 +476,7 @@ def _spmv_grad(ctx, grad: torch.Tensor):
 
 
 _spmv.register_autograd(_spmv_grad, setup_context=_spmv_setup)
+_SPMV = _autograd_function("spmv", _spmv_run, _spmv_setup, _spmv_grad)
 
 
 _ATTENTION_TYPES = (torch.bfloat16, torch.float16)
@@ -483,8 +522,8 @@ def _attention_fake(q, k, v, causal: bool, scale: Optional[float]) -> Tuple[torc
 def _attention_backward(grad: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                         lse: torch.Tensor, causal: bool,
                         scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv on attention_backward rung 1 (FlashAttention-2's algorithm: the probabilities
-    recomputed from the log-sum-exp)."""
+    """dq, dk, dv on attention_backward rung 2 on Hopper, rung 1 elsewhere (FlashAttention-2's
+    algorithm: the probabilities recomputed from the log-sum-exp)."""
     _check_attention(q, k, v)
     return call(named("attention_backward"), _aligned(q), _aligned(k), _aligned(v), _aligned(out),
                 _aligned(grad.to(q.dtype)), _aligned(lse), causal=bool(causal), scale=scale)
@@ -512,6 +551,7 @@ def _attention_grad(ctx, grad, grad_lse):
 
 
 _attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+_ATTENTION = _autograd_function("attention", attention_with_lse, _attention_setup, _attention_grad)
 
 
 def transpose_matrix(x: torch.Tensor) -> torch.Tensor:
@@ -540,7 +580,12 @@ def _transpose_fake(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty(tuple(reversed(x.shape)))
 
 
-_transpose.register_autograd(lambda ctx, grad: torch.ops.simtlab.transpose(grad), setup_context=_no_context)
+def _transpose_grad(ctx, grad):
+    return torch.ops.simtlab.transpose(grad)
+
+
+_transpose.register_autograd(_transpose_grad, setup_context=_no_context)
+_TRANSPOSE = _autograd_function("transpose", transpose_matrix, _no_context, _transpose_grad)
 
 
 def stencil_grid(u: torch.Tensor, c0: float, c1: float) -> torch.Tensor:
@@ -569,14 +614,19 @@ def _stencil_setup(ctx, inputs, output) -> None:
     ctx.c0, ctx.c1 = inputs[1], inputs[2]
 
 
-# (c0 u + c1 A u with A the grid's symmetric face adjacency, zeros outside: its own adjoint)
-_stencil.register_autograd(lambda ctx, grad: (torch.ops.simtlab.stencil(grad, ctx.c0, ctx.c1), None, None),
-                           setup_context=_stencil_setup)
+def _stencil_grad(ctx, grad):
+    # (c0 u + c1 A u with A the grid's symmetric face adjacency, zeros outside: its own adjoint)
+    return torch.ops.simtlab.stencil(grad, ctx.c0, ctx.c1), None, None
+
+
+_stencil.register_autograd(_stencil_grad, setup_context=_stencil_setup)
+_STENCIL = _autograd_function("stencil", stencil_grid, _stencil_setup, _stencil_grad)
 
 
 def stencil(u: torch.Tensor, c0: float = STENCIL_C0, c1: float = STENCIL_C1) -> torch.Tensor:
     """One Jacobi step of the 3-D 7-point stencil (simtlab.stencil) as a differentiable operator."""
-    return torch.ops.simtlab.stencil(u, float(c0), float(c1))
+    c0, c1 = float(c0), float(c1)
+    return _STENCIL(u, c0, c1) if _eager(u) else torch.ops.simtlab.stencil(u, c0, c1)
 
 
 def conv2d_images(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -623,26 +673,27 @@ def _conv2d_grad(ctx, grad):
 
 
 _conv2d.register_autograd(_conv2d_grad, setup_context=_conv2d_setup)
+_CONV2D = _autograd_function("conv2d", conv2d_images, _conv2d_setup, _conv2d_grad)
 
 
 def conv2d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Each image of x (..., H, W) filtered by weight (D, D) (simtlab.conv2d), differentiable."""
-    return torch.ops.simtlab.conv2d(x, weight)
+    return _CONV2D(x, weight) if _eager(x, weight) else torch.ops.simtlab.conv2d(x, weight)
 
 
 def sum(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:  # noqa: A001
     """torch.sum(x, dim, keepdim) on simtlab's reduction rung 10: differentiable, traced by torch.compile."""
-    return torch.ops.simtlab.sum(x, dim, keepdim)
+    return _SUM(x, dim, keepdim) if _eager(x) else torch.ops.simtlab.sum(x, dim, keepdim)
 
 
 def amax(x: torch.Tensor, dim: Optional[int] = None, keepdim: bool = False) -> torch.Tensor:
     """torch.amax(x, dim, keepdim) on simtlab's reduction rung 10 (NaN propagated)."""
-    return torch.ops.simtlab.amax(x, dim, keepdim)
+    return _AMAX(x, dim, keepdim) if _eager(x) else torch.ops.simtlab.amax(x, dim, keepdim)
 
 
 def cumsum(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.cumsum(x, dim) on simtlab's scan rungs 6 and 7 (float32, int32 -> int64, int64)."""
-    return torch.ops.simtlab.cumsum(x, dim)
+    return _CUMSUM_FN(x, dim) if _eager(x) else torch.ops.simtlab.cumsum(x, dim)
 
 
 def sort(keys: torch.Tensor, values: Optional[torch.Tensor] = None, descending: bool = False):
@@ -656,12 +707,20 @@ def argsort(keys: torch.Tensor, descending: bool = False) -> torch.Tensor:
     return torch.ops.simtlab.argsort(keys, descending)
 
 
+def attention_pair(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                   scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """simtlab::attention as autograd and torch.compile see it: the output and the log-sum-exp."""
+    if _eager(q, k, v):
+        return _ATTENTION(q, k, v, causal, scale)
+    return torch.ops.simtlab.attention(q, k, v, causal, scale)
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None) -> torch.Tensor:
     """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
-    rung 5 on Hopper (rung 3 on other sm_80+), differentiable (attention_backward rung 1) and traced
-    by torch.compile."""
-    return torch.ops.simtlab.attention(q, k, v, causal, scale)[0]
+    rung 5 on Hopper (rung 3 on other sm_80+), differentiable (attention_backward rung 2 on Hopper,
+    rung 1 elsewhere) and traced by torch.compile."""
+    return attention_pair(q, k, v, causal, scale)[0]
 
 
 def spmv(A: torch.Tensor, x: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,
@@ -672,26 +731,29 @@ def spmv(A: torch.Tensor, x: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
 
 def transpose(x: torch.Tensor) -> torch.Tensor:
     """x.T.contiguous() for a float32 matrix on simtlab's transpose rung 5."""
-    return torch.ops.simtlab.transpose(x)
+    return _TRANSPOSE(x) if _eager(x) else torch.ops.simtlab.transpose(x)
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.softmax(x, dim) on simtlab's softmax rung 5: differentiable, traced by torch.compile."""
-    return torch.ops.simtlab.softmax(x, dim, False)
+    return _SOFTMAX(x, dim, False) if _eager(x) else torch.ops.simtlab.softmax(x, dim, False)
 
 
 def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """torch.log_softmax(x, dim) on simtlab's softmax rung 5."""
-    return torch.ops.simtlab.softmax(x, dim, True)
+    return _SOFTMAX(x, dim, True) if _eager(x) else torch.ops.simtlab.softmax(x, dim, True)
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                eps: float = 1e-5) -> torch.Tensor:
     """F.layer_norm(x, (x.shape[-1],), weight, bias, eps) on simtlab's layernorm rungs 3 and 5."""
-    return torch.ops.simtlab.norm(x, weight, bias, eps, False)
+    return _NORM(x, weight, bias, eps, False) if _eager(x, weight, bias) else \
+        torch.ops.simtlab.norm(x, weight, bias, eps, False)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
     """F.rms_norm(x, (x.shape[-1],), weight, eps) on simtlab's layernorm rungs 4 and 5 (eps=None: the
     machine epsilon of x's type, as PyTorch)."""
-    return torch.ops.simtlab.norm(x, weight, None, _eps(x, eps), True)
+    eps = _eps(x, eps)
+    return _NORM(x, weight, None, eps, True) if _eager(x, weight) else \
+        torch.ops.simtlab.norm(x, weight, None, eps, True)
