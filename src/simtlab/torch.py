@@ -59,8 +59,17 @@ def _eager(*tensors) -> bool:
 def _autograd_function(name: str, work, setup, backward):
     """An autograd.Function running an operator's own work with its registered setup_context and
     backward - the same forward, the same saved tensors, the same backward kernels - without the
-    operator dispatch (what eager calls run; see _eager)."""
-    methods = {"forward": staticmethod(work), "setup_context": staticmethod(setup), "backward": staticmethod(backward)}
+    operator dispatch (what eager calls run; see _eager). The forward takes ctx itself: a Function
+    with a separate setup_context binds its arguments by inspect.signature on every call (about 25
+    us, measured: run 17eec5d), and torch.func's transforms, which would need that form, never
+    reach here."""
+
+    def forward(ctx, *inputs):
+        output = work(*inputs)
+        setup(ctx, inputs, output)
+        return output
+
+    methods = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
     return type(f"{name}_eager", (torch.autograd.Function,), methods).apply
 
 
