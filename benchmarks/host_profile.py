@@ -29,7 +29,7 @@ def layers(x: torch.Tensor, w: torch.Tensor) -> dict:
     plan = next(p for key, p in _PLANS.items() if key[0] == "softmax")
     packed = plan._variants[True][1][0][0]
     stream = torch._C._cuda_getCurrentRawStream(x.get_device())
-    xg = x.clone().requires_grad_()
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     from cuda.bindings import driver  # (the Cython binding, beside the ctypes one the plans use)
 
     grid, block, f = packed.grid, packed.block, driver.CUfunction(packed.function.value)
@@ -47,6 +47,8 @@ def layers(x: torch.Tensor, w: torch.Tensor) -> dict:
         "simtlab.rms_norm": lambda: simtlab.rms_norm(x, w, 1e-6),
         "torch.softmax, autograd on": lambda: torch.softmax(xg, -1),
         "simtlab.softmax, autograd on": lambda: simtlab.softmax(xg),
+        "F.rms_norm, autograd on": lambda: torch.nn.functional.rms_norm(xg, (x.shape[-1],), wg, 1e-6),
+        "simtlab.rms_norm, autograd on": lambda: simtlab.rms_norm(xg, wg, 1e-6),
     }
 
 
