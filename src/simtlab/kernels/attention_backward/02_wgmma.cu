@@ -1,13 +1,14 @@
 // Rung 2 - the backward on Hopper's warpgroup MMAs (sm_90a): what changed from rung 1: all five
 // products are wgmma, reading their tiles from 128-byte-swizzled shared memory - rung 1 fed its
 // mma.sync from ldmatrix (about one four-matrix load per MMA: the shared-memory bandwidth, not the
-// tensor cores, bounded it). A block is two warpgroups and owns 128 keys (64 each); per step of 64
-// queries S^T = K Q^T and dP^T = V dO^T are m64n64 accumulators, P^T goes from them straight into
-// the register A operand of dV += P^T dO, and dS^T is written swizzled once for both dK += dS^T Q
-// and dQ = dS K (A read MN-major), whose fp32 sums take atomics as before.
-// Q, dO and the statistics of the next step copy by cp.async while this one computes; P^T's
-// exponentials run while the tensor cores make dP^T, and dQ's sums (two-float reductions) go out
-// while they make dK.
+// tensor cores, bounded it). A block is two warpgroups and owns 128 keys (64 each); a step of 64
+// queries runs in halves of 32: S^T = K Q^T and dP^T = V dO^T are m64n32 accumulators, P^T goes
+// from them straight into the register A operand of dV += P^T dO, and dS^T is written swizzled once
+// for both dK += dS^T Q and dQ = dS K (A read MN-major), whose fp32 sums take atomics as before.
+// Q, dO and the statistics of later steps copy by cp.async into a ring of SLOTS (2 and 3 measured
+// alike) while this one computes; the step's statistics are read while its products run, P^T's
+// exponentials while the tensor cores make dP^T, and dQ's sums (two-float reductions) go out while
+// they make dK.
 // What it should buy: the tensor cores' rate instead of ldmatrix's, toward FlashAttention-3's backward.
 #include "simtlab_async.cuh"
 #include "simtlab_attention_bwd.cuh"
