@@ -9,40 +9,6 @@
 #include "simtlab_attention.cuh"
 #include "simtlab_hopper.cuh"
 
-namespace {
-
-// A tile of scores S_t (an m64n128 accumulator) scaled, masked and exponentiated in place; the
-// rows' running max m, sum l and the factor their accumulators are scaled by. MASK: only a tile
-// that crosses the diagonal or the keys' end tests each key (the others skip five instructions a
-// score). FOLD (a positive scale, the usual case): the max is taken over the raw scores and the
-// scale folded into the exponent's one FFMA, exp2(s scale - max).
-template <bool MASK, bool FOLD, int N>
-__device__ __forceinline__ void softmax_tile(float (&s)[N], float (&m)[2], float (&l)[2], float (&factor)[2],
-                                             float scale_log2, int row0, int j0, int t4, int sk, int causal) {
-  const float neg_inf = -__int_as_float(0x7f800000);
-  float bmax[2] = {neg_inf, neg_inf}, shift[2];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    float x = FOLD ? s[j] : s[j] * scale_log2;
-    if (MASK && !simtlab::attention::visible(row0 + ((j % 4) / 2) * 8, j0 + (j / 4) * 8 + 2 * t4 + j % 2, sk, causal))
-      x = neg_inf;
-    s[j] = x;
-    bmax[(j % 4) / 2] = fmaxf(bmax[(j % 4) / 2], x);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (FOLD) bmax[r] *= scale_log2;  // (-inf stays -inf)
-    factor[r] = simtlab::attention::online_step(m[r], l[r], bmax[r], shift[r]);
-  }
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    s[j] = exp2f(FOLD ? fmaf(s[j], scale_log2, -shift[(j % 4) / 2]) : s[j] - shift[(j % 4) / 2]);  // (-inf: zero)
-    l[(j % 4) / 2] += s[j];
-  }
-}
-
-}  // namespace
-
 template <int DT, int D>
 __global__ void __launch_bounds__(384, 1)
 attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constant__ simtlab::TensorMap mk,
@@ -145,11 +111,11 @@ attention_ws(const __grid_constant__ simtlab::TensorMap mq, const __grid_constan
   auto softmax = [&](int t) {
     const bool edge = (t + 1) * BK > sk || (causal && (t + 1) * BK - 1 > wrow);
     if (edge)
-      fold ? softmax_tile<true, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
-           : softmax_tile<true, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
+      fold ? simtlab::attention::softmax_tile<true, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
+           : simtlab::attention::softmax_tile<true, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
     else
-      fold ? softmax_tile<false, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
-           : softmax_tile<false, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
+      fold ? simtlab::attention::softmax_tile<false, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
+           : simtlab::attention::softmax_tile<false, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
   };
   auto pack = [&] {  // keys kk*16 .. +15 from score tiles 2kk and 2kk+1
 #pragma unroll

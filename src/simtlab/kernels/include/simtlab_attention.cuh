@@ -118,5 +118,35 @@ __device__ __forceinline__ void store_rows(At at, const float (&l)[2], const flo
   }
 }
 
+// Rungs 5 and 6: a tile of scores S_t (an m64n128 accumulator) scaled, masked and exponentiated in place; the
+// rows' running max m, sum l and the factor their accumulators are scaled by. MASK: only a tile
+// that crosses the diagonal or the keys' end tests each key (the others skip five instructions a
+// score). FOLD (a positive scale, the usual case): the max is taken over the raw scores and the
+// scale folded into the exponent's one FFMA, exp2(s scale - max).
+template <bool MASK, bool FOLD, int N>
+__device__ __forceinline__ void softmax_tile(float (&s)[N], float (&m)[2], float (&l)[2], float (&factor)[2],
+                                             float scale_log2, int row0, int j0, int t4, int sk, int causal) {
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float bmax[2] = {neg_inf, neg_inf}, shift[2];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float x = FOLD ? s[j] : s[j] * scale_log2;
+    if (MASK && !visible(row0 + ((j % 4) / 2) * 8, j0 + (j / 4) * 8 + 2 * t4 + j % 2, sk, causal))
+      x = neg_inf;
+    s[j] = x;
+    bmax[(j % 4) / 2] = fmaxf(bmax[(j % 4) / 2], x);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (FOLD) bmax[r] *= scale_log2;  // (-inf stays -inf)
+    factor[r] = online_step(m[r], l[r], bmax[r], shift[r]);
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    s[j] = exp2f(FOLD ? fmaf(s[j], scale_log2, -shift[(j % 4) / 2]) : s[j] - shift[(j % 4) / 2]);  // (-inf: zero)
+    l[(j % 4) / 2] += s[j];
+  }
+}
+
 }  // namespace attention
 }  // namespace simtlab
