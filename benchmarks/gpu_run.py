@@ -286,6 +286,19 @@ PHASES: dict[str, tuple[str, list]] = {
             "tests/test_attention_gpu.py tests/test_attention_backward_gpu.py > {out}/pytest_ops.txt 2>&1; rc=$?; "
             "tail -3 {out}/pytest_ops.txt; grep -e ^FAILED -e ^ERROR {out}/pytest_ops.txt | head -40; exit $rc", 330),
         Run("host cost, layer by layer", "python3 benchmarks/host_profile.py --json {out}/host_profile.json", 90)]),
+    "attention-persistent": ("attention rung 6 (persistent blocks, built after the last device call) and the "
+                             "operator on it: a gate, every attention GPU test, the ladder's rungs 5-6, the table, "
+                             "the sanitizer with blocks walking several items", [
+        Run("gate: rung 6 and the operator on it", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
+            "tests/test_attention_gpu.py -k '(persistent and (2x65x65 or 200x300x300) and bfloat16) or "
+            "test_the_operator_matches_sdpa'", 100, gate=True),
+        Tests("attention", "pytest_attention.txt", 130, 8),
+        Run("simtlab ladder attention (rungs 5, 6)", "simtlab ladder attention --rung 5 --rung 6 -s 32x512x128 "
+            "-s 32x512x128:causal -s 16x1024x128 -s 16x4096x128 -s 4x16384x128:causal "
+            "--json-out {out}/attention_ladder.json", 80),
+        attention_table(110),
+        Run("compute-sanitizer on rung 6, blocks walking several items", "simtlab sanitize attention --rung 6 "
+            "--size 150x130x130x64:causal --jobs 4", 60)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

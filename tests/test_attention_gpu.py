@@ -17,8 +17,9 @@ from test_gpu import _run_rung
 pytestmark = [pytest.mark.gpu, pytest.mark.attention]
 
 FAM = family("attention")
+# (200 x 300: 600 query blocks, more than an H100's 132 SMs - rung 6's blocks each walk several)
 SHAPES = [(1, 1, 1, 64), (2, 1, 300, 64), (3, 77, 1, 128), (2, 65, 65, 64), (1, 129, 200, 128), (5, 300, 131, 64),
-          (2, 1000, 1000, 128)]
+          (2, 1000, 1000, 128), (200, 300, 300, 64)]
 
 
 def _lse64(ws):

@@ -177,6 +177,17 @@ def geometry_ws(params, p: AttentionProblem, device=None) -> Launch:
     return Launch((-(-p.sq // WGMMA_BQ), p.bh, 1), (WS_THREADS, 1, 1), wgmma_shared(params["D"]))
 
 
+def items(p: AttentionProblem) -> int:
+    """Rung 6's work items: each head's 128-row query blocks."""
+    return -(-p.sq // WGMMA_BQ) * p.bh
+
+
+def geometry_persistent(params, p: AttentionProblem, device=None) -> Launch:
+    """Rung 6: rung 5's block, one an SM (at most one an item), each walking items in a stride."""
+    sms = device.sms if device is not None else 132
+    return Launch((min(items(p), sms), 1, 1), (WS_THREADS, 1, 1), wgmma_shared(params["D"]))
+
+
 def tile_box(p: AttentionProblem, rows: int) -> TmaBox:
     """Rung 5's tensor map of Q (rows = query length) or K, V (key length): (bh, rows, d) as a 3-D
     tensor, boxes of 64 columns (128 bytes: the swizzle's span) x 128 rows of one head - rows past a
@@ -252,8 +263,8 @@ def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, pre
     p = problem
     launch = inst.geometry(p, device)
     func = prepare(inst, launch, vec, device)
-    if inst.rung.stage == 5:
-        return _ws_runner(func, launch, p, ws, device)
+    if inst.rung.stage in (5, 6):
+        return _ws_runner(func, launch, p, ws, device, persistent=inst.rung.stage == 6)
     if inst.rung.stage == 1:
         scores = cupy.empty((p.bh, p.sq, p.sk), dtype=cupy.float32)
         common = (ws.q, ws.k, ws.v, ws.o, scores, ws.lse, np.int32(p.sq), np.int32(p.sk), np.int32(p.d),
@@ -274,22 +285,23 @@ def make_runner(inst, problem: AttentionProblem, ws: Workspace, device, vec, pre
     return lambda: func(launch.grid, launch.block, ws.args(), shared_mem=launch.shared)
 
 
-def _ws_runner(func, launch, p: AttentionProblem, ws: Workspace, device):
-    """Rung 5 takes its tensor maps by value: one packed driver launch (as simtlab.attention makes
-    it) on CuPy's current stream, the maps encoded here, outside the timed call."""
+def _ws_runner(func, launch, p: AttentionProblem, ws: Workspace, device, persistent: bool = False):
+    """Rungs 5 and 6 take their tensor maps by value: one packed driver launch (as simtlab.attention
+    makes it) on CuPy's current stream, the maps encoded here, outside the timed call. Rung 6 also
+    takes the heads (batch x heads), to number its items."""
     from cupy.cuda import get_current_stream
 
     from ..driver import F32, I32, MAP as MAP_PARAM, PTR, PackedLaunch
     from ..launch import function_handle
 
-    packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared,
-                          (MAP_PARAM, MAP_PARAM, MAP_PARAM, PTR, PTR, I32, I32, F32, I32),
+    kinds = (MAP_PARAM, MAP_PARAM, MAP_PARAM, PTR, PTR, I32, I32, F32, I32) + ((I32,) if persistent else ())
+    packed = PackedLaunch(function_handle(func), launch.grid, launch.block, launch.shared, kinds,
                           device.index if device is not None else 0)
     encoders = [tensor_map_encoder(tile_box(p, rows), p.dtype) for rows in (p.sq, p.sk, p.sk)]
     packed.kept = [enc.keep(a.data.ptr) for enc, a in zip(encoders, (ws.q, ws.k, ws.v))]
     for i, (address, _) in enumerate(packed.kept):
         packed.params[i] = address
-    for i, value in enumerate(ws.args()[3:], start=3):
+    for i, value in enumerate(ws.args()[3:] + ((np.int32(p.bh),) if persistent else ()), start=3):
         packed.values[i].value = value.item() if isinstance(value, np.generic) else value.data.ptr
     return lambda: packed.launch(get_current_stream().ptr)
 
@@ -338,8 +350,8 @@ LOG2E = 1.4426950408889634
 
 
 def _declare(shapes, dtype, options, device, vec, build) -> Declared:
-    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 5 (warp-specialised, TMA
-    and wgmma) on Hopper and rung 3 (mma.sync) on other GPUs from sm_80 where their 16-byte copies
+    """(batch, heads, sequence, head dim) Q, K, V as SDPA takes them: rung 6 (rung 5's warp-specialised
+    TMA and wgmma in persistent blocks) on Hopper and rung 3 (mma.sync) on other GPUs from sm_80 where their 16-byte copies
     can read the operands, else rung 2; head dims 64 and 128."""
     qs, ks, vs = shapes
     if len(qs) != 4 or len(ks) != 4 or ks != vs:
@@ -357,12 +369,13 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     outputs = ((qs, dtype), ((b, h, sq), "float32"))
     common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
     maps = ()
-    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs)
-        rung = FAMILY.rung(5)
+    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs, persistent blocks)
+        rung = FAMILY.rung(6)
         params = rung.params(device.arch, head_params(p))
         maps = tuple(map_arg((IN, i), tile_box(p, rows), dtype) for i, rows in enumerate((p.sq, p.sk, p.sk)))
-        step = Step(rung, params, geometry_ws(params, p), ((MAP, 0), (MAP, 1), (MAP, 2), *common[3:],
-                                                          np.float32(scale * LOG2E), np.int32(p.causal)))
+        step = Step(rung, params, geometry_persistent(params, p, device),
+                    ((MAP, 0), (MAP, 1), (MAP, 2), *common[3:], np.float32(scale * LOG2E), np.int32(p.causal),
+                     np.int32(p.bh)))
     elif vec and tuple(device.compute_capability) >= (8, 0):
         rung = FAMILY.rung(3)
         params = rung.params(device.arch, head_params(p))
@@ -404,6 +417,13 @@ FAMILY = Family(
              "a TMA producer warpgroup and two consumers taking turns at the tensor cores: one's softmax runs "
              "while the other's products do (FlashAttention-3's schedule)",
              geometry_ws, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
+             sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
+             traffic=functools.partial(requested_bytes, rows=WGMMA_BQ)),
+        Rung("attention", 6, "persistent", "attention/06_persistent.cu", "attention_persistent", ("DT", "D"),
+             frozen({"DT": 1, "D": 128}),
+             "one block an SM walking query blocks: the next one's Q and K, V load while this one's last "
+             "products and stores run",
+             geometry_persistent, size_defaults=head_params, min_cc=(9, 0), arch_specific=True,
              sass_expect=("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG"),
              traffic=functools.partial(requested_bytes, rows=WGMMA_BQ)),
     ),
