@@ -40,11 +40,12 @@ def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, dt
                                                                False)]:
         declared, build_once = declare(op, shapes, dtype, vec, {"causal": causal}, device)
         (step,) = declared.steps
-        assert step.rung.stage == ((6 if device is H100 else 3) if vec else 2)
+        assert step.rung.stage == (((5 if causal else 6) if device is H100 else 3) if vec else 2)
         check_steps(declared, build_once, shapes, device)
         b, h, sq, d = shapes[0]
-        if step.rung.stage == 6:  # Q, K, V as tensor maps: (d, rows, bh), boxes of 64 columns x 128 rows of a head
-            assert step.args[:5] == ((MAP, 0), (MAP, 1), (MAP, 2), (OUT, 0), (OUT, 1)) and int(step.args[-1]) == b * h
+        if step.rung.stage in (5, 6):  # Q, K, V as tensor maps: (d, rows, bh), boxes of 64 columns x 128 rows of a head
+            assert step.args[:5] == ((MAP, 0), (MAP, 1), (MAP, 2), (OUT, 0), (OUT, 1))
+            assert int(step.args[-1]) == (b * h if step.rung.stage == 6 else causal)
             item = 2
             for i, m in enumerate(declared.maps):
                 rows = shapes[i][2]
@@ -56,7 +57,7 @@ def test_the_operator_s_launch_fits_and_passes_the_kernels_parameters(device, dt
         if step.rung.stage == 6:  # (persistent: one block an SM, at most one an item)
             assert step.launch.grid == (min(-(-sq // att.WGMMA_BQ) * b * h, device.sms), 1, 1)
         else:
-            rows = {3: att.MMA_BQ, 2: att.FUSED_BQ}[step.rung.stage]
+            rows = {5: att.WGMMA_BQ, 3: att.MMA_BQ, 2: att.FUSED_BQ}[step.rung.stage]
             assert step.launch.grid[:2] == (-(-sq // rows), b * h)
 
 

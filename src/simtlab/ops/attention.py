@@ -369,13 +369,15 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     outputs = ((qs, dtype), ((b, h, sq), "float32"))
     common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
     maps = ()
-    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs, persistent blocks)
-        rung = FAMILY.rung(6)
+    if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs)
+        # full: rung 6's persistent blocks (1.04-1.09x rung 5, run 26985ff); causal: rung 5, whose blocks
+        # the hardware hands out as SMs free up (rung 6's fixed stride left causal items unbalanced: 0.8x)
+        rung = FAMILY.rung(5 if p.causal else 6)
         params = rung.params(device.arch, head_params(p))
         maps = tuple(map_arg((IN, i), tile_box(p, rows), dtype) for i, rows in enumerate((p.sq, p.sk, p.sk)))
-        step = Step(rung, params, geometry_persistent(params, p, device),
-                    ((MAP, 0), (MAP, 1), (MAP, 2), *common[3:], np.float32(scale * LOG2E), np.int32(p.causal),
-                     np.int32(p.bh)))
+        args = ((MAP, 0), (MAP, 1), (MAP, 2), *common[3:], np.float32(scale * LOG2E), np.int32(p.causal))
+        step = Step(rung, params, geometry_ws(params, p), args) if p.causal else \
+            Step(rung, params, geometry_persistent(params, p, device), (*args, np.int32(p.bh)))
     elif vec and tuple(device.compute_capability) >= (8, 0):
         rung = FAMILY.rung(3)
         params = rung.params(device.arch, head_params(p))
