@@ -174,8 +174,9 @@ def _sort_arrays(keys, values, descending: bool):
 def attention(q, k, v, causal: bool = False, scale: float | None = None, return_lse: bool = False):
     """softmax(scale q k^T [causal]) v for (batch, heads, sequence, head dim) bf16 / fp16 tensors, as
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) (scale
-    None: 1/sqrt(head dim); causal: query i sees keys j <= i). Attention rung 5 on Hopper (TMA,
-    wgmma, warp-specialised), rung 3 on other GPUs from sm_80 (mma.sync, FlashAttention-2's split).
+    None: 1/sqrt(head dim); causal: query i sees keys j <= i). On Hopper attention rung 6 (TMA,
+    wgmma, warp-specialised, persistent blocks) for full attention and rung 5 for causal; rung 3 on
+    other GPUs from sm_80 (mma.sync, FlashAttention-2's split).
     Differentiable for PyTorch tensors (attention_backward rung 2 on Hopper, rung 1 elsewhere).
     `return_lse`: also each row's log-sum-exp (batch, heads, sq) fp32, which `attention_backward`
     takes - how a CuPy user gets gradients."""

@@ -727,8 +727,8 @@ def attention_pair(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None) -> torch.Tensor:
     """F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale) on simtlab's attention
-    rung 5 on Hopper (rung 3 on other sm_80+), differentiable (attention_backward rung 2 on Hopper,
-    rung 1 elsewhere) and traced by torch.compile."""
+    rungs 6 (full) and 5 (causal) on Hopper, rung 3 on other sm_80+; differentiable (attention_backward
+    rung 2 on Hopper, rung 1 elsewhere) and traced by torch.compile."""
     return attention_pair(q, k, v, causal, scale)[0]
 
 

@@ -370,8 +370,9 @@ def _declare(shapes, dtype, options, device, vec, build) -> Declared:
     common = ((IN, 0), (IN, 1), (IN, 2), (OUT, 0), (OUT, 1), np.int32(p.sq), np.int32(p.sk))
     maps = ()
     if vec and tuple(device.compute_capability) == (9, 0):  # (Hopper: TMA, warpgroup MMAs)
-        # full: rung 6's persistent blocks (1.04-1.09x rung 5, run 26985ff); causal: rung 5, whose blocks
-        # the hardware hands out as SMs free up (rung 6's fixed stride left causal items unbalanced: 0.8x)
+        # full: rung 6's persistent blocks (run 26985ff: 1.02x rung 5 at 16x4096, its table's rows 0.99-1.09x
+        # rung 5's of run c4799c8); causal: rung 5, whose blocks the hardware hands out as SMs free up
+        # (rung 6's fixed stride left causal items unbalanced: 0.81x rung 5 at 4x16384, the same run)
         rung = FAMILY.rung(5 if p.causal else 6)
         params = rung.params(device.arch, head_params(p))
         maps = tuple(map_arg((IN, i), tile_box(p, rows), dtype) for i, rows in enumerate((p.sq, p.sk, p.sk)))
