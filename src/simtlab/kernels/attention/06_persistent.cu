@@ -9,8 +9,7 @@
 // What it should buy: short sequences (four tiles an item at 512 keys), where rung 5's prologue and
 // epilogue were a quarter of a block's time. Measured: full attention gains where items outnumber SMs
 // several times; causal loses (0.81x rung 5): a fixed stride cannot balance items of unequal length.
-#include "simtlab_attention.cuh"
-#include "simtlab_hopper.cuh"
+#include "simtlab_attention_ws.cuh"
 
 template <int DT, int D>
 __global__ void __launch_bounds__(384, 1)
@@ -18,7 +17,7 @@ attention_persistent(const __grid_constant__ simtlab::TensorMap mq, const __grid
                      const __grid_constant__ simtlab::TensorMap mv, typename simtlab::Io<DT>::T* __restrict__ o,
                      float* __restrict__ lse, int sq, int sk, float scale_log2, int causal, int bh) {
   constexpr int TC = DT == 1 ? 1 : 0;  // (the wgmma helpers' numbering: 0 fp16, 1 bf16)
-  constexpr int BQ = 128, BK = 128, CB = D / 64, STAGES = 2, NT = BK / 8, DT8 = D / 8;
+  constexpr int BQ = 128, BK = 128, CB = D / 64, STAGES = 2;
   constexpr int QBLOCK = BQ * 128, TILE = BK * 128;  // bytes of a 64-column block of the Q tile / a K or V tile
   constexpr unsigned Q_BYTES = CB * QBLOCK, KV_BYTES = CB * TILE;
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -58,18 +57,8 @@ attention_persistent(const __grid_constant__ simtlab::TensorMap mq, const __grid
         simtlab::mbar_arrive_expect_tx(&q_full, Q_BYTES);
 #pragma unroll
         for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(qs + c * QBLOCK, &mq, &q_full, c * 64, q0, h);
-        for (int t = 0; t < tiles; ++t, ++g) {
-          const int s = g % STAGES;
-          const unsigned fill = g / STAGES;  // (the slot's fill number: its barriers' phase)
-          if (g >= STAGES) simtlab::mbar_wait(&k_empty[s], (fill - 1) & 1);
-          simtlab::mbar_arrive_expect_tx(&k_full[s], KV_BYTES);
-#pragma unroll
-          for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(ks + (s * CB + c) * TILE, &mk, &k_full[s], c * 64, t * BK, h);
-          if (g >= STAGES) simtlab::mbar_wait(&v_empty[s], (fill - 1) & 1);
-          simtlab::mbar_arrive_expect_tx(&v_full[s], KV_BYTES);
-#pragma unroll
-          for (int c = 0; c < CB; ++c) simtlab::tma_load_3d(vs + (s * CB + c) * TILE, &mv, &v_full[s], c * 64, t * BK, h);
-        }
+        for (int t = 0; t < tiles; ++t, ++g)  // (g: the ring's tile count, across items)
+          simtlab::attention::produce_kv<CB, BK, STAGES>(ks, vs, mk, mv, k_full, k_empty, v_full, v_empty, g, t * BK, h);
       }
     }
     return;
@@ -94,25 +83,11 @@ attention_persistent(const __grid_constant__ simtlab::TensorMap mq, const __grid
   float m[2], l[2], factor[2];
   const bool fold = scale_log2 > 0.0f;
 
-  auto issue_scores = [&](int g) {  // S = Q K_g^T, K read K-major: k16 steps of 32 bytes along a 128-byte row
-    const unsigned k_at = k_base + (g % STAGES) * KV_BYTES;
-    simtlab::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      simtlab::wgmma<BK, TC, 0, 0>(s, simtlab::desc_sw128(q_at + (kk / 4) * QBLOCK + (kk % 4) * 32, 16, 1024),
-                                   simtlab::desc_sw128(k_at + (kk / 4) * TILE + (kk % 4) * 32, 16, 1024), kk > 0);
-    simtlab::wgmma_commit();
-    simtlab::wgmma_hold(s);
+  auto issue_scores = [&](int g) {
+    simtlab::attention::issue_scores<TC, D, BQ, BK>(s, q_at, k_base + (g % STAGES) * KV_BYTES);
   };
-  auto issue_values = [&](int g) {  // O += P V_g: 16 keys a step, 16 rows of 128 bytes; V's column blocks TILE apart
-    const unsigned v_at = v_base + (g % STAGES) * KV_BYTES;
-    simtlab::wgmma_hold(acc);
-    simtlab::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      simtlab::wgmma_rs16<D, TC>(acc, pf[kk], simtlab::desc_sw128(v_at + kk * 2048, TILE, 1024), 1);
-    simtlab::wgmma_commit();
-    simtlab::wgmma_hold(acc);
+  auto issue_values = [&](int g) {
+    simtlab::attention::issue_values<TC, D, BK>(acc, pf, v_base + (g % STAGES) * KV_BYTES);
   };
   auto softmax = [&](int t, int wrow, int row0) {
     const bool edge = (t + 1) * BK > sk || (causal && (t + 1) * BK - 1 > wrow);
@@ -123,20 +98,8 @@ attention_persistent(const __grid_constant__ simtlab::TensorMap mq, const __grid
       fold ? simtlab::attention::softmax_tile<false, true>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal)
            : simtlab::attention::softmax_tile<false, false>(s, m, l, factor, scale_log2, row0, t * BK, t4, sk, causal);
   };
-  auto pack = [&] {  // keys kk*16 .. +15 from score tiles 2kk and 2kk+1
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      pf[n / 2][(n % 2) * 2] = simtlab::attention::pack2<DT>(s[4 * n], s[4 * n + 1]);
-      pf[n / 2][(n % 2) * 2 + 1] = simtlab::attention::pack2<DT>(s[4 * n + 2], s[4 * n + 3]);
-    }
-  };
-  auto rescale = [&] {
-#pragma unroll
-    for (int j = 0; j < DT8; ++j) {
-      acc[4 * j] *= factor[0], acc[4 * j + 1] *= factor[0];
-      acc[4 * j + 2] *= factor[1], acc[4 * j + 3] *= factor[1];
-    }
-  };
+  auto pack = [&] { simtlab::attention::pack_probabilities<DT, BK>(pf, s); };
+  auto rescale = [&] { simtlab::attention::rescale_rows<D>(acc, factor); };
 
   int g = 0;  // tiles consumed so far (the producer's count)
   for (int i = blockIdx.x, n = 0; i < items; i += gridDim.x, ++n) {
