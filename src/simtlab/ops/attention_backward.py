@@ -88,7 +88,7 @@ def geometry_mma(params, p: BackwardProblem, device=None) -> Launch:
 WGMMA_BKV = 128  # rung 2's keys a block (two warpgroups)
 
 
-def wgmma_shared(d: int, slots: int = 3) -> int:
+def wgmma_shared(d: int, slots: int) -> int:
     """Rung 2's dynamic shared memory: K and V (128 rows), `slots` slots of Q and dO (64 rows), all in
     128-byte rows; dS^T (128 x 64); `slots` slots of the step's LSE and D; 1 KiB to align to the swizzle."""
     return (2 * WGMMA_BKV + 2 * slots * BQ) * d * 2 + WGMMA_BKV * BQ * 2 + slots * 2 * BQ * 4 + 1024

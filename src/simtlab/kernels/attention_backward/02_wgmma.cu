@@ -98,19 +98,21 @@ attention_bwd_wgmma(const typename simtlab::Io<DT>::T* __restrict__ q, const typ
     for (int half = 0; half < 2; ++half) {
       constexpr int HQ = BQ / 2;
       float s[HQ / 2], dp[HQ / 2];
+      // S^T = K Q^T, then dP^T = V dO^T: a committed group each (keys_at: K or V, rows_at: Q or dO)
+      auto keys_by_queries = [&](float (&acc)[HQ / 2], unsigned keys_at, unsigned rows_at) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          simtlab::wgmma<HQ, TC, 0, 0>(acc,
+                                       simtlab::desc_sw128(keys_at + (kk / 4) * KBLOCK + wg * 64 * 128 + (kk % 4) * 32, 16,
+                                                           1024),
+                                       simtlab::desc_sw128(rows_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
+                                                           1024),
+                                       kk > 0);
+        simtlab::wgmma_commit();
+      };
       simtlab::wgmma_fence();  // (the first half's P V has finished reading pf: waited below)
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        simtlab::wgmma<HQ, TC, 0, 0>(s, simtlab::desc_sw128(k_at + (kk / 4) * KBLOCK + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
-                                     simtlab::desc_sw128(q_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
-                                                         1024), kk > 0);
-      simtlab::wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        simtlab::wgmma<HQ, TC, 0, 0>(dp, simtlab::desc_sw128(v_at + (kk / 4) * KBLOCK + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
-                                     simtlab::desc_sw128(do_at + (kk / 4) * QBLOCK + half * HQ * 128 + (kk % 4) * 32, 16,
-                                                         1024), kk > 0);
-      simtlab::wgmma_commit();
+      keys_by_queries(s, k_at, q_at);
+      keys_by_queries(dp, v_at, do_at);
       float2 lse_n[HQ / 8];  // (read while the products run: the exponentials need them first)
 #pragma unroll
       for (int n = 0; n < HQ / 8; ++n) lse_n[n] = *reinterpret_cast<const float2*>(lse2 + half * HQ + n * 8 + 2 * t4);
