@@ -299,6 +299,26 @@ PHASES: dict[str, tuple[str, list]] = {
         attention_table(110),
         Run("compute-sanitizer on rung 6, blocks walking several items", "simtlab sanitize attention --rung 6 "
             "--size 150x130x130x64:causal --jobs 4", 60)]),
+    "norms-cluster": ("layernorm rung 6 (the backwards with rows staged by bulk copies, long rows split over clusters; "
+                      "built after the last device call, never run) and the operators on it: a gate, every layernorm "
+                      "GPU test, the norms beside PyTorch eager and compiled, the ladder's rungs 5-6, the sanitizer", [
+        Run("gate: rung 6 on four shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
+            "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001)'",
+            120, gate=True),
+        Run("every layernorm rung's GPU tests and the row operators' (gradients, streams, graphs, compile)",
+            "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu tests/test_rows_api_gpu.py "
+            "tests/test_gpu.py::test_layernorm_rung_matches_float64 tests/test_gpu.py::test_layernorm_reference_agrees "
+            "> {out}/pytest_norms.txt 2>&1; rc=$?; tail -3 {out}/pytest_norms.txt; grep -e ^FAILED -e ^ERROR "
+            "{out}/pytest_norms.txt | head -40; exit $rc", 240),
+        Run("layer_norm and rms_norm beside PyTorch", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm "
+            "--no-host --json {out}/norms.json", 300),
+        Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 "
+            "-s 65536x1024:bf16:layer_norm_backward -s 16384x4096:bf16:layer_norm_backward "
+            "-s 4096x32768:bf16:layer_norm_backward -s 4096x32768:rms_norm_backward "
+            "--json-out {out}/layernorm_ladder.json", 120),
+        Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size 333x4104:bf16:layer_norm_backward "
+            "--jobs 4 && simtlab sanitize layernorm --rung 6 --size 7x20000:layer_norm_backward --jobs 4 && "
+            "simtlab sanitize layernorm --rung 6 --size 333x517:rms_norm_backward --jobs 4", 150)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

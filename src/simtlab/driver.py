@@ -45,6 +45,8 @@ def libcuda() -> ctypes.CDLL:
     lib.cuTensorMapEncodeTiled.restype = _int
     lib.cuMemsetD32Async.argtypes = [_u64, _u32, ctypes.c_size_t, _vp]
     lib.cuMemsetD32Async.restype = _int
+    lib.cuOccupancyMaxActiveClusters.argtypes = [ctypes.POINTER(_int), _vp, _vp]
+    lib.cuOccupancyMaxActiveClusters.restype = _int
     lib.cuGetErrorName.argtypes = [_int, ctypes.POINTER(ctypes.c_char_p)]
     lib.cuGetErrorName.restype = _int
     return lib
@@ -78,6 +80,18 @@ class _LaunchConfig(ctypes.Structure):
 
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 4, 14
 PORTABLE_CLUSTER = 8  # blocks a cluster may have on any GPU with clusters; 16 after an opt-in (Hopper)
+
+
+def max_active_clusters(function: int, block: Sequence[int], shared: int, cluster: int) -> int:
+    """How many clusters of a kernel whose cluster shape is compiled in (`cluster` blocks along x)
+    run at once on the current device: the GPCs' shape counts, not only each SM's occupancy."""
+    count = _int()
+    config = _LaunchConfig((_u32 * 3)(cluster, 1, 1), (_u32 * 3)(*block), int(shared), None, None, 0)
+    err = libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(count), _vp(function), ctypes.byref(config))
+    if err:
+        raise DriverError(f"cuOccupancyMaxActiveClusters (clusters of {cluster} blocks of {tuple(block)} threads, "
+                          f"{shared} bytes of shared memory): {error_name(err)}")
+    return count.value
 
 
 # A kernel parameter's kind: 32- or 64-bit int, 32-bit float, 64-bit pointer, or a 128-byte tensor map

@@ -51,11 +51,15 @@ class LayerNormProblem(RowProblem):
         return self.itemsize * (self.streams * self.rows * self.cols + VECTORS[self.op] * self.cols)
 
 
-RUNG_OPS = {1: "layer_norm", 2: "layer_norm", 3: "layer_norm", 4: "rms_norm"}  # (rung 5: the backwards)
+RUNG_OPS = {1: "layer_norm", 2: "layer_norm", 3: "layer_norm", 4: "rms_norm"}  # (rungs 5-6: the backwards)
+CLUSTER_MAX = 8  # blocks a cluster may have on any GPU with clusters
 
 
 def unsupported(rung, p: LayerNormProblem) -> str | None:
-    """Rungs 1-3 compute LayerNorm, rung 4 RMSNorm, rung 5 the two backwards."""
+    """Rungs 1-3 compute LayerNorm, rung 4 RMSNorm, rungs 5 and 6 the two backwards (rung 6: rows
+    of up to CLUSTER_MAX blocks of 8192 values)."""
+    if rung.stage == 6 and p.cols > CLUSTER_MAX * 8192:
+        return f"rung 6 splits a row over at most {CLUSTER_MAX} blocks of 8192 values ({CLUSTER_MAX * 8192}), not {p.cols}"
     takes = RUNG_OPS.get(rung.stage)
     if takes is not None and p.op != takes:
         return f"rung {rung.stage} computes {takes} (size suffix :{takes}); {p.op} runs on rung {_rung_for(p.op)}"
@@ -297,6 +301,18 @@ def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, pre
         func = prepare(inst, launch, vec, device)
         args = (ws.x, ws.w, ws.y, rows, cols, eps)
         return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
+    if inst.rung.stage == 6:
+        vec = bool(vec) and cluster_vec(p)
+        launches, parts = cluster_launches(inst, p, device, vec)
+        func = prepare(inst, launches[0][1], vec, device)
+        partial_w, partial_b = (cupy.empty((parts, p.cols), dtype=cupy.float32) for _ in range(2))
+        common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
+
+        def run_cluster():
+            for phase, launch in launches:
+                func(launch.grid, launch.block, (*common, np.int32(phase)), shared_mem=launch.shared)
+
+        return run_cluster
     if inst.rung.stage != 5:
         return None
     launches, parts = backward_launches(inst, p, device, vec)
@@ -325,6 +341,76 @@ def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[tuple, in
         walk = Launch((one.grid[0], parts, 1), one.block)
         return ((2, statistics_launch(inst.params, p)), (0, walk), sums), parts
     return ((0, Launch((parts, 1, 1), one.block)), sums), parts
+
+
+def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
+    """Rung 6's shape: 8 values a thread; a block takes up to 4096 columns (512 threads, two blocks
+    an SM) - 8192 (1024 threads) for rows past CLUSTER_MAX x 4096 - and a row as many blocks a
+    cluster as it needs; rows one block takes go in clusters of 8 teams (one partial row a cluster).
+    STAGES: as many row slices (2-4) as fit the shared memory of 1024 threads an SM (228 KB)."""
+    slice_cols = 4096 if p.cols <= CLUSTER_MAX * 4096 else 8192
+    cluster = -(-p.cols // slice_cols)
+    block = max(32, -(-p.cols // (cluster * 256)) * 32)
+    stage = 2 * 8 * block * p.itemsize  # (and one more half stage: the block's slice of w)
+    room = 228 * 1024 // (1024 // block) - 2048  # an SM's shared memory a block, less its reserve and statics
+    stages = max(2, min(4, (room - stage // 2) // stage))
+    return {"DT": DT[p.dtype], "BLOCK": block, "CLUSTER": cluster, "GROUP": CLUSTER_MAX if cluster == 1 else 1,
+            "STAGES": stages, "RMS": int(p.rms)}
+
+
+_DT_BYTES = {0: 4, 1: 2, 2: 2}
+
+
+def cluster_vec(p: LayerNormProblem) -> bool:
+    """Rung 6 copies rows in 16-byte pieces: a row's bytes a multiple of 16 (bases aligned to 16)."""
+    return p.cols * p.itemsize % 16 == 0
+
+
+def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
+    """Rung 6's rows launch: whole clusters of CLUSTER x GROUP blocks, as many as 1024 threads an SM
+    make (the runner and the operator ask the driver how many run at once), no more than the rows
+    need; the dynamic shared memory holds STAGES slices of x and dy, and the block's slice of w."""
+    block, cluster, group = params["BLOCK"], params["CLUSTER"], params["GROUP"]
+    span = 8 * block
+    if cluster > 1 and group > 1:
+        raise ValueError("a cluster splits rows (CLUSTER > 1) or holds teams of whole rows (GROUP > 1), not both")
+    if cluster * group > CLUSTER_MAX:
+        raise ValueError(f"clusters of {cluster} x {group} blocks: at most {CLUSTER_MAX}")
+    if span * cluster < p.cols or span * (cluster - 1) >= p.cols:
+        raise ValueError(f"{cluster} blocks of {block} threads x 8 values do not split a {p.cols}-value row "
+                         "(each block some of it): see cluster_params")
+    size = cluster * group
+    clusters = max(1, min(-(-p.rows // group), sm_count(device) * max(1, 1024 // block) // size))
+    return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
+
+
+def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tuple, int]:
+    """Rung 6's launches as (phase, launch) - the rows at as many clusters as the device runs at once
+    (the driver's count, GPCs included), then the column sums of their partial rows, a grid of
+    whole clusters - and the partial rows (one a cluster)."""
+    from ..driver import max_active_clusters
+    from ..launch import function_handle, prepare
+
+    one = inst.geometry(p, device)
+    size = inst.params["CLUSTER"] * inst.params["GROUP"]
+    func = prepare(inst, one, vec, device)  # (its shared memory allowed first: the count depends on it)
+    active = max_active_clusters(function_handle(func), one.block, one.shared, size)
+    if active < 1:
+        raise ValueError(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
+                         "bytes of shared memory fits this GPU")
+    clusters = max(1, min(-(-p.rows // inst.params["GROUP"]), active))
+    sums = Launch((-(-p.cols // (32 * size)) * size, 1, 1), one.block)
+    return ((0, Launch((clusters * size, 1, 1), one.block, one.shared)), (1, sums)), clusters
+
+
+def cluster_bytes(params, p: LayerNormProblem) -> int:
+    """Rung 6: x and dy read once, dx written, w read; the partial rows (one a cluster) written and
+    read back in fp32."""
+    params = {**cluster_params(p), **params}
+    launch = geometry_cluster(params, p)
+    parts = launch.grid[0] // (params["CLUSTER"] * params["GROUP"])
+    rows_bytes = p.itemsize * p.rows * p.cols * 3
+    return rows_bytes + p.itemsize * p.cols * (1 + VECTORS[p.op]) + 2 * 4 * parts * p.cols * (1 if p.rms else 2)
 
 
 def _torch(ws: Workspace):
@@ -402,9 +488,10 @@ def _declare_forward(op: str):
 
 
 def _declare_backward(op: str):
-    """Rung 5: dx and the column sums' partial rows at as many blocks as the build runs at once
-    (rows too long for registers: after their statistics), then the column sums (dw; db for
-    LayerNorm)."""
+    """Rung 6 where the GPU has clusters and rows come in 16-byte pieces (up to CLUSTER_MAX x 8192
+    values): dx and a partial row of the column sums a cluster, then the column sums. Elsewhere rung
+    5: dx and the partial rows at as many blocks as the build runs at once (rows too long for
+    registers: after their statistics), then the column sums (dw; db for LayerNorm)."""
     def declare(shapes, dtype, options, device, vec, build) -> Declared:
         rows, cols = matrix_of("x", shapes[0])
         if shapes[2] != shapes[0]:
@@ -414,21 +501,31 @@ def _declare_backward(op: str):
         vector_of(op, "weight", shapes[1], p.cols)
         w = (IN, 1) if shapes[1] is not None else (CONST, 0)
         constants = () if shapes[1] is not None else (((p.cols,), dtype, ONES),)
-        rung = FAMILY.rung(5)
-        params = rung.params(device.arch, backward_params(p, device, vec))
-        launches, parts = backward_launches(build(rung, params), p, device, vec)
-        streamed = params["VPT"] == STREAMED
-        stats_scratch = (((p.rows, 4), "float32"),) if streamed else ()  # (a streamed row's statistics)
+        clustered = FAMILY.rung(6)
+        if vec and cluster_vec(p) and clustered.supports(device.compute_capability) and \
+                unsupported(clustered, p) is None:
+            rung, align = clustered, 16
+            params = rung.params(device.arch, cluster_params(p, device, vec))
+            launches, parts = cluster_launches(build(rung, params), p, device, vec)
+            stats_scratch, shown = (), ("BLOCK", "CLUSTER", "GROUP", "STAGES")
+        else:
+            rung, align = FAMILY.rung(5), 4 * p.itemsize
+            params = rung.params(device.arch, backward_params(p, device, vec))
+            launches, parts = backward_launches(build(rung, params), p, device, vec)
+            streamed = params["VPT"] == STREAMED
+            stats_scratch = (((p.rows, 4), "float32"),) if streamed else ()  # (a streamed row's statistics)
+            shown = ("BLOCK", "VPT", "WARP_ROWS")
         scratch = (((parts, p.cols), "float32"),) * (1 if p.rms else 2) + stats_scratch
         outputs = ((shapes[0], dtype), ((p.cols,), dtype)) + (() if p.rms else (((p.cols,), dtype),))
         partial_b, db = ((SCRATCH, 0), (OUT, 1)) if p.rms else ((SCRATCH, 1), (OUT, 2))  # (RMSNorm: unread)
-        stats = (SCRATCH, len(scratch) - 1)  # (rows in registers: unread)
-        common = ((IN, 0), w, (IN, 2), (OUT, 0), (SCRATCH, 0), partial_b, stats, np.int32(p.rows), np.int32(p.cols),
-                  np.float32(options.get("eps", EPS)), np.int32(parts), (OUT, 1), db)
-        steps = tuple(Step(rung, params, launch, (*common, np.int32(phase))) for phase, launch in launches)
-        shown = {k: params[k] for k in ("BLOCK", "VPT", "WARP_ROWS")}
-        return Declared(outputs, steps, f"{p.label}: {rung.id} {shown}, {parts} partial rows", scratch=scratch,
-                        constants=constants, vec=vec, align=4 * p.itemsize)
+        head = ((IN, 0), w, (IN, 2), (OUT, 0), (SCRATCH, 0), partial_b)
+        tail = (np.int32(p.rows), np.int32(p.cols), np.float32(options.get("eps", EPS)), np.int32(parts), (OUT, 1), db)
+        if rung.stage == 5:  # (its statistics' slot; rows in registers: unread)
+            head += ((SCRATCH, len(scratch) - 1),)
+        steps = tuple(Step(rung, params, launch, (*head, *tail, np.int32(phase))) for phase, launch in launches)
+        described = {k: params[k] for k in shown}
+        return Declared(outputs, steps, f"{p.label}: {rung.id} {described}, {parts} partial rows", scratch=scratch,
+                        constants=constants, vec=vec, align=align)
 
     return declare
 
@@ -482,6 +579,13 @@ FAMILY = Family(
              "keeps in registers across the rows of a persistent grid",
              geometry_backward, vec_variant=True, size_defaults=backward_params, sass_expect=("LDG.128", "SHFL"),
              traffic=backward_bytes, builds_on=3),
+        Rung("layernorm", 6, "cluster_rows", "layernorm/06_cluster_rows.cu", "layernorm_backward_cluster",
+             ("DT", "BLOCK", "CLUSTER", "GROUP", "STAGES", "RMS"),
+             frozen({"DT": 0, "BLOCK": 512, "CLUSTER": 1, "GROUP": 8, "STAGES": 3, "RMS": 0}),
+             "both backwards with each row's slices copied in by the copy engine STAGES rows ahead and long "
+             "rows split over a cluster's blocks: one merge of the statistics a row, every row read once",
+             geometry_cluster, vec_variant=True, min_cc=(9, 0), size_defaults=cluster_params,
+             sass_expect=("SHFL",), traffic=cluster_bytes, builds_on=5),
     ),
     metric="gbs",
     check_size="333x517",

@@ -128,6 +128,22 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned cluster_addr) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 
+// A float at an address from cluster_map: another block's shared memory (distributed shared memory).
+__device__ __forceinline__ float ld_cluster_f32(unsigned cluster_addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+
+// `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) copied from global
+// into shared memory by the copy engine, no tensor map: the bytes complete on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32addr(bar))
+               : "memory");
+}
+
 // tma_load_3d into the same shared offset of every block in `mask`, completing bytes on the
 // mbarrier at `bar`'s offset in each of them.
 __device__ __forceinline__ void tma_load_3d_multicast(void* dst, const void* map, u64* bar, int c0, int c1, int c2,

@@ -9,6 +9,7 @@
 // sums in registers). A last launch (phase 1) adds the partial rows.
 // What it should buy: one read of x and dy and one write of dx (long rows: two reads).
 #include "simtlab_io.cuh"
+#include "simtlab_norms.cuh"
 #include "simtlab_reduce.cuh"
 
 // A group's share of the row's first statistic: its sum of squares (RMSNorm) or its sum (LayerNorm);
@@ -145,38 +146,6 @@ __device__ __forceinline__ void rows_backward(const typename simtlab::Io<DT>::T*
   }
 }
 
-// Phase 1: dw (and db) = the column sums of phase 0's `parts` partial rows, in the weight's type:
-// a block takes 32 columns, its BLOCK / 32 warps strided slices of the partial rows, the slices
-// then added in shared memory in a fixed order (the same sums every run).
-template <int DT, int BLOCK, int RMS>
-__device__ __forceinline__ void column_sums(const float* __restrict__ partial_w, const float* __restrict__ partial_b,
-                                            int parts, int cols, typename simtlab::Io<DT>::T* __restrict__ dw,
-                                            typename simtlab::Io<DT>::T* __restrict__ db) {
-  using Io = simtlab::Io<DT>;
-  constexpr int SLICES = BLOCK / 32;
-  __shared__ float sw[SLICES][33], sb[RMS ? 1 : SLICES][33];
-  const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, c = blockIdx.x * 32 + lane;
-  float a = 0.0f, b = 0.0f;
-  if (c < cols)
-    for (int p = slice; p < parts; p += SLICES) {
-      a += partial_w[(size_t)p * cols + c];
-      if constexpr (!RMS) b += partial_b[(size_t)p * cols + c];
-    }
-  sw[slice][lane] = a;
-  if constexpr (!RMS) sb[slice][lane] = b;
-  __syncthreads();
-  if (slice == 0 && c < cols) {
-    float tw = 0.0f, tb = 0.0f;
-#pragma unroll
-    for (int s = 0; s < SLICES; ++s) {
-      tw += sw[s][lane];
-      if constexpr (!RMS) tb += sb[s][lane];
-    }
-    Io::store(dw + c, tw);
-    if constexpr (!RMS) Io::store(db + c, tb);
-  }
-}
-
 // Phase 2, rows too long for registers: each row's statistics from one read of x and dy, a block a
 // row, stats[row] = (mean, rstd, mean(g), mean(g xhat)). LayerNorm's sums are taken about a shift,
 // the mean of the row's first BLOCK x 4 values: sum(d^2) / n - mean(d)^2 then cancels only as far as
@@ -270,7 +239,7 @@ layernorm_backward(const typename simtlab::Io<DT>::T* __restrict__ x, const type
                    int cols, float eps, int parts, typename simtlab::Io<DT>::T* __restrict__ dw,
                    typename simtlab::Io<DT>::T* __restrict__ db, int phase) {
   if (phase == 1) {
-    column_sums<DT, BLOCK, RMS>(partial_w, partial_b, parts, cols, dw, db);
+    simtlab::column_sums<DT, BLOCK, RMS>(partial_w, partial_b, parts, cols, dw, db);
     return;
   }
   if constexpr (VPT > 0)
