@@ -319,6 +319,15 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size 333x4104:bf16:layer_norm_backward "
             "--jobs 4 && simtlab sanitize layernorm --rung 6 --size 7x20000:layer_norm_backward --jobs 4 && "
             "simtlab sanitize layernorm --rung 6 --size 333x517:rms_norm_backward --jobs 4", 150)]),
+    "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
+                    "between changes", [
+        Run("gate: rung 6 on four shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
+            "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001)'",
+            120, gate=True),
+        Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 " + " ".join(
+            f"-s {shape}:{kind}" for shape in ("65536x1024", "16384x4096", "8192x8192", "4096x16384", "4096x32768")
+            for kind in ("bf16:layer_norm_backward", "rms_norm_backward")) + " --json-out {out}/layernorm_ladder.json",
+            200)]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

@@ -4,6 +4,8 @@ each launch a call would make is built for sm_90, fits the SM's resources withou
 covers every row, and passes exactly the kernel's parameters (their count and sizes, read from
 the cubin)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,18 @@ from simtlab.launch import build, check_launch
 
 H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
                   50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
+A100 = dataclasses.replace(H100, name="A100-like (declared)", compute_capability=(8, 0), sms=108)  # (no clusters)
 OPERATORS = {o.name: o for fam in ("softmax", "layernorm") for o in family(fam).operators}
+
+
+@pytest.fixture(autouse=True)
+def _clusters_without_a_gpu(monkeypatch):
+    """The norms' backward on Hopper asks the driver how many clusters run at once: here, the
+    launch's own estimate (whole clusters, 1024 threads an SM)."""
+    from simtlab.ops import layernorm
+
+    monkeypatch.setattr(layernorm, "active_clusters", lambda inst, launch, vec, device: launch.grid[0] //
+                        (inst.params["CLUSTER"] * inst.params["GROUP"]))
 # one length in each regime of the launch rules: a warp a row, a block of 256, of 512 / 1024 in
 # registers, streamed; either side of each boundary; lengths not in groups of four
 COLS = (1, 3, 128, 1024, 1025, 4096, 6144, 6145, 8192, 8193, 16384, 16385, 32768, 32769, 65536, 100003)
@@ -34,7 +47,7 @@ def _operands(op, rows, cols, weight=True, bias=True):
     return (shape,)
 
 
-def _declare(op, shapes, dtype, vec):
+def _declare(op, shapes, dtype, vec, device=H100):
     built = {}
 
     def build_once(rung, params):
@@ -43,7 +56,7 @@ def _declare(op, shapes, dtype, vec):
             built[key] = build(rung, params, "sm_90")
         return built[key]
 
-    return op.declare(shapes, dtype, {}, H100, vec, build_once), build_once
+    return op.declare(shapes, dtype, {}, device, vec, build_once), build_once
 
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))
@@ -56,7 +69,9 @@ def test_every_launch_a_call_makes_fits_and_passes_the_kernels_parameters(name, 
         rows = 3
         shapes = _operands(op, rows, cols)
         declared, build_once = _declare(op, shapes, dtype, vec)
-        assert declared.vec == (vec and cols % 4 == 0) and declared.align == 4 * itemsize
+        clustered = declared.steps[0].rung.stage == 6  # (the norms' backward on Hopper: rows in 16-byte pieces)
+        assert clustered == ("norm_backward" in name and vec and cols * itemsize % 16 == 0 and cols <= 65536)
+        assert declared.vec == (vec and cols % 4 == 0) and declared.align == (16 if clustered else 4 * itemsize)
         assert declared.outputs[0] == ((rows, cols), dtype)
         for step in declared.steps:
             inst = build_once(step.rung, step.params)
@@ -73,7 +88,11 @@ def test_every_launch_a_call_makes_fits_and_passes_the_kernels_parameters(name, 
                     assert 0 <= a[1] < len(pool) and (a[0] != IN or shapes[a[1]] is not None)
         first = declared.steps[0]
         slots = first.params["BLOCK"] // 32 if first.params.get("WARP_ROWS") else 1
-        if "norm_backward" in name:  # a persistent grid striding over the rows
+        if clustered:  # whole clusters, no more teams than rows
+            size = first.params["CLUSTER"] * first.params["GROUP"]
+            assert first.launch.grid[0] % size == 0 and declared.steps[1].launch.grid[0] % size == 0
+            assert 1 <= first.launch.grid[0] // size <= -(-rows // first.params["GROUP"])
+        elif "norm_backward" in name:  # a persistent grid striding over the rows
             assert 1 <= first.launch.grid[0] <= -(-rows // slots)
         else:
             assert first.launch.grid[0] * slots >= rows
@@ -89,19 +108,33 @@ def test_absent_weight_and_bias_read_constants_made_once_per_plan():
     assert [o[0] for o in declared.outputs] == [(5, 64), (64,)]  # dx, dw (no bias)
 
 
+def test_the_backward_s_partial_rows_are_its_clusters_on_hopper():
+    """Rung 6: one partial row a cluster (8 teams of whole rows at 4096 values; a long row split over
+    8 blocks at 32768), the column sums over a grid of whole clusters."""
+    for cols, shape in ((4096, (1, 8)), (32768, (8, 1))):
+        declared, _ = _declare(OPERATORS["layer_norm_backward"], ((100000, cols), (cols,), (100000, cols)), "bfloat16",
+                               True)
+        first, second = declared.steps
+        assert first.rung.stage == 6 and (first.params["CLUSTER"], first.params["GROUP"]) == shape
+        parts = first.launch.grid[0] // 8
+        assert declared.scratch == (((parts, cols), "float32"),) * 2 and first.args[9] == np.int32(parts)
+        assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] == -(-cols // 256) * 8
+        assert second.launch.block[0] == 256
+
+
 def test_the_backward_s_partial_rows_are_its_grid():
     declared, _ = _declare(OPERATORS["layer_norm_backward"], ((100000, 4096), (4096,), (100000, 4096)), "bfloat16",
-                           True)
+                           True, A100)
     first, second = declared.steps
     parts = first.launch.grid[0]
     assert declared.scratch == (((parts, 4096), "float32"),) * 2 and first.args[10] == np.int32(parts)
-    assert parts % H100.sms == 0 and parts <= 100000  # as many blocks as run at once
+    assert parts % A100.sms == 0 and parts <= 100000  # as many blocks as run at once
     assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] == 4096 // 32
 
 
 @pytest.mark.parametrize("op", ["layer_norm_backward", "rms_norm_backward"])
 def test_long_rows_take_their_statistics_then_column_blocks_down_row_slices(op):
-    declared, _ = _declare(OPERATORS[op], ((4096, 32768), (32768,), (4096, 32768)), "bfloat16", True)
+    declared, _ = _declare(OPERATORS[op], ((4096, 32768), (32768,), (4096, 32768)), "bfloat16", True, A100)
     stats, walk, sums = declared.steps
     assert [s.args[-1] for s in declared.steps] == [2, 0, 1]
     assert stats.launch.grid == (4096, 1, 1)  # a block a row
@@ -255,11 +288,11 @@ def test_a_plan_binds_each_slot_and_takes_the_unaligned_build_for_misaligned_add
                                                                                                     12288)
     plan = operator.OperatorPlan(op, lib, (x, w, dy), {"eps": 1e-5})
     dx, dw, db = plan.run((x, w, dy))
-    (g0, first, s0), (g1, second, _) = _Packed.launches
-    parts = first[10]
-    assert s0 == 77 and first[:4] == [x.ptr, w.ptr, dy.ptr, dx.ptr] and first[7:9] == [300, 1024]
-    assert abs(first[9] - 1e-5) < 1e-12 and first[11:] == [dw.ptr, db.ptr, 0] and second[-1] == 1
-    assert g0[0] == parts and dx.shape == (300, 1024) and dw.shape == db.shape == (1024,)
+    (g0, first, s0), (g1, second, _) = _Packed.launches  # (rung 6 on the declared H100: no statistics slot)
+    parts = first[9]
+    assert s0 == 77 and first[:4] == [x.ptr, w.ptr, dy.ptr, dx.ptr] and first[6:8] == [300, 1024]
+    assert abs(first[8] - 1e-5) < 1e-12 and first[10:] == [dw.ptr, db.ptr, 0] and second[-1] == 1
+    assert g0[0] == 8 * parts and dx.shape == (300, 1024) and dw.shape == db.shape == (1024,)  # (clusters of 8)
     assert first[4] != first[5] and first[4] not in (dx.ptr, dw.ptr, db.ptr)  # two scratch buffers, fresh
     assert vecs == [True, True]
     odd = _Array((300, 1024), "bfloat16", 12290)  # 2 bytes off: the element-load build, declared once

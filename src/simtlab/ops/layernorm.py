@@ -347,12 +347,13 @@ def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     """Rung 6's shape: 8 values a thread; a block takes up to 4096 columns (512 threads, two blocks
     an SM) - 8192 (1024 threads) for rows past CLUSTER_MAX x 4096 - and a row as many blocks a
     cluster as it needs; rows one block takes go in clusters of 8 teams (one partial row a cluster).
-    STAGES: as many row slices (2-4) as fit the shared memory of 1024 threads an SM (228 KB)."""
+    STAGES: as many row slices (2-4) as fit the shared memory of 1024 threads an SM (228 KB; fp32
+    rows get 2 where 1024 threads' slices of x, dy and w take 160 KB a stage and 32 KB)."""
     slice_cols = 4096 if p.cols <= CLUSTER_MAX * 4096 else 8192
     cluster = -(-p.cols // slice_cols)
     block = max(32, -(-p.cols // (cluster * 256)) * 32)
     stage = 2 * 8 * block * p.itemsize  # (and one more half stage: the block's slice of w)
-    room = 228 * 1024 // (1024 // block) - 2048  # an SM's shared memory a block, less its reserve and statics
+    room = 228 * 1024 // min(16, 1024 // block) - 5120  # an SM's shared memory a block, less reserve and statics
     stages = max(2, min(4, (room - stage // 2) // stage))
     return {"DT": DT[p.dtype], "BLOCK": block, "CLUSTER": cluster, "GROUP": CLUSTER_MAX if cluster == 1 else 1,
             "STAGES": stages, "RMS": int(p.rms)}
@@ -384,22 +385,28 @@ def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
     return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
 
 
-def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tuple, int]:
-    """Rung 6's launches as (phase, launch) - the rows at as many clusters as the device runs at once
-    (the driver's count, GPCs included), then the column sums of their partial rows, a grid of
-    whole clusters - and the partial rows (one a cluster)."""
+def active_clusters(inst, launch: Launch, vec: bool, device) -> int:
+    """How many clusters of the build's launch the GPU runs at once: the driver's count, which knows
+    how the GPCs' SMs group (its shared memory allowed on the function first: the count depends on it)."""
     from ..driver import max_active_clusters
     from ..launch import function_handle, prepare
 
+    size = inst.params["CLUSTER"] * inst.params["GROUP"]
+    return max_active_clusters(function_handle(prepare(inst, launch, vec, device)), launch.block, launch.shared, size)
+
+
+def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tuple, int]:
+    """Rung 6's launches as (phase, launch) - the rows at as many clusters as the device runs at once,
+    then the column sums of their partial rows, a grid of whole clusters - and the partial rows (one
+    a cluster)."""
     one = inst.geometry(p, device)
     size = inst.params["CLUSTER"] * inst.params["GROUP"]
-    func = prepare(inst, one, vec, device)  # (its shared memory allowed first: the count depends on it)
-    active = max_active_clusters(function_handle(func), one.block, one.shared, size)
+    active = active_clusters(inst, one, vec, device)
     if active < 1:
         raise ValueError(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
                          "bytes of shared memory fits this GPU")
     clusters = max(1, min(-(-p.rows // inst.params["GROUP"]), active))
-    sums = Launch((-(-p.cols // (32 * size)) * size, 1, 1), one.block)
+    sums = Launch((-(-p.cols // (32 * size)) * size, 1, 1), (min(one.block[0], 256), 1, 1))
     return ((0, Launch((clusters * size, 1, 1), one.block, one.shared)), (1, sums)), clusters
 
 
