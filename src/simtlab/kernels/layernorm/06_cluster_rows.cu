@@ -131,7 +131,12 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
       if constexpr (!RMS) {
         const T* h = CLUSTER > 1 ? heads[s] : xs(s);
 #pragma unroll
-        for (int e = 0; e < HEAD; ++e) shift += e < head ? Io::load(h + e) : 0.0f;
+        for (int q = 0; q < HEAD / 4; ++q) {  // (shared memory: read as groups, not by Io::load's __ldg)
+          const float4 f = Io::unpack4(*reinterpret_cast<const Raw*>(h + 4 * q));
+          const float fs[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) shift += 4 * q + e < head ? fs[e] : 0.0f;
+        }
       }
     } else {  // (each thread copies its own groups into the stage: both passes then read it alike)
 #pragma unroll
