@@ -4,8 +4,9 @@
 // mean of its first 16 bytes) are added once: by shuffles in a warp, through shared memory in the
 // block, and, where a long row is split over CLUSTER blocks (up to 8: 65536 values), sent to every
 // block of the cluster by asynchronous remote stores that count their bytes on its mbarrier (no
-// cluster barrier a row). Short rows: a cluster of GROUP blocks, each taking whole rows, adds its
-// column sums before writing them (one partial row a cluster, few for the last launch to add).
+// cluster barrier a row); with three stages, a row's sums go out before the last row's dx is made.
+// Short rows: a cluster of GROUP blocks, each taking whole rows, adds its column sums before
+// writing them (one partial row a cluster, few for the last launch to add).
 // What it should buy: rung 5 waited on each row's loads and reductions in turn (a persistent block
 // of 256 threads an SM) and read rows past 8192 values twice; here the next rows' copies are in
 // flight while a row is summed, and every row is read once: near the copy at every length.
@@ -67,10 +68,10 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
     return;
   }
   extern __shared__ __align__(128) unsigned char stage_bytes[];  // STAGES x (x slice, dy slice), the w slice
-  __shared__ __align__(8) simtlab::u64 full[STAGES], got[2];
+  __shared__ __align__(8) simtlab::u64 full[STAGES], got[3];
   __shared__ __align__(16) T heads[STAGES][HEAD];          // a row's first 16 bytes (its shift), CLUSTER > 1
-  __shared__ __align__(16) float4 warp_sums[2][WARPS];      // (two, a row apart: one read, the next written)
-  __shared__ __align__(16) float4 block_sums[2][CLUSTER];   // each block's sums of a row, CLUSTER > 1
+  __shared__ __align__(16) float4 warp_sums[3][WARPS];      // (three rows': see publish)
+  __shared__ __align__(16) float4 block_sums[3][CLUSTER];   // each block's sums of a row, CLUSTER > 1
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The cluster's blocks: CLUSTER column blocks of one team (a long row split), or GROUP teams of
   // one block each (short rows), whose column sums are added before they are written.
@@ -91,7 +92,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) simtlab::mbar_init(&full[s], 1);
-    simtlab::mbar_init(&got[0], 1), simtlab::mbar_init(&got[1], 1);
+    simtlab::mbar_init(&got[0], 1), simtlab::mbar_init(&got[1], 1), simtlab::mbar_init(&got[2], 1);
     simtlab::mbar_init_fence();
   }
   // (every block's barriers initialised before any block sends it a row's sums)
@@ -122,12 +123,12 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   };
   const int head = min(cols, HEAD);
   const float inv_cols = 1.0f / cols;
-  for (int i = 0; i < taken; ++i) {
-    const int s = i % STAGES, b = i & 1;
-    if (CLUSTER > 1 && tid == 0) simtlab::mbar_arrive_expect_tx(&got[b], CLUSTER * 16);  // (the blocks' sums)
-    float shift = 0.0f;  // the mean of the row's first 16 bytes: sums about it cancel only as far as the
-    if constexpr (VEC) {  // row's mean lies from it
-      simtlab::mbar_wait(&full[s], (i / STAGES) & 1);
+  // Row r's sums, this thread's share (its stage waited for): returns them, `shift` set.
+  auto own_sums = [&](int r, float& shift) {
+    const int s = r % STAGES;
+    shift = 0.0f;  // the mean of the row's first 16 bytes: sums about it cancel only as far as the row's
+    if constexpr (VEC) {  // mean lies from it
+      simtlab::mbar_wait(&full[s], (r / STAGES) & 1);
       if constexpr (!RMS) {
         const T* h = CLUSTER > 1 ? heads[s] : xs(s);
 #pragma unroll
@@ -142,51 +143,78 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
 #pragma unroll
       for (int j = 0; j < 2; ++j)
         if (col[j] < len) {
-          const float4 v = simtlab::load_group<DT, false>(x + row_start(i) + base, col[j], len, 0.0f);
-          const float4 g = simtlab::load_group<DT, false>(dy + row_start(i) + base, col[j], len, 0.0f);
+          const float4 v = simtlab::load_group<DT, false>(x + row_start(r) + base, col[j], len, 0.0f);
+          const float4 g = simtlab::load_group<DT, false>(dy + row_start(r) + base, col[j], len, 0.0f);
           *reinterpret_cast<Raw*>(xs(s) + col[j]) = Io::pack4(v.x, v.y, v.z, v.w);
           *reinterpret_cast<Raw*>(xs(s) + SLICE + col[j]) = Io::pack4(g.x, g.y, g.z, g.w);
         }
       if constexpr (!RMS)
 #pragma unroll
-        for (int e = 0; e < HEAD; ++e) shift += e < head ? Io::load(x + row_start(i) + e) : 0.0f;
+        for (int e = 0; e < HEAD; ++e) shift += e < head ? Io::load(x + row_start(r) + e) : 0.0f;
     }
     shift /= head;
     float4 sums = zero;  // (sd, sdd, sg, sgd)
-    {
-      float4 v[2], g[2];
-      values(s, v, g);
+    float4 v[2], g[2];
+    values(s, v, g);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float4 wj = weight(j);
-        const float xv[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-        const float gv[4] = {g[j].x * wj.x, g[j].y * wj.y, g[j].z * wj.z, g[j].w * wj.w};
+    for (int j = 0; j < 2; ++j) {
+      const float4 wj = weight(j);
+      const float xv[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+      const float gv[4] = {g[j].x * wj.x, g[j].y * wj.y, g[j].z * wj.z, g[j].w * wj.w};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float d = RMS ? xv[e] : (e < n[j] ? xv[e] - shift : 0.0f);  // (past the end: dy 0, x 0)
-          sums.x += d, sums.y += d * d, sums.z += gv[e], sums.w += gv[e] * d;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const float d = RMS ? xv[e] : (e < n[j] ? xv[e] - shift : 0.0f);  // (past the end: dy 0, x 0)
+        sums.x += d, sums.y += d * d, sums.z += gv[e], sums.w += gv[e] * d;
       }
     }
+    return sums;
+  };
+  // Skewed by a row where three stages fit: row i + 1's sums go out before row i's dx is made, so the
+  // exchange's latency (barrier, remote stores) is spent on row i's work (two rows' stages in use).
+  constexpr bool SKEW = STAGES >= 3;
+  constexpr int LAG = SKEW ? 2 : 1;  // the row whose stage every thread is done with at publish(r): r - LAG
+  // Row r's sums out: the warps' into shared memory, then (CLUSTER > 1) the block's to every block of
+  // the cluster. Its barrier is also where the stage of row r - LAG is refilled.
+  auto publish = [&](int r, float4 sums) {
+    const int b = r % 3;  // (three buffers: a thread may still read row r - 1's while row r + 1's are written)
+    if (CLUSTER > 1 && tid == 0) simtlab::mbar_arrive_expect_tx(&got[b], CLUSTER * 16);  // (the blocks' sums)
     sums = warp_sum<RMS>(sums);
     if (lane == 0) warp_sums[b][warp] = sums;
-    __syncthreads();  // (every thread is past the last row: its stage may be refilled, STAGES rows on)
-    if (VEC && tid == 0 && i >= 1 && i - 1 + STAGES < taken) issue(i - 1 + STAGES, (i - 1) % STAGES);
-    if constexpr (CLUSTER > 1) {  // the block's sums to every block of the cluster, then theirs, in rank order
+    __syncthreads();
+    if (VEC && tid == 0 && r >= LAG && r - LAG + STAGES < taken) issue(r - LAG + STAGES, (r - LAG) % STAGES);
+    if constexpr (CLUSTER > 1) {
       if (warp == 0) {
         float4 mine = lane < WARPS ? warp_sums[b][lane] : zero;
         mine = warp_sum<RMS>(mine);
         if (lane < CLUSTER) send4(&block_sums[b][rank], &got[b], lane, mine);
       }
-      simtlab::mbar_wait(&got[b], (i >> 1) & 1);
+    }
+  };
+  // Row r's sums in: every block's (CLUSTER > 1, in rank order) or every warp's, in order.
+  auto total = [&](int r) {
+    const int b = r % 3;
+    float4 sums;
+    if constexpr (CLUSTER > 1) {
+      simtlab::mbar_wait(&got[b], (r / 3) & 1);
       sums = block_sums[b][0];
 #pragma unroll 4
-      for (int r = 1; r < CLUSTER; ++r) sums = add4(sums, block_sums[b][r]);
-    } else {  // the warps' sums, in order
+      for (int k = 1; k < CLUSTER; ++k) sums = add4(sums, block_sums[b][k]);
+    } else {
       sums = warp_sums[b][0];
 #pragma unroll 4  // (not all at once: 16 warps' sums would take 64 registers)
       for (int k = 1; k < WARPS; ++k) sums = add4(sums, warp_sums[b][k]);
     }
+    return sums;
+  };
+  float shift = 0.0f, next_shift = 0.0f;
+  if (SKEW && taken > 0) publish(0, own_sums(0, shift));
+  for (int i = 0; i < taken; ++i) {
+    if constexpr (SKEW) {
+      if (i + 1 < taken) publish(i + 1, own_sums(i + 1, next_shift));
+    } else {
+      publish(i, own_sums(i, shift));
+    }
+    const float4 sums = total(i);
     float mean, rstd, mg = 0.0f, mgx;
     if constexpr (RMS) {
       mean = 0.0f, rstd = rsqrtf(sums.y * inv_cols + eps), mgx = rstd * sums.w * inv_cols;
@@ -196,8 +224,9 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
       rstd = rsqrtf(fmaxf(sums.y * inv_cols - md * md, 0.0f) + eps);
       mgx = rstd * (sums.w - md * sums.z) * inv_cols;  // (sum g (x - mean) = sum g d - mean(d) sum g)
     }
+    if constexpr (SKEW) shift = next_shift;
     float4 v[2], g[2];
-    values(s, v, g);  // (again: from the stage, not held in registers through the sums)
+    values(i % STAGES, v, g);  // (again: from the stage, not held in registers through the sums)
     T* out = dx + row_start(i) + base;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
