@@ -35,7 +35,7 @@ def test_every_row_is_covered(rung, shape, dtype):
         return
     if rung.name == "cluster_rows":  # whole clusters; a row's blocks cover it, each some of it
         size = params["CLUSTER"] * params["GROUP"]
-        span = params["BLOCK"] * 8
+        span = params["BLOCK"] * 4 * params["VPT"]
         assert L.grid[0] % size == 0 and 1 <= L.grid[0] // size <= -(-p.rows // params["GROUP"])
         assert span * params["CLUSTER"] >= p.cols > span * (params["CLUSTER"] - 1)
         return
@@ -65,17 +65,18 @@ def test_weight_and_bias_load_early_only_where_registers_allow():
 @pytest.mark.parametrize("cols", [1, 3, 100, 1000, 1024, 4095, 4096, 4104, 8192, 20000, 32768, 32776, 65536])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cluster_rows_shape_fits_the_row_and_an_sm(cols, dtype):
-    """Rung 6: 8 values a thread, at most 8 blocks a cluster, one cluster shape (a row split, or
-    teams of whole rows), and the stages plus the w slice within an SM's shared memory at 1024
-    threads an SM (two blocks of 512 fit in 228 KB)."""
+    """Rung 6: 8 or 16 values a thread, at most 8 blocks a cluster, one cluster shape (a row split,
+    or teams of whole rows), and the stages plus the w slice within an SM's shared memory at 1024
+    threads an SM (512 at 16 values)."""
     rung = family("layernorm").rung(6)
     p = ln.LayerNormProblem(4096, cols, dtype, "rms_norm_backward")
     params = rung.params("sm_90", ln.cluster_params(p))
     launch = ln.geometry_cluster(params, p)
     assert params["CLUSTER"] * params["GROUP"] <= ln.CLUSTER_MAX and min(params["CLUSTER"], params["GROUP"]) == 1
     assert 2 <= params["STAGES"] <= 4 and params["BLOCK"] % 32 == 0
-    assert min(16, 1024 // params["BLOCK"]) * (launch.shared + 5120) <= 228 * 1024
-    assert launch.shared >= 8 * 8 * params["BLOCK"]  # (teams add their column sums in the stages' memory)
+    assert min(16, max(1, 2048 // params["VPT"] // params["BLOCK"])) * (launch.shared + 5120) <= 228 * 1024
+    assert launch.shared >= 8 * 4 * params["VPT"] * params["BLOCK"]  # (teams add their column sums in the stages')
+    assert params["VPT"] == (2 if dtype == "float32" else 4)
 
 
 def test_cluster_rows_refuses_rows_past_eight_blocks_and_counts_one_read():

@@ -344,19 +344,21 @@ def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[tuple, in
 
 
 def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
-    """Rung 6's shape: 8 values a thread; a block takes up to 4096 columns (512 threads, two blocks
-    an SM) - 8192 (1024 threads) for rows past CLUSTER_MAX x 4096 - and a row as many blocks a
-    cluster as it needs; rows one block takes go in clusters of 8 teams (one partial row a cluster).
-    STAGES: as many row slices (2-4) as fit the shared memory of 1024 threads an SM (228 KB; fp32
-    rows get 2 where 1024 threads' slices of x, dy and w take 160 KB a stage and 32 KB)."""
-    slice_cols = 4096 if p.cols <= CLUSTER_MAX * 4096 else 8192
+    """Rung 6's shape: VPT groups of four values a thread - 4 for 16-bit rows (a row's fixed costs,
+    its sums and barriers, over twice the values; 512 threads an SM), 2 for fp32 (1024) - a block
+    at most 512 threads (1024 for rows past 8 such blocks), a row as many blocks a cluster as it
+    needs; rows one block takes go in clusters of 8 teams (one partial row a cluster). STAGES: as
+    many row slices (2-4) as fit an SM's 228 KB beside the w slice (fp32 rows get 2 at 1024 threads)."""
+    vpt = 4 if p.itemsize == 2 else 2
+    per_block = 512 * 4 * vpt
+    slice_cols = per_block if p.cols <= CLUSTER_MAX * per_block else 2 * per_block
     cluster = -(-p.cols // slice_cols)
-    block = max(32, -(-p.cols // (cluster * 256)) * 32)
-    stage = 2 * 8 * block * p.itemsize  # (and one more half stage: the block's slice of w)
-    room = 228 * 1024 // min(16, 1024 // block) - 5120  # an SM's shared memory a block, less reserve and statics
+    block = max(32, -(-p.cols // (cluster * 32 * 4 * vpt)) * 32)
+    stage = 2 * 4 * vpt * block * p.itemsize  # (and one more half stage: the block's slice of w)
+    room = 228 * 1024 // min(16, max(1, 2048 // vpt // block)) - 5120  # an SM's a block, less reserve and statics
     stages = max(2, min(4, (room - stage // 2) // stage))
-    return {"DT": DT[p.dtype], "BLOCK": block, "CLUSTER": cluster, "GROUP": CLUSTER_MAX if cluster == 1 else 1,
-            "STAGES": stages, "RMS": int(p.rms)}
+    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster,
+            "GROUP": CLUSTER_MAX if cluster == 1 else 1, "STAGES": stages, "RMS": int(p.rms)}
 
 
 _DT_BYTES = {0: 4, 1: 2, 2: 2}
@@ -369,19 +371,19 @@ def cluster_vec(p: LayerNormProblem) -> bool:
 
 def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
     """Rung 6's rows launch: whole clusters of CLUSTER x GROUP blocks, as many as 1024 threads an SM
-    make (the runner and the operator ask the driver how many run at once), no more than the rows
+    make (512 at VPT 4; the runner and the operator ask the driver how many run at once), no more than the rows
     need; the dynamic shared memory holds STAGES slices of x and dy, and the block's slice of w."""
     block, cluster, group = params["BLOCK"], params["CLUSTER"], params["GROUP"]
-    span = 8 * block
+    span = 4 * params["VPT"] * block
     if cluster > 1 and group > 1:
         raise ValueError("a cluster splits rows (CLUSTER > 1) or holds teams of whole rows (GROUP > 1), not both")
     if cluster * group > CLUSTER_MAX:
         raise ValueError(f"clusters of {cluster} x {group} blocks: at most {CLUSTER_MAX}")
     if span * cluster < p.cols or span * (cluster - 1) >= p.cols:
-        raise ValueError(f"{cluster} blocks of {block} threads x 8 values do not split a {p.cols}-value row "
+        raise ValueError(f"{cluster} blocks of {block} threads x {span // block} values do not split a {p.cols}-value row "
                          "(each block some of it): see cluster_params")
     size = cluster * group
-    clusters = max(1, min(-(-p.rows // group), sm_count(device) * max(1, 1024 // block) // size))
+    clusters = max(1, min(-(-p.rows // group), sm_count(device) * max(1, 2048 // params["VPT"] // block) // size))
     return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
 
 
@@ -514,7 +516,7 @@ def _declare_backward(op: str):
             rung, align = clustered, 16
             params = rung.params(device.arch, cluster_params(p, device, vec))
             launches, parts = cluster_launches(build(rung, params), p, device, vec)
-            stats_scratch, shown = (), ("BLOCK", "CLUSTER", "GROUP", "STAGES")
+            stats_scratch, shown = (), ("BLOCK", "VPT", "CLUSTER", "GROUP", "STAGES")
         else:
             rung, align = FAMILY.rung(5), 4 * p.itemsize
             params = rung.params(device.arch, backward_params(p, device, vec))
@@ -587,8 +589,8 @@ FAMILY = Family(
              geometry_backward, vec_variant=True, size_defaults=backward_params, sass_expect=("LDG.128", "SHFL"),
              traffic=backward_bytes, builds_on=3),
         Rung("layernorm", 6, "cluster_rows", "layernorm/06_cluster_rows.cu", "layernorm_backward_cluster",
-             ("DT", "BLOCK", "CLUSTER", "GROUP", "STAGES", "RMS"),
-             frozen({"DT": 0, "BLOCK": 512, "CLUSTER": 1, "GROUP": 8, "STAGES": 3, "RMS": 0}),
+             ("DT", "BLOCK", "VPT", "CLUSTER", "GROUP", "STAGES", "RMS"),
+             frozen({"DT": 0, "BLOCK": 512, "VPT": 2, "CLUSTER": 1, "GROUP": 8, "STAGES": 3, "RMS": 0}),
              "both backwards with each row's slices copied in by the copy engine STAGES rows ahead and long "
              "rows split over a cluster's blocks: one merge of the statistics a row, every row read once",
              geometry_cluster, vec_variant=True, min_cc=(9, 0), size_defaults=cluster_params,

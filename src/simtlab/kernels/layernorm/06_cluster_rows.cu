@@ -1,5 +1,5 @@
 // Rung 6 - the backwards with rows staged by bulk copies and split over thread-block clusters; what
-// changed from rung 5: a block owns BLOCK x 8 columns of each row it takes and one thread copies its
+// changed from rung 5: a block owns BLOCK x 4 VPT columns of each row it takes, one thread copying its
 // slice of x and dy into shared memory STAGES rows ahead; a row's sums (taken about a shift, the
 // mean of its first 16 bytes) are added once: by shuffles in a warp, through shared memory in the
 // block, and, where a long row is split over CLUSTER blocks (up to 8: 65536 values), sent to every
@@ -49,8 +49,9 @@ __device__ __forceinline__ void send4(const void* addr, simtlab::u64* bar, unsig
 
 }  // namespace
 
-template <int DT, int BLOCK, int CLUSTER, int GROUP, int STAGES, int RMS, bool VEC>
-__global__ void __cluster_dims__(CLUSTER * GROUP, 1, 1) __launch_bounds__(BLOCK, 1024 / BLOCK)  // (64 registers)
+template <int DT, int BLOCK, int VPT, int CLUSTER, int GROUP, int STAGES, int RMS, bool VEC>
+__global__ void __cluster_dims__(CLUSTER * GROUP, 1, 1)
+__launch_bounds__(BLOCK, (2048 / VPT / BLOCK) > 0 ? 2048 / VPT / BLOCK : 1)  // (64 registers a thread at VPT 2, 128 at 4)
 layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
                            const typename simtlab::Io<DT>::T* __restrict__ w,
                            const typename simtlab::Io<DT>::T* __restrict__ dy, typename simtlab::Io<DT>::T* __restrict__ dx,
@@ -60,7 +61,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   using Io = simtlab::Io<DT>;
   using T = typename Io::T;
   using Raw = typename Io::Raw4;
-  constexpr int SLICE = BLOCK * 8, WARPS = BLOCK / 32, HEAD = 16 / sizeof(T);  // (HEAD: values in 16 bytes)
+  constexpr int SLICE = BLOCK * 4 * VPT, WARPS = BLOCK / 32, HEAD = 16 / sizeof(T);  // (HEAD: values in 16 bytes)
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps");
   static_assert(CLUSTER == 1 || GROUP == 1, "a cluster splits rows across its blocks, or holds teams of whole rows");
   if (phase == 1) {  // (a grid of whole clusters of at most 256 threads: its shared memory is not the rows')
@@ -99,24 +100,24 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   if constexpr (CLUSTER > 1) simtlab::cluster_sync(); else __syncthreads();
   if (VEC && tid == 0)
     for (int i = 0; i < min(STAGES, taken); ++i) issue(i, i);
-  int col[2], n[2];  // this thread's two groups of four: their columns in the block's slice, values inside it
+  int col[VPT], n[VPT];  // this thread's VPT groups of four: their columns in the block's slice, values inside it
   T* ws = xs(STAGES);  // the block's slice of w, read each row from here (not held: 64 registers a thread)
-  float4 pw[2], pb[2];
+  float4 pw[VPT], pb[VPT];
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   auto weight = [&](int j) {  // (zeros past the row's end: 0 x whatever the memory holds could be NaN)
     return col[j] < len ? Io::unpack4(*reinterpret_cast<const Raw*>(ws + col[j])) : zero;
   };
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
+  for (int j = 0; j < VPT; ++j) {
     col[j] = (tid + BLOCK * j) * 4;
     n[j] = min(max(len - col[j], 0), 4);
     const float4 wj = simtlab::load_group<DT, VEC>(w + base, col[j], len, 0.0f);
     if (col[j] < len) *reinterpret_cast<Raw*>(ws + col[j]) = Io::pack4(wj.x, wj.y, wj.z, wj.w);
     pw[j] = pb[j] = zero;
   }
-  auto values = [&](int s, float4 (&v)[2], float4 (&g)[2]) {  // x and dy of the row's groups, from the stage
+  auto values = [&](int s, float4 (&v)[VPT], float4 (&g)[VPT]) {  // x and dy of the row's groups, from the stage
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {  // (groups past the row's end read nothing)
+    for (int j = 0; j < VPT; ++j) {  // (groups past the row's end read nothing)
       v[j] = col[j] < len ? Io::unpack4(*reinterpret_cast<const Raw*>(xs(s) + col[j])) : zero;
       g[j] = col[j] < len ? Io::unpack4(*reinterpret_cast<const Raw*>(xs(s) + SLICE + col[j])) : zero;
     }
@@ -141,7 +142,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
       }
     } else {  // (each thread copies its own groups into the stage: both passes then read it alike)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < VPT; ++j)
         if (col[j] < len) {
           const float4 v = simtlab::load_group<DT, false>(x + row_start(r) + base, col[j], len, 0.0f);
           const float4 g = simtlab::load_group<DT, false>(dy + row_start(r) + base, col[j], len, 0.0f);
@@ -154,10 +155,10 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
     }
     shift /= head;
     float4 sums = zero;  // (sd, sdd, sg, sgd)
-    float4 v[2], g[2];
+    float4 v[VPT], g[VPT];
     values(s, v, g);
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < VPT; ++j) {
       const float4 wj = weight(j);
       const float xv[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
       const float gv[4] = {g[j].x * wj.x, g[j].y * wj.y, g[j].z * wj.z, g[j].w * wj.w};
@@ -225,11 +226,11 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
       mgx = rstd * (sums.w - md * sums.z) * inv_cols;  // (sum g (x - mean) = sum g d - mean(d) sum g)
     }
     if constexpr (SKEW) shift = next_shift;
-    float4 v[2], g[2];
+    float4 v[VPT], g[VPT];
     values(i % STAGES, v, g);  // (again: from the stage, not held in registers through the sums)
     T* out = dx + row_start(i) + base;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < VPT; ++j) {
       const float4 wj = weight(j);
       const float4 xh = make_float4((v[j].x - mean) * rstd, (v[j].y - mean) * rstd, (v[j].z - mean) * rstd,
                                     (v[j].w - mean) * rstd);
@@ -248,7 +249,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   float* mine_w = reinterpret_cast<float*>(stage_bytes);  // (GROUP > 1: the stages are free now)
   float* mine_b = mine_w + SLICE;
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
+  for (int j = 0; j < VPT; ++j) {
     const float a[4] = {pw[j].x, pw[j].y, pw[j].z, pw[j].w}, b[4] = {pb[j].x, pb[j].y, pb[j].z, pb[j].w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
