@@ -110,15 +110,16 @@ def test_absent_weight_and_bias_read_constants_made_once_per_plan():
 
 def test_the_backward_s_partial_rows_are_its_clusters_on_hopper():
     """Rung 6: one partial row a cluster (8 teams of whole rows at 4096 values; a long row split over
-    8 blocks at 32768), the column sums over a grid of whole clusters."""
-    for cols, shape in ((4096, (1, 8)), (32768, (8, 1))):
+    4 blocks of 8192 bf16 values at 32768), the column sums over a grid of whole clusters."""
+    for cols, shape in ((4096, (1, 8)), (32768, (4, 1))):
         declared, _ = _declare(OPERATORS["layer_norm_backward"], ((100000, cols), (cols,), (100000, cols)), "bfloat16",
                                True)
         first, second = declared.steps
         assert first.rung.stage == 6 and (first.params["CLUSTER"], first.params["GROUP"]) == shape
-        parts = first.launch.grid[0] // 8
+        parts = first.launch.grid[0] // (shape[0] * shape[1])
         assert declared.scratch == (((parts, cols), "float32"),) * 2 and first.args[9] == np.int32(parts)
-        assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] == -(-cols // 256) * 8
+        assert (first.args[-1], second.args[-1]) == (0, 1) and second.launch.grid[0] % (shape[0] * shape[1]) == 0
+        assert second.launch.grid[0] * 32 >= cols
         assert second.launch.block[0] == 256
 
 
