@@ -246,8 +246,9 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   // cluster of teams adds its teams' shares first (through distributed shared memory, in rank order).
   float* pw_row = partial_w + (size_t)cluster * cols + base;
   float* pb_row = RMS ? nullptr : partial_b + (size_t)cluster * cols + base;
-  float* mine_w = reinterpret_cast<float*>(stage_bytes);  // (GROUP > 1: the stages are free now)
-  float* mine_b = mine_w + SLICE;
+  float* mine_w = reinterpret_cast<float*>(stage_bytes);  // (GROUP > 1: in the stages, once every thread
+  float* mine_b = mine_w + SLICE;                          //  has made its last row's dx from them)
+  if constexpr (GROUP > 1) __syncthreads();
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const float a[4] = {pw[j].x, pw[j].y, pw[j].z, pw[j].w}, b[4] = {pb[j].x, pb[j].y, pb[j].z, pb[j].w};
