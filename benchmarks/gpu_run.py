@@ -97,6 +97,15 @@ OPS_AFTER = (
     Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90))
 
 
+# layernorm rung 6: a gate (five shapes), then rungs 5 and 6 at the row operators' lengths
+NORMS_GATE = Run("gate: rung 6 on five shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
+                 "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001 "
+                 "or 20000x1024)'", 150, gate=True)
+NORMS_LADDER = Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 " + " ".join(
+    f"-s {shape}:{kind}" for shape in ("65536x1024", "16384x4096", "8192x8192", "4096x16384", "4096x32768")
+    for kind in ("bf16:layer_norm_backward", "rms_norm_backward")) + " --json-out {out}/layernorm_ladder.json", 200)
+
+
 # attention rung 5 checked and timed: a gate (two shapes), every attention GPU test, the ladder's rungs 4-5,
 # the table beside SDPA, the sanitizer
 ATTENTION_FWD = (
@@ -302,9 +311,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "norms-cluster": ("layernorm rung 6 (the backwards with rows staged by bulk copies, long rows split over clusters; "
                       "built after the last device call, never run) and the operators on it: a gate, every layernorm "
                       "GPU test, the norms beside PyTorch eager and compiled, the ladder's rungs 5-6, the sanitizer", [
-        Run("gate: rung 6 on four shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
-            "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001)'",
-            120, gate=True),
+        NORMS_GATE,
         Run("every layernorm rung's GPU tests and the row operators' (gradients, streams, graphs, compile)",
             "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu tests/test_rows_api_gpu.py "
             "tests/test_gpu.py::test_layernorm_rung_matches_float64 tests/test_gpu.py::test_layernorm_reference_agrees "
@@ -312,22 +319,14 @@ PHASES: dict[str, tuple[str, list]] = {
             "{out}/pytest_norms.txt | head -40; exit $rc", 240),
         Run("layer_norm and rms_norm beside PyTorch", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm "
             "--no-host --json {out}/norms.json", 300),
-        Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 "
-            "-s 65536x1024:bf16:layer_norm_backward -s 16384x4096:bf16:layer_norm_backward "
-            "-s 4096x32768:bf16:layer_norm_backward -s 4096x32768:rms_norm_backward "
-            "--json-out {out}/layernorm_ladder.json", 120),
+        NORMS_LADDER,
         Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size 333x4104:bf16:layer_norm_backward "
             "--jobs 4 && simtlab sanitize layernorm --rung 6 --size 7x20000:layer_norm_backward --jobs 4 && "
             "simtlab sanitize layernorm --rung 6 --size 333x517:rms_norm_backward --jobs 4", 150)]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
-        Run("gate: rung 6 on four shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
-            "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001)'",
-            120, gate=True),
-        Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 " + " ".join(
-            f"-s {shape}:{kind}" for shape in ("65536x1024", "16384x4096", "8192x8192", "4096x16384", "4096x32768")
-            for kind in ("bf16:layer_norm_backward", "rms_norm_backward")) + " --json-out {out}/layernorm_ladder.json",
-            200)]),
+        NORMS_GATE,
+        NORMS_LADDER]),
     "attention-last": ("the shortest check when device time is nearly gone: the backward's GPU tests (the zero-gradient "
                        "check mended after run dee800d), then the tests run 511d348 failed", [
         Tests("attention_backward", "pytest_attention_backward.txt", 90, 8), mended_tests(90)]),

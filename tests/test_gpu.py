@@ -656,7 +656,8 @@ def test_softmax_reference_agrees():
         assert compare(cupy.asarray(res), ws.expected(), softmax.tolerance(p)).ok
 @pytest.mark.parametrize("rung_op", _layernorm_ops(), ids=lambda r: f"{r[0].name}-{r[1]}")
 @pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (4, 4097),
-                                   (1000, 6145), (300, 8192), (3, 20001)], ids=lambda s: "x".join(map(str, s)))
+                                   (1000, 6145), (300, 8192), (3, 20001), (20000, 1024)],
+                         ids=lambda s: "x".join(map(str, s)))  # (20000 rows: teams of many rows, each stage's last)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_layernorm_rung_matches_float64(rung_op, shape, dtype):
     from simtlab.ops import layernorm
