@@ -109,9 +109,10 @@ def test_absent_weight_and_bias_read_constants_made_once_per_plan():
 
 
 def test_the_backward_s_partial_rows_are_its_clusters_on_hopper():
-    """Rung 6: one partial row a cluster (8 teams of whole rows at 4096 values; a long row split over
-    4 blocks of 8192 bf16 values at 32768), the column sums over a grid of whole clusters."""
-    for cols, shape in ((4096, (1, 8)), (32768, (4, 1))):
+    """Rung 6: one partial row a cluster (4 teams of whole rows at 4096 bf16 values: two blocks of 256
+    an SM, a cluster over two SMs; a long row split over 4 blocks of 8192 values at 32768), the
+    column sums over a grid of whole clusters."""
+    for cols, shape in ((4096, (1, 4)), (32768, (4, 1))):
         declared, _ = _declare(OPERATORS["layer_norm_backward"], ((100000, cols), (cols,), (100000, cols)), "bfloat16",
                                True)
         first, second = declared.steps

@@ -347,18 +347,21 @@ def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     """Rung 6's shape: VPT groups of four values a thread - 4 for 16-bit rows (a row's fixed costs,
     its sums and barriers, over twice the values; 512 threads an SM), 2 for fp32 (1024) - a block
     at most 512 threads (1024 for rows past 8 such blocks), a row as many blocks a cluster as it
-    needs; rows one block takes go in clusters of 8 teams (one partial row a cluster). STAGES: as
+    needs. Rows one block takes go in clusters of teams spanning at most two SMs (one partial row a
+    cluster; a GPC whose SMs a cluster does not divide then leaves at most one idle). STAGES: as
     many row slices (2-4) as fit an SM's 228 KB beside the w slice (fp32 rows get 2 at 1024 threads)."""
     vpt = 4 if p.itemsize == 2 else 2
     per_block = 512 * 4 * vpt
     slice_cols = per_block if p.cols <= CLUSTER_MAX * per_block else 2 * per_block
     cluster = -(-p.cols // slice_cols)
     block = max(32, -(-p.cols // (cluster * 32 * 4 * vpt)) * 32)
+    per_sm = max(1, 2048 // vpt // block)
     stage = 2 * 4 * vpt * block * p.itemsize  # (and one more half stage: the block's slice of w)
-    room = 228 * 1024 // min(16, max(1, 2048 // vpt // block)) - 5120  # an SM's a block, less reserve and statics
+    room = 228 * 1024 // min(16, per_sm) - 5120  # an SM's shared memory a block, less its reserve and statics
     stages = max(2, min(4, (room - stage // 2) // stage))
-    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster,
-            "GROUP": CLUSTER_MAX if cluster == 1 else 1, "STAGES": stages, "RMS": int(p.rms)}
+    group = min(CLUSTER_MAX, 2 * per_sm) if cluster == 1 else 1
+    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster, "GROUP": group, "STAGES": stages,
+            "RMS": int(p.rms)}
 
 
 _DT_BYTES = {0: 4, 1: 2, 2: 2}
