@@ -101,6 +101,13 @@ OPS_AFTER = (
 NORMS_GATE = Run("gate: rung 6 on five shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
                  "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001 "
                  "or 20000x1024)'", 150, gate=True)
+NORMS_TESTS = Run("every layernorm rung's GPU tests and the row operators' (gradients, streams, graphs, compile)",
+                  "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu tests/test_rows_api_gpu.py "
+                  "tests/test_gpu.py::test_layernorm_rung_matches_float64 tests/test_gpu.py::test_layernorm_reference_agrees "
+                  "> {out}/pytest_norms.txt 2>&1; rc=$?; tail -3 {out}/pytest_norms.txt; grep -e ^FAILED -e ^ERROR "
+                  "{out}/pytest_norms.txt | head -40; exit $rc", 240)
+NORMS_TABLE = Run("layer_norm and rms_norm beside PyTorch", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm "
+                  "--no-host --json {out}/norms.json", 300)
 NORMS_LADDER = Run("simtlab ladder layernorm (rungs 5, 6)", "simtlab ladder layernorm --rung 5 --rung 6 " + " ".join(
     f"-s {shape}:{kind}" for shape in ("65536x1024", "16384x4096", "8192x8192", "4096x16384", "4096x32768")
     for kind in ("bf16:layer_norm_backward", "rms_norm_backward")) + " --json-out {out}/layernorm_ladder.json", 200)
@@ -312,17 +319,14 @@ PHASES: dict[str, tuple[str, list]] = {
                       "built after the last device call, never run) and the operators on it: a gate, every layernorm "
                       "GPU test, the norms beside PyTorch eager and compiled, the ladder's rungs 5-6, the sanitizer", [
         NORMS_GATE,
-        Run("every layernorm rung's GPU tests and the row operators' (gradients, streams, graphs, compile)",
-            "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu tests/test_rows_api_gpu.py "
-            "tests/test_gpu.py::test_layernorm_rung_matches_float64 tests/test_gpu.py::test_layernorm_reference_agrees "
-            "> {out}/pytest_norms.txt 2>&1; rc=$?; tail -3 {out}/pytest_norms.txt; grep -e ^FAILED -e ^ERROR "
-            "{out}/pytest_norms.txt | head -40; exit $rc", 240),
-        Run("layer_norm and rms_norm beside PyTorch", "python3 benchmarks/row_ops.py --only layer_norm,rms_norm "
-            "--no-host --json {out}/norms.json", 300),
+        NORMS_TESTS, NORMS_TABLE,
         NORMS_LADDER,
         Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size 333x4104:bf16:layer_norm_backward "
             "--jobs 4 && simtlab sanitize layernorm --rung 6 --size 7x20000:layer_norm_backward --jobs 4 && "
             "simtlab sanitize layernorm --rung 6 --size 333x517:rms_norm_backward --jobs 4", 150)]),
+    "norms-final": ("layernorm rung 6 as it ships, when device time is short: the gate, every layernorm and row "
+                    "operator GPU test, the norms beside PyTorch eager and compiled, the ladder's rungs 5-6", [
+        NORMS_GATE, NORMS_TESTS, NORMS_TABLE, NORMS_LADDER]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
         NORMS_GATE,
