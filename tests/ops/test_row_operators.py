@@ -365,3 +365,17 @@ def test_declared_tensor_maps_are_encoded_per_address_and_passed_by_value(fake_p
     q2 = _Array((2, 3, 300, 128), "bfloat16", 1 << 30)  # another address: encoded for it, same encoders
     plan.run((q2, k, v))
     assert _Packed.launches[-1][1][0] == 0x7000_0000 + q2.ptr and len(_Encoder.made) == 3
+
+
+def test_the_norms_backward_takes_rung_5_where_no_cluster_fits(monkeypatch):
+    """A GPU partition that runs none of rung 6's clusters (the driver counts 0) gets rung 5, not an
+    error; rows not in 16-byte pieces and GPUs without clusters get it too."""
+    from simtlab.ops import layernorm
+
+    shapes = ((300, 4096), (4096,), (300, 4096))
+    monkeypatch.setattr(layernorm, "active_clusters", lambda inst, launch, vec, device: 0)
+    declared, _ = _declare(OPERATORS["layer_norm_backward"], shapes, "bfloat16", True)
+    assert declared.steps[0].rung.stage == 5 and declared.align == 4 * 2
+    odd = ((300, 4100), (4100,), (300, 4100))  # (8200 bytes a row: not in 16-byte pieces)
+    assert _declare(OPERATORS["rms_norm_backward"], odd, "bfloat16", True)[0].steps[0].rung.stage == 5
+    assert _declare(OPERATORS["rms_norm_backward"], shapes, "bfloat16", True, A100)[0].steps[0].rung.stage == 5

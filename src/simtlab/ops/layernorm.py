@@ -69,8 +69,8 @@ def unsupported(rung, p: LayerNormProblem) -> str | None:
     return None
 
 
-def _rung_for(op: str) -> int:
-    return 5 if op.endswith("_backward") else 4 if op == "rms_norm" else 3
+def _rung_for(op: str) -> str:
+    return "6 (on Hopper; 5 before)" if op.endswith("_backward") else "4" if op == "rms_norm" else "3"
 
 
 def row_params(p: LayerNormProblem, device=None, vec=None) -> dict:
@@ -390,6 +390,10 @@ def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
     return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
 
 
+class NoClusterFits(ValueError):
+    """The GPU (or its partition) runs no cluster of the shape a rung 6 build needs."""
+
+
 def active_clusters(inst, launch: Launch, vec: bool, device) -> int:
     """How many clusters of the build's launch the GPU runs at once: the driver's count, which knows
     how the GPCs' SMs group (its shared memory allowed on the function first: the count depends on it)."""
@@ -408,8 +412,8 @@ def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tupl
     size = inst.params["CLUSTER"] * inst.params["GROUP"]
     active = active_clusters(inst, one, vec, device)
     if active < 1:
-        raise ValueError(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
-                         "bytes of shared memory fits this GPU")
+        raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
+                            "bytes of shared memory fits this GPU")
     clusters = max(1, min(-(-p.rows // inst.params["GROUP"]), active))
     sums = Launch((-(-p.cols // (32 * size)) * size, 1, 1), (min(one.block[0], 256), 1, 1))
     return ((0, Launch((clusters * size, 1, 1), one.block, one.shared)), (1, sums)), clusters
@@ -513,14 +517,17 @@ def _declare_backward(op: str):
         vector_of(op, "weight", shapes[1], p.cols)
         w = (IN, 1) if shapes[1] is not None else (CONST, 0)
         constants = () if shapes[1] is not None else (((p.cols,), dtype, ONES),)
-        clustered = FAMILY.rung(6)
+        clustered, launches = FAMILY.rung(6), None
         if vec and cluster_vec(p) and clustered.supports(device.compute_capability) and \
                 unsupported(clustered, p) is None:
             rung, align = clustered, 16
             params = rung.params(device.arch, cluster_params(p, device, vec))
-            launches, parts = cluster_launches(build(rung, params), p, device, vec)
+            try:
+                launches, parts = cluster_launches(build(rung, params), p, device, vec)
+            except NoClusterFits:  # (a GPU partition too small for the cluster: rung 5)
+                launches = None
             stats_scratch, shown = (), ("BLOCK", "VPT", "CLUSTER", "GROUP", "STAGES")
-        else:
+        if launches is None:
             rung, align = FAMILY.rung(5), 4 * p.itemsize
             params = rung.params(device.arch, backward_params(p, device, vec))
             launches, parts = backward_launches(build(rung, params), p, device, vec)
