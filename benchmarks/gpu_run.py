@@ -327,6 +327,11 @@ PHASES: dict[str, tuple[str, list]] = {
     "norms-final": ("layernorm rung 6 as it ships, when device time is short: the gate, every layernorm and row "
                     "operator GPU test, the norms beside PyTorch eager and compiled, the ladder's rungs 5-6", [
         NORMS_GATE, NORMS_TESTS, NORMS_TABLE, NORMS_LADDER]),
+    "norms-sanitize": ("compute-sanitizer on layernorm rung 6 as it ships: a bf16 row split over three blocks "
+                       "(the remote stores), teams of rows in clusters over two SMs", [
+        Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size "
+            "33x16392:bf16:layer_norm_backward --jobs 4 && simtlab sanitize layernorm --rung 6 --size "
+            "333x4104:bf16:rms_norm_backward --jobs 4", 200)]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
         NORMS_GATE,
