@@ -13,8 +13,8 @@ torch.mm does (fp32 sums, rounded once at the end).
 
 The row operators are `simtlab::softmax`, `simtlab::log_softmax`, `simtlab::layer_norm` and
 `simtlab::rms_norm`, each with a fake implementation and with autograd through its own fused
-backward operator (`simtlab::softmax_backward`, `simtlab::norm_backward`: rung 5 of the softmax and
-layernorm ladders). Outputs are contiguous, in the input's type; a weight or bias of another type
+backward operator (`simtlab::softmax_backward`, `simtlab::norm_backward`: rung 5 of the softmax
+ladder; the layernorm ladder's rung 6 on Hopper, rung 5 elsewhere). Outputs are contiguous, in the input's type; a weight or bias of another type
 than x (an fp32 weight beside bf16 activations) is converted to x's type for the kernel and its
 gradient back to its own type.
 """
