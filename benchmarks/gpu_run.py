@@ -332,6 +332,9 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on rung 6", "simtlab sanitize layernorm --rung 6 --size "
             "33x16392:bf16:layer_norm_backward --jobs 4 && simtlab sanitize layernorm --rung 6 --size "
             "333x4104:bf16:rms_norm_backward --jobs 4", 200)]),
+    "spmv-ops": ("simtlab.spmv as users call it beside cuSPARSE (torch.sparse, cupyx) on the ladder's three row "
+                 "profiles at 2^22 rows", [
+        Run("simtlab.spmv beside cuSPARSE", "python3 benchmarks/spmv_ops.py --json {out}/spmv_ops.json", 150)]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
         NORMS_GATE,
