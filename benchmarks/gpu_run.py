@@ -97,6 +97,12 @@ OPS_AFTER = (
     Run("host cost", "python3 benchmarks/row_ops.py --host-only --json {out}/host.json", 90))
 
 
+# attention_backward rung 2 checked: a gate (two shapes), then every backward GPU test
+BWD2_CHECKED = (
+    Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
+        "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65'", 120, gate=True),
+    Tests("attention_backward", "pytest_attention_backward.txt", 150, 8))
+
 # layernorm rung 6: a gate (five shapes), then rungs 5 and 6 at the row operators' lengths
 NORMS_GATE = Run("gate: rung 6 on five shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py -k "
                  "'test_layernorm_rung_matches_float64 and cluster_rows and (2x32768 or 333x517 or 7x4096 or 3x20001 "
@@ -270,9 +276,7 @@ PHASES: dict[str, tuple[str, list]] = {
     "attention-bwd3": ("the operator's backward on rung 2 (Hopper) and rung 2's overlaps: a gate, every backward "
                        "GPU test, the ladder's rungs 1-2, the operator beside every SDPA backend, where rung 2 stalls",
                        [
-        Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
-            "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65'", 120, gate=True),
-        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
+        *BWD2_CHECKED,
         Run("simtlab ladder attention_backward (rungs 1, 2)", "simtlab ladder attention_backward -s 16x4096x128 "
             "-s 4x16384x128:causal -s 32x512x128 -s 32x512x64 --json-out {out}/attention_backward_ladder.json", 100),
         attention_table(200),
@@ -281,9 +285,7 @@ PHASES: dict[str, tuple[str, list]] = {
             "rm -f ncu_bwd2_source.*", 150)]),
     "attention-bwd4": ("backward rung 2's three-slot ring against two (the sweep) and as the operator runs it "
                        "beside SDPA; the sanitizer on it; where an operator call's host time goes", [
-        Run("gate: backward rung 2 on two shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu "
-            "tests/test_attention_backward_gpu.py -k 'wgmma and 2x65x65'", 120, gate=True),
-        Tests("attention_backward", "pytest_attention_backward.txt", 150, 8),
+        *BWD2_CHECKED,
         Run("rung 2's ring: two slots or three", "mkdir -p {out}/slots && for s in 16x4096x128 4x16384x128:causal "
             "32x512x128; do python3 benchmarks/param_sweep.py attention_backward wgmma --size $s --param SLOTS=2,3 "
             "--json {out}/slots/$(echo $s | tr ':' '_').json; done; cd {out} && tar -czf slots.tar.gz slots && "

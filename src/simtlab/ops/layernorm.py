@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..driver import PORTABLE_CLUSTER
 from ..family import CONST, IN, OUT, SCRATCH, Declared, Family, Operator, Rung, Step, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from ..launch import Launch
-from .base import Reference, sm_count
+from .base import ITEMSIZE, Reference, sm_count
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, STREAMED, RowProblem, dtype_params, geometry_row, geometry_rows,
                    geometry_vectorized, load, matrix_of, poison_value, register_row_space, row_references, store,
                    torch_view, vec_ok, vector_of)
@@ -52,7 +53,7 @@ class LayerNormProblem(RowProblem):
 
 
 RUNG_OPS = {1: "layer_norm", 2: "layer_norm", 3: "layer_norm", 4: "rms_norm"}  # (rungs 5-6: the backwards)
-CLUSTER_MAX = 8  # blocks a cluster may have on any GPU with clusters
+CLUSTER_MAX = PORTABLE_CLUSTER  # blocks a cluster may have on any GPU with clusters
 
 
 def unsupported(rung, p: LayerNormProblem) -> str | None:
@@ -289,9 +290,9 @@ def workspace(p: LayerNormProblem, seed: int) -> Workspace:
 
 
 def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, prepare):
-    """Rung 4 reads no bias; rung 5 is two or three launches of its kernel (backward_launches), its
-    partial rows and statistics made here, outside the timed call; rungs 1-3 the default single
-    launch (None)."""
+    """Rung 4 reads no bias; rungs 5 and 6 are two or three launches of their kernel
+    (backward_launches, cluster_launches), their partial rows (and rung 5's statistics) made here,
+    outside the timed call; rungs 1-3 the default single launch (None)."""
     import cupy
 
     p = problem
@@ -301,30 +302,22 @@ def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, pre
         func = prepare(inst, launch, vec, device)
         args = (ws.x, ws.w, ws.y, rows, cols, eps)
         return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
-    if inst.rung.stage == 6:
+    if inst.rung.stage == 6:  # (rung 6 takes no statistics: its rows are read once)
         vec = bool(vec) and cluster_vec(p)
         launches, parts = cluster_launches(inst, p, device, vec)
-        func = prepare(inst, launches[0][1], vec, device)
-        partial_w, partial_b = (cupy.empty((parts, p.cols), dtype=cupy.float32) for _ in range(2))
-        common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
-
-        def run_cluster():
-            for phase, launch in launches:
-                func(launch.grid, launch.block, (*common, np.int32(phase)), shared_mem=launch.shared)
-
-        return run_cluster
-    if inst.rung.stage != 5:
+        stats = ()
+    elif inst.rung.stage == 5:
+        launches, parts = backward_launches(inst, p, device, vec)
+        stats = (cupy.empty((p.rows, 4), dtype=cupy.float32),)
+    else:
         return None
-    launches, parts = backward_launches(inst, p, device, vec)
     func = prepare(inst, launches[0][1], vec, device)
-    partial_w = cupy.empty((parts, p.cols), dtype=cupy.float32)
-    partial_b = cupy.empty((parts, p.cols), dtype=cupy.float32)
-    stats = cupy.empty((p.rows, 4), dtype=cupy.float32)
-    common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, stats, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
+    partial_w, partial_b = (cupy.empty((parts, p.cols), dtype=cupy.float32) for _ in range(2))
+    common = (ws.x, ws.w, ws.dy, ws.y, partial_w, partial_b, *stats, rows, cols, eps, np.int32(parts), ws.dw, ws.db)
 
     def run():
         for phase, launch in launches:
-            func(launch.grid, launch.block, (*common, np.int32(phase)))
+            func(launch.grid, launch.block, (*common, np.int32(phase)), shared_mem=launch.shared)
 
     return run
 
@@ -343,6 +336,11 @@ def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[tuple, in
     return ((0, Launch((parts, 1, 1), one.block)), sums), parts
 
 
+def _blocks_an_sm(vpt: int, block: int) -> int:
+    """Rung 6's blocks an SM under its launch bounds: 1024 threads at VPT 2, 512 at VPT 4."""
+    return max(1, 2048 // vpt // block)
+
+
 def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     """Rung 6's shape: VPT groups of four values a thread - 4 for 16-bit rows (a row's fixed costs,
     its sums and barriers, over twice the values; 512 threads an SM), 2 for fp32 (1024) - a block
@@ -355,7 +353,7 @@ def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
     slice_cols = per_block if p.cols <= CLUSTER_MAX * per_block else 2 * per_block
     cluster = -(-p.cols // slice_cols)
     block = max(32, -(-p.cols // (cluster * 32 * 4 * vpt)) * 32)
-    per_sm = max(1, 2048 // vpt // block)
+    per_sm = _blocks_an_sm(vpt, block)
     stage = 2 * 4 * vpt * block * p.itemsize  # (and one more half stage: the block's slice of w)
     room = 228 * 1024 // min(16, per_sm) - 5120  # an SM's shared memory a block, less its reserve and statics
     stages = max(2, min(4, (room - stage // 2) // stage))
@@ -364,7 +362,7 @@ def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
             "RMS": int(p.rms)}
 
 
-_DT_BYTES = {0: 4, 1: 2, 2: 2}
+_DT_BYTES = {dt: ITEMSIZE[name] for name, dt in DT.items()}  # (the DT template argument's element bytes)
 
 
 def cluster_vec(p: LayerNormProblem) -> bool:
@@ -386,7 +384,7 @@ def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
         raise ValueError(f"{cluster} blocks of {block} threads x {span // block} values do not split a {p.cols}-value row "
                          "(each block some of it): see cluster_params")
     size = cluster * group
-    clusters = max(1, min(-(-p.rows // group), sm_count(device) * max(1, 2048 // params["VPT"] // block) // size))
+    clusters = max(1, min(-(-p.rows // group), sm_count(device) * _blocks_an_sm(params["VPT"], block) // size))
     return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
 
 
