@@ -58,9 +58,13 @@ __device__ __forceinline__ float madd(float a, float b, float c) { return fmaf(a
 __device__ __forceinline__ double madd(float a, float b, double c) { return fma((double)a, (double)b, c); }
 
 // acc += A_slice x B_slice for one BK-deep slice held in shared memory (float or double sums).
+// Float64 sums keep two depths in flight, not the whole slice: fully unrolled, each depth's fragments
+// as doubles fill the 128 registers that two blocks an SM allow, and the build sat at that limit
+// (spilling or not from one compile to the next).
 template <class T, class Acc>
 __device__ __forceinline__ void mma_slice(const float* As, const float* Bs, const Coord& c, Acc (&acc)[T::TM][T::TN]) {
-#pragma unroll
+  constexpr int DEPTHS = sizeof(Acc) == sizeof(double) ? 2 : T::BK;
+#pragma unroll DEPTHS
   for (int k = 0; k < T::BK; ++k) {
     float a[T::TM], b[T::TN];
     fragments<T>(As, Bs, c, k, a, b);
