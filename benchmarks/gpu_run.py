@@ -337,6 +337,29 @@ PHASES: dict[str, tuple[str, list]] = {
     "spmv-ops": ("simtlab.spmv as users call it beside cuSPARSE (torch.sparse, cupyx) on the ladder's three row "
                  "profiles at 2^22 rows", [
         Run("simtlab.spmv beside cuSPARSE", "python3 benchmarks/spmv_ops.py --json {out}/spmv_ops.json", 150)]),
+    "softmax-cluster": ("softmax rung 6 (every operator with rows staged by bulk copies, long rows split over "
+                        "clusters; built without a device, never run) and layernorm rung 6 with four exchange "
+                        "buffers: a gate, the ladder's rungs 5-6 at the operators' lengths (where the operators "
+                        "should take rung 6: softmax.CLUSTER_FROM), every softmax and layernorm GPU test, the "
+                        "softmax operators beside PyTorch, the sanitizer", [
+        Run("gate: softmax rung 6 on six shapes", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_gpu.py "
+            "-k 'softmax and cluster_rows and (2x65536 or 333x517 or 1500x16392 or 7x4096 or 2x40001 or 6x1000)'",
+            150, gate=True),
+        Run("simtlab ladder softmax (rungs 5, 6)", "simtlab ladder softmax --rung 5 --rung 6 --target-ms 150 " + " ".join(
+            f"-s {shape}:{kind}" for shape in ("65536x1024", "32768x2048", "16384x4096", "8192x8192", "4096x16384",
+                                               "4096x32768", "2048x65536")
+            for kind in ("bf16", "bf16:softmax_backward")) + " -s 4096x16384:bf16:log_softmax -s 16384x4096:softmax "
+            "-s 16384x4096:softmax_backward -s 4096x32768:softmax -s 4096x32768:log_softmax_backward "
+            "--json-out {out}/softmax_ladder.json", 240),
+        Run("every softmax and layernorm GPU test", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu "
+            "tests/test_gpu.py tests/test_rows_api_gpu.py -k 'softmax or layernorm or layer_norm or rms_norm' "
+            "> {out}/pytest_rows.txt 2>&1; rc=$?; tail -3 {out}/pytest_rows.txt; grep -e ^FAILED -e ^ERROR "
+            "{out}/pytest_rows.txt | head -40; exit $rc", 300),
+        Run("softmax and log_softmax beside PyTorch, rung 6 from 4096 values", "python3 benchmarks/row_ops.py --only softmax,log_softmax "
+            "--no-host --cluster-from 4096 --json {out}/softmax_ops.json", 240),
+        Run("compute-sanitizer on both rung 6s", "simtlab sanitize softmax --rung 6 --size 33x16392:bf16:softmax_backward "
+            "--jobs 4 && simtlab sanitize softmax --rung 6 --size 333x517:log_softmax --jobs 4 && simtlab sanitize "
+            "layernorm --rung 6 --size 33x16392:bf16:layer_norm_backward --jobs 4", 200)]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
         NORMS_GATE,

@@ -20,6 +20,7 @@ sum,amax,cumsum,transpose,sort.
 
     python benchmarks/row_ops.py [--json out.json] [--only softmax,log_softmax,layer_norm,rms_norm]
                                  [--shapes 16384x4096,...] [--dtypes bf16,fp32] [--no-compile] [--host-only]
+                                 [--cluster-from 4096]
 """
 
 from __future__ import annotations
@@ -267,10 +268,16 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--host-only", action="store_true")
     ap.add_argument("--no-host", action="store_true")
+    ap.add_argument("--cluster-from", type=int, help="softmax's operators take rung 6 from this row length "
+                    "(softmax.CLUSTER_FROM, set in this process; default: as shipped)")
     args = ap.parse_args()
+    if args.cluster_from is not None:  # (the operators as they would run with the rule set: for choosing it)
+        from simtlab.ops import softmax as softmax_ops
+
+        softmax_ops.CLUSTER_FROM = args.cluster_from
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cluster_from": args.cluster_from}
     if not args.no_host:
         result["host"] = host_costs()
     if not args.host_only:

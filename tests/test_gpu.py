@@ -586,7 +586,8 @@ def _layernorm_ops():
 
 @pytest.mark.parametrize("rung_op", _softmax_ops(), ids=lambda r: f"{r[0].name}-{r[1]}")
 @pytest.mark.parametrize("shape", [(1, 1), (3, 127), (5, 1000), (7, 4096), (2, 32768), (333, 517), (9, 1025),
-                                   (4, 4097), (3, 16385), (2, 40001), (2, 65536)], ids=lambda s: "x".join(map(str, s)))
+                                   (4, 4097), (3, 16385), (2, 40001), (2, 65536), (1500, 16392)],
+                         ids=lambda s: "x".join(map(str, s)))  # (1500 rows: rung 6's stages and exchanges wrap)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_softmax_rung_matches_float64(rung_op, shape, dtype):
     from simtlab.ops import softmax

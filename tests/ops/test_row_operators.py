@@ -5,6 +5,7 @@ covers every row, and passes exactly the kernel's parameters (their count and si
 the cubin)."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from simtlab.device import DeviceInfo
 from simtlab.family import CONST, IN, OUT, SCRATCH
 from simtlab.hw.resources import param_sizes_from_cubin
 from simtlab.launch import build, check_launch
+from simtlab.ops import softmax
 
 H100 = DeviceInfo(0, "H100 (declared)", (9, 0), 132, 65536, 65536, 233472, 49152, 232448, 1024, 2048, 1024, 32,
                   50 * 2**20, 80 * 2**30, 5120, 1980, 2619, 13000, 13000)
@@ -22,14 +24,16 @@ A100 = dataclasses.replace(H100, name="A100-like (declared)", compute_capability
 OPERATORS = {o.name: o for fam in ("softmax", "layernorm") for o in family(fam).operators}
 
 
+CLUSTER_FROM = 4096  # (softmax's rung 6 from here, in the launch checks)
+
+
 @pytest.fixture(autouse=True)
 def _clusters_without_a_gpu(monkeypatch):
-    """The norms' backward on Hopper asks the driver how many clusters run at once: here, the
-    launch's own estimate (whole clusters, 1024 threads an SM)."""
-    from simtlab.ops import layernorm
+    """Rung 6 of the norms and softmax on Hopper asks the driver how many clusters run at once: here,
+    the launch's own estimate (whole clusters, 1024 threads an SM)."""
+    from simtlab.ops import cluster_rows
 
-    monkeypatch.setattr(layernorm, "active_clusters", lambda inst, launch, vec, device: launch.grid[0] //
-                        (inst.params["CLUSTER"] * inst.params["GROUP"]))
+    monkeypatch.setattr(cluster_rows, "active_clusters", lambda inst, launch, vec, device, size: launch.grid[0] // size)
 # one length in each regime of the launch rules: a warp a row, a block of 256, of 512 / 1024 in
 # registers, streamed; either side of each boundary; lengths not in groups of four
 COLS = (1, 3, 128, 1024, 1025, 4096, 6144, 6145, 8192, 8193, 16384, 16385, 32768, 32769, 65536, 100003)
@@ -63,14 +67,19 @@ def _declare(op, shapes, dtype, vec, device=H100):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("vec", [True, False], ids=["aligned", "unaligned"])
 def test_every_launch_a_call_makes_fits_and_passes_the_kernels_parameters(name, dtype, vec, tmp_path, monkeypatch):
+    """Every launch at lengths in each regime, softmax's rung 6 taken from 4096 values (as a measured
+    CLUSTER_FROM would route it)."""
+    monkeypatch.setattr(softmax, "CLUSTER_FROM", CLUSTER_FROM)
     op = OPERATORS[name]
     itemsize = 4 if dtype == "float32" else 2
     for cols in COLS:
         rows = 3
         shapes = _operands(op, rows, cols)
         declared, build_once = _declare(op, shapes, dtype, vec)
-        clustered = declared.steps[0].rung.stage == 6  # (the norms' backward on Hopper: rows in 16-byte pieces)
-        assert clustered == ("norm_backward" in name and vec and cols * itemsize % 16 == 0 and cols <= 65536)
+        clustered = declared.steps[0].rung.stage == 6  # (on Hopper: rows in 16-byte pieces)
+        # (the norms' backward at every length, softmax's operators from a measured one, the norms' forwards never)
+        from_cols = 1 if "norm_backward" in name else CLUSTER_FROM if "softmax" in name else math.inf
+        assert clustered == (vec and cols * itemsize % 16 == 0 and from_cols <= cols <= 65536)
         assert declared.vec == (vec and cols % 4 == 0) and declared.align == (16 if clustered else 4 * itemsize)
         assert declared.outputs[0] == ((rows, cols), dtype)
         for step in declared.steps:
@@ -89,9 +98,10 @@ def test_every_launch_a_call_makes_fits_and_passes_the_kernels_parameters(name, 
         first = declared.steps[0]
         slots = first.params["BLOCK"] // 32 if first.params.get("WARP_ROWS") else 1
         if clustered:  # whole clusters, no more teams than rows
-            size = first.params["CLUSTER"] * first.params["GROUP"]
-            assert first.launch.grid[0] % size == 0 and declared.steps[1].launch.grid[0] % size == 0
-            assert 1 <= first.launch.grid[0] // size <= -(-rows // first.params["GROUP"])
+            group = first.params.get("GROUP", 1)
+            size = first.params["CLUSTER"] * group
+            assert all(step.launch.grid[0] % size == 0 for step in declared.steps)
+            assert 1 <= first.launch.grid[0] // size <= -(-rows // group)
         elif "norm_backward" in name:  # a persistent grid striding over the rows
             assert 1 <= first.launch.grid[0] <= -(-rows // slots)
         else:
@@ -370,12 +380,31 @@ def test_declared_tensor_maps_are_encoded_per_address_and_passed_by_value(fake_p
 def test_the_norms_backward_takes_rung_5_where_no_cluster_fits(monkeypatch):
     """A GPU partition that runs none of rung 6's clusters (the driver counts 0) gets rung 5, not an
     error; rows not in 16-byte pieces and GPUs without clusters get it too."""
-    from simtlab.ops import layernorm
+    from simtlab.ops import cluster_rows
 
     shapes = ((300, 4096), (4096,), (300, 4096))
-    monkeypatch.setattr(layernorm, "active_clusters", lambda inst, launch, vec, device: 0)
+    monkeypatch.setattr(cluster_rows, "active_clusters", lambda inst, launch, vec, device, size: 0)
     declared, _ = _declare(OPERATORS["layer_norm_backward"], shapes, "bfloat16", True)
     assert declared.steps[0].rung.stage == 5 and declared.align == 4 * 2
     odd = ((300, 4100), (4100,), (300, 4100))  # (8200 bytes a row: not in 16-byte pieces)
     assert _declare(OPERATORS["rms_norm_backward"], odd, "bfloat16", True)[0].steps[0].rung.stage == 5
     assert _declare(OPERATORS["rms_norm_backward"], shapes, "bfloat16", True, A100)[0].steps[0].rung.stage == 5
+
+
+def test_softmax_takes_rung_6_only_from_its_measured_length(monkeypatch):
+    """Until CLUSTER_FROM is measured the softmax operators run rung 5 at every length; once set, rows
+    from it up in 16-byte pieces take rung 6 on Hopper, and rung 5 where no cluster fits, on GPUs
+    without clusters, and for rows past LONGEST_ROW."""
+    from simtlab.ops import cluster_rows
+
+    shape = ((300, 8192),)
+    monkeypatch.setattr(softmax, "CLUSTER_FROM", None)
+    assert _declare(OPERATORS["softmax"], shape, "bfloat16", True)[0].steps[0].rung.stage == 5
+    monkeypatch.setattr(softmax, "CLUSTER_FROM", 4096)
+    declared = _declare(OPERATORS["softmax"], shape, "bfloat16", True)[0]
+    assert declared.steps[0].rung.stage == 6 and declared.align == 16 and "CLUSTER" in declared.what
+    assert _declare(OPERATORS["softmax"], ((300, 2048),), "bfloat16", True)[0].steps[0].rung.stage == 5
+    assert _declare(OPERATORS["softmax"], ((3, 65544),), "bfloat16", True)[0].steps[0].rung.stage == 5
+    assert _declare(OPERATORS["softmax"], shape, "bfloat16", True, A100)[0].steps[0].rung.stage == 5
+    monkeypatch.setattr(cluster_rows, "active_clusters", lambda inst, launch, vec, device, size: 0)
+    assert _declare(OPERATORS["log_softmax_backward"], (shape[0], shape[0]), "float32", True)[0].steps[0].rung.stage == 5

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..driver import PORTABLE_CLUSTER
 from ..family import CONST, IN, OUT, SCRATCH, Declared, Family, Operator, Rung, Step, frozen
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
 from ..launch import Launch
-from .base import ITEMSIZE, Reference, sm_count
+from . import cluster_rows
+from .base import Reference, sm_count
+from .cluster_rows import (CLUSTER_MAX, NoClusterFits, blocks_an_sm, check_split, cluster_vec, clusters_launch,
+                           element_bytes, LONGEST_ROW, row_split, stage_count)
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, STREAMED, RowProblem, dtype_params, geometry_row, geometry_rows,
                    geometry_vectorized, load, matrix_of, poison_value, register_row_space, row_references, store,
                    torch_view, vec_ok, vector_of)
@@ -53,14 +55,13 @@ class LayerNormProblem(RowProblem):
 
 
 RUNG_OPS = {1: "layer_norm", 2: "layer_norm", 3: "layer_norm", 4: "rms_norm"}  # (rungs 5-6: the backwards)
-CLUSTER_MAX = PORTABLE_CLUSTER  # blocks a cluster may have on any GPU with clusters
 
 
 def unsupported(rung, p: LayerNormProblem) -> str | None:
     """Rungs 1-3 compute LayerNorm, rung 4 RMSNorm, rungs 5 and 6 the two backwards (rung 6: rows
     of up to CLUSTER_MAX blocks of 8192 values)."""
-    if rung.stage == 6 and p.cols > CLUSTER_MAX * 8192:
-        return f"rung 6 splits a row over at most {CLUSTER_MAX} blocks of 8192 values ({CLUSTER_MAX * 8192}), not {p.cols}"
+    if rung.stage == 6 and p.cols > LONGEST_ROW:
+        return f"rung 6 splits a row over at most {CLUSTER_MAX} blocks of 8192 values ({LONGEST_ROW}), not {p.cols}"
     takes = RUNG_OPS.get(rung.stage)
     if takes is not None and p.op != takes:
         return f"rung {rung.stage} computes {takes} (size suffix :{takes}); {p.op} runs on rung {_rung_for(p.op)}"
@@ -303,7 +304,7 @@ def make_runner(inst, problem: LayerNormProblem, ws: Workspace, device, vec, pre
         args = (ws.x, ws.w, ws.y, rows, cols, eps)
         return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
     if inst.rung.stage == 6:  # (rung 6 takes no statistics: its rows are read once)
-        vec = bool(vec) and cluster_vec(p)
+        vec = bool(vec) and cluster_vec(p.cols, p.itemsize)
         launches, parts = cluster_launches(inst, p, device, vec)
         stats = ()
     elif inst.rung.stage == 5:
@@ -336,70 +337,29 @@ def backward_launches(inst, p: LayerNormProblem, device, vec) -> tuple[tuple, in
     return ((0, Launch((parts, 1, 1), one.block)), sums), parts
 
 
-def _blocks_an_sm(vpt: int, block: int) -> int:
-    """Rung 6's blocks an SM under its launch bounds: 1024 threads at VPT 2, 512 at VPT 4."""
-    return max(1, 2048 // vpt // block)
-
-
 def cluster_params(p: LayerNormProblem, device=None, vec=None) -> dict:
-    """Rung 6's shape: VPT groups of four values a thread - 4 for 16-bit rows (a row's fixed costs,
-    its sums and barriers, over twice the values; 512 threads an SM), 2 for fp32 (1024) - a block
-    at most 512 threads (1024 for rows past 8 such blocks), a row as many blocks a cluster as it
-    needs. Rows one block takes go in clusters of teams spanning at most two SMs (one partial row a
-    cluster; a GPC whose SMs a cluster does not divide then leaves at most one idle). STAGES: as
-    many row slices (2-4) as fit an SM's 228 KB beside the w slice (fp32 rows get 2 at 1024 threads)."""
-    vpt = 4 if p.itemsize == 2 else 2
-    per_block = 512 * 4 * vpt
-    slice_cols = per_block if p.cols <= CLUSTER_MAX * per_block else 2 * per_block
-    cluster = -(-p.cols // slice_cols)
-    block = max(32, -(-p.cols // (cluster * 32 * 4 * vpt)) * 32)
-    per_sm = _blocks_an_sm(vpt, block)
+    """Rung 6's shape: the shared row split (cluster_rows.row_split). Rows one block takes go in
+    clusters of teams spanning at most two SMs (one partial row a cluster; a GPC whose SMs a cluster
+    does not divide then leaves at most one idle). STAGES: as many row slices (2-4) as fit an SM
+    beside the w slice (fp32 rows get 2 at 1024 threads)."""
+    block, vpt, cluster = row_split(p.cols, p.itemsize)
+    per_sm = blocks_an_sm(vpt, block)
     stage = 2 * 4 * vpt * block * p.itemsize  # (and one more half stage: the block's slice of w)
-    room = 228 * 1024 // min(16, per_sm) - 5120  # an SM's shared memory a block, less its reserve and statics
-    stages = max(2, min(4, (room - stage // 2) // stage))
     group = min(CLUSTER_MAX, 2 * per_sm) if cluster == 1 else 1
-    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster, "GROUP": group, "STAGES": stages,
-            "RMS": int(p.rms)}
-
-
-_DT_BYTES = {dt: ITEMSIZE[name] for name, dt in DT.items()}  # (the DT template argument's element bytes)
-
-
-def cluster_vec(p: LayerNormProblem) -> bool:
-    """Rung 6 copies rows in 16-byte pieces: a row's bytes a multiple of 16 (bases aligned to 16)."""
-    return p.cols * p.itemsize % 16 == 0
+    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster, "GROUP": group,
+            "STAGES": stage_count(stage, per_sm, stage // 2), "RMS": int(p.rms)}
 
 
 def geometry_cluster(params, p: LayerNormProblem, device=None) -> Launch:
     """Rung 6's rows launch: whole clusters of CLUSTER x GROUP blocks, as many as 1024 threads an SM
     make (512 at VPT 4; the runner and the operator ask the driver how many run at once), no more than the rows
     need; the dynamic shared memory holds STAGES slices of x and dy, and the block's slice of w."""
-    block, cluster, group = params["BLOCK"], params["CLUSTER"], params["GROUP"]
-    span = 4 * params["VPT"] * block
+    block, cluster, group, vpt = params["BLOCK"], params["CLUSTER"], params["GROUP"], params["VPT"]
     if cluster > 1 and group > 1:
         raise ValueError("a cluster splits rows (CLUSTER > 1) or holds teams of whole rows (GROUP > 1), not both")
-    if cluster * group > CLUSTER_MAX:
-        raise ValueError(f"clusters of {cluster} x {group} blocks: at most {CLUSTER_MAX}")
-    if span * cluster < p.cols or span * (cluster - 1) >= p.cols:
-        raise ValueError(f"{cluster} blocks of {block} threads x {span // block} values do not split a {p.cols}-value row "
-                         "(each block some of it): see cluster_params")
-    size = cluster * group
-    clusters = max(1, min(-(-p.rows // group), sm_count(device) * _blocks_an_sm(params["VPT"], block) // size))
-    return Launch((clusters * size, 1, 1), (block, 1, 1), (params["STAGES"] * 2 + 1) * span * _DT_BYTES[params["DT"]])
-
-
-class NoClusterFits(ValueError):
-    """The GPU (or its partition) runs no cluster of the shape a rung 6 build needs."""
-
-
-def active_clusters(inst, launch: Launch, vec: bool, device) -> int:
-    """How many clusters of the build's launch the GPU runs at once: the driver's count, which knows
-    how the GPCs' SMs group (its shared memory allowed on the function first: the count depends on it)."""
-    from ..driver import max_active_clusters
-    from ..launch import function_handle, prepare
-
-    size = inst.params["CLUSTER"] * inst.params["GROUP"]
-    return max_active_clusters(function_handle(prepare(inst, launch, vec, device)), launch.block, launch.shared, size)
+    check_split(block, vpt, cluster, p.cols, group)
+    shared = (params["STAGES"] * 2 + 1) * 4 * vpt * block * element_bytes(params["DT"])
+    return clusters_launch(block, vpt, cluster * group, -(-p.rows // group), shared, device)
 
 
 def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tuple, int]:
@@ -408,7 +368,7 @@ def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tupl
     a cluster)."""
     one = inst.geometry(p, device)
     size = inst.params["CLUSTER"] * inst.params["GROUP"]
-    active = active_clusters(inst, one, vec, device)
+    active = cluster_rows.active_clusters(inst, one, vec, device, size)
     if active < 1:
         raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
                             "bytes of shared memory fits this GPU")
@@ -516,7 +476,7 @@ def _declare_backward(op: str):
         w = (IN, 1) if shapes[1] is not None else (CONST, 0)
         constants = () if shapes[1] is not None else (((p.cols,), dtype, ONES),)
         clustered, launches = FAMILY.rung(6), None
-        if vec and cluster_vec(p) and clustered.supports(device.compute_capability) and \
+        if vec and cluster_vec(p.cols, p.itemsize) and clustered.supports(device.compute_capability) and \
                 unsupported(clustered, p) is None:
             rung, align = clustered, 16
             params = rung.params(device.arch, cluster_params(p, device, vec))

@@ -12,15 +12,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..family import IN, OUT, Declared, Family, Operator, Rung, Step, frozen
+from ..launch import Launch
 from ..verify import UNIT_ROUNDOFF, dot_tolerance
+from . import cluster_rows
 from .base import Reference
+from .cluster_rows import (LONGEST_ROW, NoClusterFits, blocks_an_sm, check_split, cluster_vec, clusters_launch,
+                           element_bytes, row_split, stage_count)
 from .rows import (DT, DTYPE, MAX_REGISTER_ROW, STREAMED, RowProblem, dtype_params, forward_only, geometry_row,
                    geometry_rows, geometry_vectorized, load, matrix_of, poison_value, register_row_space, row_params,
                    row_references, store, torch_view, vec_ok)
 
 __all__ = ["SoftmaxProblem", "parse_size", "tolerance", "dtype_params", "row_params", "geometry_row",
            "geometry_vectorized", "requested_bytes", "workspace", "make_runner", "references", "store", "load",
-           "torch_view", "DT", "DTYPE", "MAX_REGISTER_ROW", "OPS", "ops_params", "geometry_rows", "unsupported"]
+           "torch_view", "DT", "DTYPE", "MAX_REGISTER_ROW", "OPS", "ops_params", "geometry_rows", "unsupported",
+           "cluster_params", "geometry_cluster", "cluster_launch", "CLUSTER_FROM"]
 
 
 OPS = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
@@ -39,7 +44,9 @@ class SoftmaxProblem(RowProblem):
 
 
 def unsupported(rung, p: SoftmaxProblem) -> str | None:
-    """Rungs 1-4 compute softmax; rung 5 every operator."""
+    """Rungs 1-4 compute softmax; rungs 5 and 6 every operator (rung 6: rows up to LONGEST_ROW)."""
+    if rung.stage == 6 and p.cols > LONGEST_ROW:
+        return f"rung 6 splits a row over at most a cluster of 8 blocks ({LONGEST_ROW} values), not {p.cols}"
     return None if rung.stage >= 5 else forward_only(rung, p)
 
 
@@ -64,6 +71,54 @@ def ops_params(p: SoftmaxProblem, device=None, vec=None) -> dict:
     return {"DT": dt, "BLOCK": block, "VPT": -(-p.cols // (4 * block)), "WARP_ROWS": 0, "OP": op}
 
 
+
+
+# The row length from which the operators take rung 6 (Hopper; rows in 16-byte pieces, up to
+# LONGEST_ROW), set from the ladder's rungs 5 and 6 measured on one GPU at the operators' lengths
+# (gpu_run phase softmax-cluster). None until that run: rung 6 is in the ladder, and the operators
+# stay on rung 5, which is verified and timed on the device at every length.
+CLUSTER_FROM: int | None = None
+
+
+def _inputs(op: int) -> int:
+    """Streams a row of OP reads: the forwards x, the backwards y and dy."""
+    return 2 if op >= 2 else 1
+
+
+def cluster_params(p: SoftmaxProblem, device=None, vec=None) -> dict:
+    """Rung 6's shape: the shared row split (cluster_rows.row_split) and as many stages of the row's
+    slices (2-4) as fit an SM."""
+    block, vpt, cluster = row_split(p.cols, p.itemsize)
+    op = OP_CODE[p.op]
+    stage = _inputs(op) * 4 * vpt * block * p.itemsize
+    return {"DT": DT[p.dtype], "BLOCK": block, "VPT": vpt, "CLUSTER": cluster,
+            "STAGES": stage_count(stage, blocks_an_sm(vpt, block)), "OP": op}
+
+
+def geometry_cluster(params, p: SoftmaxProblem, device=None) -> Launch:
+    """Rung 6's launch: whole clusters of CLUSTER blocks, as many as the SMs hold (the runner and the
+    operator ask the driver: cluster_launch), no more than the rows; the dynamic shared memory
+    holds STAGES slices of the row (and of dy)."""
+    block, vpt, cluster = params["BLOCK"], params["VPT"], params["CLUSTER"]
+    check_split(block, vpt, cluster, p.cols)
+    shared = params["STAGES"] * _inputs(params["OP"]) * 4 * vpt * block * element_bytes(params["DT"])
+    return clusters_launch(block, vpt, cluster, p.rows, shared, device)
+
+
+def cluster_launch(inst, p: SoftmaxProblem, device, vec: bool) -> Launch:
+    """Rung 6's launch at as many clusters as the device runs at once (the driver's count)."""
+    one = inst.geometry(p, device)
+    size = inst.params["CLUSTER"]
+    active = cluster_rows.active_clusters(inst, one, vec, device, size)
+    if active < 1:
+        raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
+                            "bytes of shared memory fits this GPU")
+    return Launch((min(p.rows, active) * size, 1, 1), one.block, one.shared)
+
+
+def cluster_bytes(params, p: SoftmaxProblem) -> int:
+    """Rung 6: every input stream read once, the output written."""
+    return p.itemsize * p.rows * p.cols * (_inputs(OP_CODE[p.op]) + 1)
 
 
 def parse_size(text: str, **_) -> SoftmaxProblem:
@@ -149,10 +204,15 @@ def workspace(p: SoftmaxProblem, seed: int) -> Workspace:
 
 
 def make_runner(inst, problem: SoftmaxProblem, ws: Workspace, device, vec, prepare):
-    """Rung 1 is three launches of one kernel (phase 0, 1, 2); rung 5 reads two operands (the
-    forwards' second unread); the others the default single launch (None)."""
-    if inst.rung.stage == 5:
-        launch = inst.geometry(problem, device)
+    """Rung 1 is three launches of one kernel (phase 0, 1, 2); rungs 5 and 6 read two operands (the
+    forwards' second unread; rung 6 at the driver's count of clusters); the others the default single
+    launch (None)."""
+    if inst.rung.stage >= 5:
+        if inst.rung.stage == 6:
+            vec = bool(vec) and cluster_vec(problem.cols, problem.itemsize)
+            launch = cluster_launch(inst, problem, device, vec)
+        else:
+            launch = inst.geometry(problem, device)
         func = prepare(inst, launch, vec, device)
         args = (ws.x, ws.dy, ws.y, np.int32(problem.rows), np.int32(problem.cols))
         return lambda: func(launch.grid, launch.block, args, shared_mem=launch.shared)
@@ -189,7 +249,9 @@ def references() -> list[Reference]:
 # --- the public operators (simtlab.softmax, simtlab.log_softmax and their backward) ---------------
 
 def _declare(op: str):
-    """What a call of `op` on rows of a shape runs: rung 5 at ops_params' shape for the row length."""
+    """What a call of `op` on rows of a shape runs: rung 6 on a GPU with clusters for rows of
+    CLUSTER_FROM to LONGEST_ROW values in 16-byte pieces (once CLUSTER_FROM is measured); elsewhere
+    rung 5 at ops_params' shape."""
     def declare(shapes, dtype, options, device, vec, build) -> Declared:
         names = ("y", "dy") if op.endswith("backward") else ("x",)
         rows, cols = matrix_of(names[0], shapes[0])
@@ -197,14 +259,25 @@ def _declare(op: str):
             raise ValueError(f"simtlab.{op}: dy has shape {shapes[1]} but y has {shapes[0]}")
         p = SoftmaxProblem(max(rows, 1), max(cols, 1), dtype, op)
         vec = vec and cols % 4 == 0
-        rung = FAMILY.rung(5)
-        params = rung.params(device.arch, ops_params(p, device, vec))
+        launch, clustered = None, FAMILY.rung(6)
+        if CLUSTER_FROM is not None and vec and cluster_vec(p.cols, p.itemsize) and \
+                CLUSTER_FROM <= p.cols <= LONGEST_ROW and \
+                clustered.supports(device.compute_capability):
+            rung, align = clustered, 16
+            params = rung.params(device.arch, cluster_params(p, device, vec))
+            try:
+                launch = cluster_launch(build(rung, params), p, device, vec)
+            except NoClusterFits:  # (a GPU partition too small for the cluster: rung 5)
+                launch = None
+            shown = ("BLOCK", "VPT", "CLUSTER", "STAGES")
+        if launch is None:
+            rung, align = FAMILY.rung(5), 4 * p.itemsize
+            params = rung.params(device.arch, ops_params(p, device, vec))
+            launch, shown = geometry_rows(params, p, device), ("BLOCK", "VPT", "WARP_ROWS")
         second = (IN, 1) if len(shapes) > 1 else (IN, 0)  # (the forwards' second operand is unread)
-        step = Step(rung, params, geometry_rows(params, p, device),
-                    ((IN, 0), second, (OUT, 0), np.int32(p.rows), np.int32(p.cols)))
-        shown = {k: params[k] for k in ("BLOCK", "VPT", "WARP_ROWS")}
-        return Declared(((shapes[0], dtype),), (step,), f"{p.label}: {rung.id} {shown}", vec=vec,
-                        align=4 * p.itemsize)
+        step = Step(rung, params, launch, ((IN, 0), second, (OUT, 0), np.int32(p.rows), np.int32(p.cols)))
+        described = {k: params[k] for k in shown}
+        return Declared(((shapes[0], dtype),), (step,), f"{p.label}: {rung.id} {described}", vec=vec, align=align)
 
     return declare
 
@@ -245,6 +318,13 @@ FAMILY = Family(
              "probability) and both backwards (one reduction of two streams); rows past the registers streamed",
              geometry_rows, vec_variant=True, size_defaults=ops_params, sass_expect=("LDG.128", "STG.128", "MUFU"),
              traffic=ops_bytes),
+        Rung("softmax", 6, "cluster_rows", "softmax/06_cluster_rows.cu", "softmax_cluster",
+             ("DT", "BLOCK", "VPT", "CLUSTER", "STAGES", "OP"),
+             frozen({"DT": 0, "BLOCK": 512, "VPT": 2, "CLUSTER": 1, "STAGES": 4, "OP": 0}),
+             "every operator with each row's slices copied in by the copy engine STAGES rows ahead and long rows "
+             "split over a cluster's blocks: one merge of (max, sum) pairs a row, every row read once",
+             geometry_cluster, vec_variant=True, min_cc=(9, 0), size_defaults=cluster_params,
+             sass_expect=("SHFL", "MUFU"), traffic=cluster_bytes),
     ),
     metric="gbs",
     check_size="333x517",

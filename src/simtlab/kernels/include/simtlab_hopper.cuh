@@ -135,6 +135,22 @@ __device__ __forceinline__ float ld_cluster_f32(unsigned cluster_addr) {
   return v;
 }
 
+// Floats stored into block `rank`'s shared memory at `addr` (this block's offset of a shared
+// variable), their bytes counted on that block's mbarrier at `bar`'s offset: a remote write the
+// receiver waits for on its own barrier, no cluster barrier (the norms' and softmax's rung 6).
+__device__ __forceinline__ void send_f32x4(const void* addr, u64* bar, unsigned rank, float4 v) {
+  const unsigned to = cluster_map(smem_u32addr(addr), rank), at = cluster_map(smem_u32addr(bar), rank);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(to),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(at)
+               : "memory");
+}
+__device__ __forceinline__ void send_f32x2(const void* addr, u64* bar, unsigned rank, float2 v) {
+  const unsigned to = cluster_map(smem_u32addr(addr), rank), at = cluster_map(smem_u32addr(bar), rank);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(to),
+               "f"(v.x), "f"(v.y), "r"(at)
+               : "memory");
+}
+
 // `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) copied from global
 // into shared memory by the copy engine, no tensor map: the bytes complete on `bar`.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, u64* bar) {

@@ -37,16 +37,6 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-// Four floats stored into block `rank`'s shared memory at `addr` (its own offset of a shared
-// variable), the 16 bytes counted on its mbarrier at `bar`'s offset.
-__device__ __forceinline__ void send4(const void* addr, simtlab::u64* bar, unsigned rank, float4 v) {
-  const unsigned to = simtlab::cluster_map(simtlab::smem_u32addr(addr), rank);
-  const unsigned at = simtlab::cluster_map(simtlab::smem_u32addr(bar), rank);
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(to),
-               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(at)
-               : "memory");
-}
-
 }  // namespace
 
 template <int DT, int BLOCK, int VPT, int CLUSTER, int GROUP, int STAGES, int RMS, bool VEC>
@@ -62,6 +52,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   using T = typename Io::T;
   using Raw = typename Io::Raw4;
   constexpr int SLICE = BLOCK * 4 * VPT, WARPS = BLOCK / 32, HEAD = 16 / sizeof(T);  // (HEAD: values in 16 bytes)
+  constexpr int BUFS = 4;  // rows whose sums are in flight at once
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "whole warps");
   static_assert(CLUSTER == 1 || GROUP == 1, "a cluster splits rows across its blocks, or holds teams of whole rows");
   if (phase == 1) {  // (a grid of whole clusters of at most 256 threads: its shared memory is not the rows')
@@ -69,10 +60,10 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
     return;
   }
   extern __shared__ __align__(128) unsigned char stage_bytes[];  // STAGES x (x slice, dy slice), the w slice
-  __shared__ __align__(8) simtlab::u64 full[STAGES], got[3];
+  __shared__ __align__(8) simtlab::u64 full[STAGES], got[BUFS];
   __shared__ __align__(16) T heads[STAGES][HEAD];          // a row's first 16 bytes (its shift), CLUSTER > 1
-  __shared__ __align__(16) float4 warp_sums[3][WARPS];      // (three rows': see publish)
-  __shared__ __align__(16) float4 block_sums[3][CLUSTER];   // each block's sums of a row, CLUSTER > 1
+  __shared__ __align__(16) float4 warp_sums[BUFS][WARPS];   // (four rows': see publish)
+  __shared__ __align__(16) float4 block_sums[BUFS][CLUSTER];   // each block's sums of a row, CLUSTER > 1
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The cluster's blocks: CLUSTER column blocks of one team (a long row split), or GROUP teams of
   // one block each (short rows), whose column sums are added before they are written.
@@ -93,7 +84,7 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) simtlab::mbar_init(&full[s], 1);
-    simtlab::mbar_init(&got[0], 1), simtlab::mbar_init(&got[1], 1), simtlab::mbar_init(&got[2], 1);
+    for (int k = 0; k < BUFS; ++k) simtlab::mbar_init(&got[k], 1);
     simtlab::mbar_init_fence();
   }
   // (every block's barriers initialised before any block sends it a row's sums)
@@ -177,7 +168,9 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
   // Row r's sums out: the warps' into shared memory, then (CLUSTER > 1) the block's to every block of
   // the cluster. Its barrier is also where the stage of row r - LAG is refilled.
   auto publish = [&](int r, float4 sums) {
-    const int b = r % 3;  // (three buffers: a thread may still read row r - 1's while row r + 1's are written)
+    // (four buffers: a block may send row r's sums while another, three rows behind at the skew,
+    // still reads row r - 3's)
+    const int b = r % BUFS;
     if (CLUSTER > 1 && tid == 0) simtlab::mbar_arrive_expect_tx(&got[b], CLUSTER * 16);  // (the blocks' sums)
     sums = warp_sum<RMS>(sums);
     if (lane == 0) warp_sums[b][warp] = sums;
@@ -187,16 +180,16 @@ layernorm_backward_cluster(const typename simtlab::Io<DT>::T* __restrict__ x,
       if (warp == 0) {
         float4 mine = lane < WARPS ? warp_sums[b][lane] : zero;
         mine = warp_sum<RMS>(mine);
-        if (lane < CLUSTER) send4(&block_sums[b][rank], &got[b], lane, mine);
+        if (lane < CLUSTER) simtlab::send_f32x4(&block_sums[b][rank], &got[b], lane, mine);
       }
     }
   };
   // Row r's sums in: every block's (CLUSTER > 1, in rank order) or every warp's, in order.
   auto total = [&](int r) {
-    const int b = r % 3;
+    const int b = r % BUFS;
     float4 sums;
     if constexpr (CLUSTER > 1) {
-      simtlab::mbar_wait(&got[b], (r / 3) & 1);
+      simtlab::mbar_wait(&got[b], (r / BUFS) & 1);
       sums = block_sums[b][0];
 #pragma unroll 4
       for (int k = 1; k < CLUSTER; ++k) sums = add4(sums, block_sums[b][k]);
