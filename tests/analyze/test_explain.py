@@ -123,3 +123,17 @@ def test_explain_takes_the_architecture_from_the_store_and_names_what_it_shows(t
     m = page["measured"]["2^30"]
     assert (m["pct_of_reference"], m["best_run"], m["latest_pct"], m["latest_run"], m["median_pct"], m["runs"]) == \
         (103.0, 2, 100.0, 3, 100.0, 3)
+
+
+def test_static_facts_build_the_shape_the_size_needs():
+    """A rung whose shape follows the problem (rung 6 splits a row over a cluster's blocks) is built at
+    the size's shape, not its defaults, which cannot hold a long row."""
+    from simtlab.analyze.explain import static_facts
+    from simtlab.ops import softmax
+
+    for fam, size in (("softmax", "4096x32768:bf16:softmax_backward"), ("layernorm", "4096x32768:bf16:layer_norm_backward")):
+        rung = family(fam).rung(6)
+        facts = static_facts(rung, "sm_90", rung.ops.parse_size(size))
+        assert facts["spill_bytes"] == 0 and facts["shared_bytes"] > 64 * 1024, (fam, facts)
+    expr = static_facts(family("softmax").rung(6), "sm_90", softmax.parse_size("4096x32768:bf16"))["expression"]
+    assert expr.replace(" ", "") == "softmax_cluster<1,512,4,4,4,0,true>"  # (bf16, 4 blocks of 512 x 16, 4 stages)

@@ -14,7 +14,7 @@ import statistics
 
 from ..catalog import Family, Rung
 from ..compile import KERNELS_DIR
-from ..launch import build, rung_source
+from ..launch import build, choose_params, rung_source
 from ..ops.base import DEFAULT_SMS
 from .waves import waves
 
@@ -31,8 +31,8 @@ def header_comment(rung: Rung) -> str:
 def static_facts(rung: Rung, arch: str, problem) -> dict:
     from .sass import SassUnavailable, kernel_sass, loop_cycles
 
-    inst = build(rung, None, arch)
     vec = rung.widest_vec
+    inst = build(rung, choose_params(rung, problem, None, vec), arch)  # (the size's shape, where it has one)
     launch = inst.geometry(problem, None)
     res = inst.resources(vec)
     occ = inst.occupancy(launch, vec)
