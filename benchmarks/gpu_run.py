@@ -360,6 +360,18 @@ PHASES: dict[str, tuple[str, list]] = {
         Run("compute-sanitizer on both rung 6s", "simtlab sanitize softmax --rung 6 --size 33x16392:bf16:softmax_backward "
             "--jobs 4 && simtlab sanitize softmax --rung 6 --size 333x517:log_softmax --jobs 4 && simtlab sanitize "
             "layernorm --rung 6 --size 33x16392:bf16:layer_norm_backward --jobs 4", 200)]),
+    "spmv-plan": ("simtlab.spmv_plan (a matrix prepared once in rung 6's layout; built without a device, never "
+                  "run) and rung 6 reading y apart from the y it writes: every SpMV GPU test, the ladder's rungs 4 "
+                  "and 6, simtlab.spmv and the plan beside cuSPARSE (torch.sparse, cupyx)", [
+        Run("gate: the plan's tests", "python3 -m pytest -q -p no:cacheprovider -x -m gpu tests/test_spmv_api_gpu.py "
+            "-k prepared", 150, gate=True),
+        Run("every SpMV GPU test", "python3 -m pytest -q -p no:cacheprovider -rfE -n 8 -m gpu tests/test_spmv_gpu.py "
+            "tests/test_spmv_api_gpu.py > {out}/pytest_spmv.txt 2>&1; rc=$?; tail -3 {out}/pytest_spmv.txt; "
+            "grep -e ^FAILED -e ^ERROR {out}/pytest_spmv.txt | head -40; exit $rc", 200),
+        Run("simtlab ladder spmv (rungs 4, 6)", "simtlab ladder spmv --rung 4 --rung 6 --json-out "
+            "{out}/spmv_ladder.json", 150),
+        Run("simtlab.spmv and the plan beside cuSPARSE", "python3 benchmarks/spmv_ops.py --json {out}/spmv_ops.json",
+            200)]),
     "norms-quick": ("layernorm rung 6 against rung 5 at the operators' row lengths, after a gate: the quick look "
                     "between changes", [
         NORMS_GATE,

@@ -5,6 +5,10 @@ cupyx.scipy.sparse.csr_matrix, times a float32 vector:
 
     simtlab.spmv(A, x)     beside   A @ x  (torch.sparse: cuSPARSE through PyTorch)
     simtlab.spmv(Ac, xc)   beside   Ac @ xc (cupyx: cuSPARSE through CuPy)
+    plan(x), plan = simtlab.spmv_plan(A)    beside   A @ x (a matrix prepared once, multiplied often)
+
+A plan is made outside the timed call (as a user makes it once for many products); the time it
+took is reported beside its row (wall clock, synchronized, after a first plan compiled rung 6).
 
 Each call is timed by triton.testing.do_bench (L2 cleared before each repetition, median), the
 contenders interleaved over ROUNDS rounds; a ratio is the median of the rounds' ratios. GB/s count
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 import cupy
 import torch
@@ -47,10 +52,19 @@ def _contenders(ws):
     a64 = torch.sparse_csr_tensor(crow.long(), col.long(), vals, (n, n))
     a32 = torch.sparse_csr_tensor(crow, col, vals, (n, n))
     ac = ws.matrix()
+    simtlab.spmv_plan(a64)  # (the first plan compiles rung 6: not a plan's cost)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    plan = simtlab.spmv_plan(a64)
+    torch.cuda.synchronize()
+    made_ms = (time.perf_counter() - start) * 1e3
+    plan_c = simtlab.spmv_plan(ac)
     return {
         "torch.sparse (int64)": (lambda: a64 @ x, lambda: simtlab.spmv(a64, x)),
         "torch.sparse (int32)": (lambda: a32 @ x, lambda: simtlab.spmv(a32, x)),
         "cupyx (cuSPARSE)": (lambda: ac @ ws.x, lambda: simtlab.spmv(ac, ws.x)),
+        "torch.sparse, plan": (lambda: a64 @ x, lambda: plan(x), made_ms),
+        "cupyx, plan": (lambda: ac @ ws.x, lambda: plan_c(ws.x)),
     }
 
 
@@ -59,7 +73,7 @@ def measure(rows: int, profile: str) -> dict:
     ws = spmv_ops.workspace(p, seed=7)
     moved = 4 * (p.n + 1) + 8 * p.nnz + 4 * p.n + 4 * p.n  # offsets, columns + values, x once, y
     out = {"rows": p.n, "profile": profile, "nnz": int(p.nnz), "bytes": moved, "pairs": {}}
-    for name, (library, ours) in _contenders(ws).items():
+    for name, (library, ours, *made) in _contenders(ws).items():
         error = _error(ours(), library())
         rounds = [(_ms(library), _ms(ours)) for _ in range(ROUNDS)]
         lib_ms, our_ms = (statistics.median(r[i] for r in rounds) for i in (0, 1))
@@ -67,6 +81,8 @@ def measure(rows: int, profile: str) -> dict:
                               "gbs": {"library": moved / lib_ms / 1e6, "simtlab": moved / our_ms / 1e6},
                               "speedup": statistics.median(lib / ours_ for lib, ours_ in rounds),
                               "error_vs_library": error}
+        if made:
+            out["pairs"][name]["plan_made_ms"] = made[0]
     return out
 
 
@@ -84,8 +100,9 @@ def main() -> None:
         row = measure(args.rows, profile)
         result["rows"].append(row)
         for name, pair in row["pairs"].items():
+            made = f"  (plan made in {pair['plan_made_ms']:.1f} ms)" if "plan_made_ms" in pair else ""
             print(f"{profile:10s} {row['nnz']:>10d}  {name:22s} {pair['gbs']['library']:12.0f} "
-                  f"{pair['gbs']['simtlab']:12.0f} {pair['speedup']:9.2f}  {pair['error_vs_library']:.1e}")
+                  f"{pair['gbs']['simtlab']:12.0f} {pair['speedup']:9.2f}  {pair['error_vs_library']:.1e}{made}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

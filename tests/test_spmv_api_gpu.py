@@ -97,3 +97,93 @@ def test_cupy_csr_matrix():
     ref = A.astype(cupy.float64) @ x.astype(cupy.float64)
     out = simtlab.spmv(A, x)
     assert float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref)) < 1e-5
+
+
+@pytest.mark.parametrize("profile", ["uniform", "powerlaw", "empty_rows", "wide"])
+def test_a_prepared_matrix_matches_float64(profile):
+    """simtlab.spmv_plan (rung 6: row blocks, long rows in pieces) against a float64 product: rows
+    alike, a row of 50000 among short ones, empty rows, and columns over several 65536-column chunks;
+    alpha / beta / y; int64 and int32 indices; the plan holds A as it was."""
+    import simtlab
+
+    torch = _torch()
+    n, cols = (3001, 200000) if profile == "wide" else (20001, 7000)
+    if profile == "uniform":
+        lengths = [16] * n
+    elif profile == "powerlaw":
+        lengths = [int(6 * (1 + i % 97) ** 0.5) for i in range(n)]
+        lengths[123] = 50000
+    elif profile == "wide":
+        lengths = [40 + i % 50 for i in range(n)]
+    else:
+        lengths = [0 if i % 3 else 5 for i in range(n)]
+    A = _matrix(torch, n, cols, lengths, len(profile))
+    x, y = torch.rand(cols, device="cuda"), torch.rand(n, device="cuda")
+    dense = A.to_dense().double()
+    from simtlab.verify import dot_tolerance
+
+    tol = dot_tolerance("float32", max(lengths))
+    plan = simtlab.spmv_plan(A)
+    assert "rung 6" in plan.describe() and plan.shape == (n, cols)
+    assert _err(plan(x), dense @ x.double()) <= tol
+    assert _err(plan(x, alpha=2.0, beta=-0.5, y=y), 2 * (dense @ x.double()) - 0.5 * y.double()) <= tol
+    A32 = torch.sparse_csr_tensor(A.crow_indices().int(), A.col_indices().int(), A.values().clone(), A.shape)
+    plan32 = simtlab.spmv_plan(A32)
+    A32.values().mul_(2)  # (after the plan: its copy is of A as it was)
+    assert _err(plan32(x), dense @ x.double()) <= tol
+
+
+def test_a_prepared_matrix_s_edges_streams_graphs_compile_and_gradients():
+    import simtlab
+
+    torch = _torch()
+    empty = torch.sparse_csr_tensor(torch.zeros(5, dtype=torch.int64), torch.zeros(0, dtype=torch.int64),
+                                    torch.zeros(0), (4, 3)).cuda()
+    y = torch.rand(4, device="cuda")
+    plan = simtlab.spmv_plan(empty)
+    assert torch.equal(plan(torch.rand(3, device="cuda")), torch.zeros(4, device="cuda"))
+    assert torch.allclose(plan(torch.rand(3, device="cuda"), beta=2.0, y=y), 2 * y)
+    A = _matrix(torch, 3000, 2500, [9] * 2999 + [4000], 2)  # (one long row: two launches)
+    plan = simtlab.spmv_plan(A)
+    with pytest.raises(ValueError, match="x has shape"):
+        plan(torch.rand(3000, device="cuda"))
+    with pytest.raises(TypeError, match="float32"):
+        plan(torch.rand(2500, device="cuda", dtype=torch.float64))
+    x = torch.rand(2500, device="cuda")
+    ref = A.to_dense() @ x
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = plan(x)
+    side.synchronize()
+    assert _err(out, ref.double()) < 1e-5
+    plan(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = plan(x)
+    x.copy_(torch.rand(2500, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _err(captured, (A.to_dense() @ x).double()) < 1e-5
+    xs, ys = x.clone().requires_grad_(), torch.rand(3000, device="cuda", requires_grad=True)
+    plan(xs, alpha=3.0, beta=0.5, y=ys).sum().backward()
+    assert torch.allclose(xs.grad, 3 * A.to_dense().sum(0), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(ys.grad, torch.full_like(ys, 0.5))
+    compiled = torch.compile(lambda v: plan(v, alpha=2.0) + 1.0, fullgraph=True)
+    assert _err(compiled(x) - 1.0, 2 * (A.to_dense() @ x).double()) < 1e-5
+
+
+def test_a_prepared_cupy_matrix():
+    cupy = pytest.importorskip("cupy")
+    sparse = pytest.importorskip("cupyx.scipy.sparse")
+
+    import simtlab
+
+    A = sparse.random(5000, 70000, density=0.003, format="csr", dtype=cupy.float32, random_state=3)
+    x = cupy.random.default_rng(4).random(70000, dtype=cupy.float32)
+    ref = A.astype(cupy.float64) @ x.astype(cupy.float64)
+    plan = simtlab.spmv_plan(A)
+    out = plan(x)
+    assert isinstance(out, cupy.ndarray) and float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref)) < 1e-5
+    with pytest.raises(TypeError, match="made from a CuPy"):
+        plan(_torch().rand(70000, device="cuda"))

@@ -11,7 +11,7 @@ _LAZY = {"gemm": "api", "gemm_tc": "api", "gemm_plan": "api", "gemm_tc_plan": "a
          "sum": "functional", "amax": "functional", "cumsum": "functional",
          "transpose": "functional", "sort": "functional", "argsort": "functional",
          "attention": "functional", "attention_backward": "functional", "spmv": "functional",
-         "stencil": "functional", "conv2d": "functional"}
+         "stencil": "functional", "conv2d": "functional", "spmv_plan": "sparse", "SpmvPlan": "sparse"}
 
 
 def __getattr__(name: str):
@@ -27,4 +27,4 @@ def __getattr__(name: str):
 
 __all__ = ["__version__", "CompileError", "Kernel", "compile_file", "compile_source", "gemm", "gemm_tc", "gemm_plan",
            "gemm_tc_plan", "softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "cumsum", "transpose",
-           "sort", "argsort", "attention", "attention_backward", "spmv", "stencil", "conv2d"]
+           "sort", "argsort", "attention", "attention_backward", "spmv", "spmv_plan", "SpmvPlan", "stencil", "conv2d"]

@@ -207,7 +207,8 @@ def spmv(A, x, alpha: float = 1.0, beta: float = 0.0, y=None):
     cupyx.scipy.sparse.csr_matrix, float32 values) and a float32 vector x, as a new vector (y is
     read, not written): SpMV rung 4, the merge path (the same share of rows and nonzeros to every
     thread, whatever the rows' lengths; no setup). int64 indices (torch's default) are narrowed to
-    int32 inside the call - build A with int32 indices to skip that copy."""
+    int32 inside the call - build A with int32 indices to skip that copy. A matrix multiplied often:
+    simtlab.spmv_plan(A) prepares it once in rung 6's faster layout."""
     if _is_torch(A):
         ops = _torch_ops()
         return ops.spmv_csr(A, x, alpha, beta, y)

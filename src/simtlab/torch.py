@@ -423,11 +423,11 @@ def _argsort_fake(keys: torch.Tensor, descending: bool) -> torch.Tensor:
     return keys.new_empty(keys.shape, dtype=torch.int64)
 
 
-def _csr_parts(A: torch.Tensor):
+def _csr_parts(A: torch.Tensor, name: str = "spmv"):
     if A.layout != torch.sparse_csr:
-        raise TypeError(f"simtlab.spmv takes a sparse CSR tensor (A.to_sparse_csr()), got layout {A.layout}")
+        raise TypeError(f"simtlab.{name} takes a sparse CSR tensor (A.to_sparse_csr()), got layout {A.layout}")
     if A.dim() != 2:
-        raise ValueError(f"simtlab.spmv takes a matrix, got a {A.dim()}-d sparse tensor")
+        raise ValueError(f"simtlab.{name} takes a matrix, got a {A.dim()}-d sparse tensor")
     return A.crow_indices(), A.col_indices(), A.values()
 
 
@@ -486,6 +486,69 @@ def _spmv_grad(ctx, grad: torch.Tensor):
 
 _spmv.register_autograd(_spmv_grad, setup_context=_spmv_setup)
 _SPMV = _autograd_function("spmv", _spmv_run, _spmv_setup, _spmv_grad)
+
+
+# --- a prepared matrix (simtlab.spmv_plan): its arrays passed as one list ----------------------------
+
+_CSR_AT = (7, 8, 9)  # the layout's row_ptr, cols, values (ops.spmv.PREPARED)
+
+
+def spmv_plan_call(plan, x: torch.Tensor, alpha: float, beta: float, y: Optional[torch.Tensor]) -> torch.Tensor:
+    """A simtlab.spmv_plan's call on tensors: straight to the plan where nothing watches x and y,
+    else through simtlab::spmv_prepared (differentiable in x and y, traced by torch.compile)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"simtlab.spmv_plan: the plan was made from a PyTorch tensor's matrix; x is a "
+                        f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+    name = (lambda t: "float32" if t.dtype == torch.float32 else str(t.dtype))  # (str only for the message)
+    plan.check(x, y, name(x), None if y is None else name(y))
+    if plan.nnz == 0:  # (nothing to multiply: beta y; no launch reads an empty layout)
+        return beta * y if (beta != 0.0 and y is not None) else x.new_zeros(plan.shape[0])
+    layout = list(plan.layout())
+    args = (x, y, plan.shape[1], plan.chunks, plan.rows_bound, alpha, beta)
+    if _eager(x, y):
+        grad = torch.is_grad_enabled() and (x.requires_grad or (y is not None and y.requires_grad))
+        return _SPMV_PREPARED(layout, *args) if grad else _spmv_prepared_run(layout, *args)
+    return torch.ops.simtlab.spmv_prepared(layout, *args)
+
+
+def _spmv_prepared_run(layout: list[Optional[torch.Tensor]], x: torch.Tensor, y: Optional[torch.Tensor], cols: int,
+                       chunks: int, bound: int, alpha: float, beta: float) -> torch.Tensor:
+    from .sparse import run_prepared
+
+    return run_prepared(tuple(layout), contiguous(x), contiguous(y), cols, chunks, bound, alpha, beta)
+
+
+@torch.library.custom_op("simtlab::spmv_prepared", mutates_args=())
+def _spmv_prepared(layout: list[Optional[torch.Tensor]], x: torch.Tensor, y: Optional[torch.Tensor], cols: int,
+                   chunks: int, bound: int, alpha: float, beta: float) -> torch.Tensor:
+    return _spmv_prepared_run(layout, x, y, cols, chunks, bound, alpha, beta)
+
+
+@_spmv_prepared.register_fake
+def _spmv_prepared_fake(layout, x, y, cols: int, chunks: int, bound: int, alpha: float, beta: float) -> torch.Tensor:
+    return x.new_empty((layout[_CSR_AT[0]].shape[0] - 1,))
+
+
+def _spmv_prepared_setup(ctx, inputs, output) -> None:
+    layout, x, y, ctx.cols, _, _, ctx.alpha, ctx.beta = inputs
+    ctx.save_for_backward(*(layout[i] for i in _CSR_AT))
+
+
+def _spmv_prepared_grad(ctx, grad: torch.Tensor):
+    """dx = alpha A^T dy (PyTorch's sparse product, on the plan's copy of A), dy_in = beta dy."""
+    crow, col, val = ctx.saved_tensors
+    wants = ctx.needs_input_grad
+    dx = dy = None
+    if wants[1]:
+        a = torch.sparse_csr_tensor(crow, col, val, (crow.shape[0] - 1, ctx.cols))
+        dx = ctx.alpha * (a.t() @ grad.unsqueeze(1)).squeeze(1).to_dense()
+    if wants[2]:
+        dy = ctx.beta * grad
+    return None, dx, dy, None, None, None, None, None
+
+
+_spmv_prepared.register_autograd(_spmv_prepared_grad, setup_context=_spmv_prepared_setup)
+_SPMV_PREPARED = _autograd_function("spmv_prepared", _spmv_prepared_run, _spmv_prepared_setup, _spmv_prepared_grad)
 
 
 _ATTENTION_TYPES = (torch.bfloat16, torch.float16)

@@ -379,7 +379,13 @@ def row_blocks(work, rows: int, slots: int):
 
 
 def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, slots: int = 1):
-    """Rung 6's copy of A: rows in blocks of at most `rows` and about equal work (row_blocks, for
+    """Rung 6's copy of the workspace's (square) A: row_block_layout."""
+    return row_block_layout(ws.row_ptr, ws.cols, ws.vals, ws.p.n, rows, longer_than, slots)
+
+
+def row_block_layout(row_ptr, cols, values, ncols: int, rows: int, longer_than: int | None = None, slots: int = 1):
+    """Rung 6's copy of a CSR matrix (offsets `row_ptr`, column indices `cols`, `values`; `ncols`
+    columns): rows in blocks of at most `rows` and about equal work (row_blocks, for
     `slots` blocks of threads); each block's nonzeros sorted by column, grouped by 65536-column
     chunk, each chunk padded to whole windows of WINDOW entries (PAD_ENTRY); within a window entry
     e is stored as lane e % 32's (e // 32)-th, so that a warp's j-th gather reads 32 consecutive
@@ -390,21 +396,21 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, s
     as the workspace's."""
     import cupy
 
-    xp = cupy.get_array_module(ws.row_ptr)
-    n = ws.p.n
+    xp = cupy.get_array_module(row_ptr)
+    n = int(row_ptr.size) - 1
     if not 1 <= rows <= MAX_BLOCK_ROWS:
         raise LaunchError(f"row blocks of {rows} rows: 1..{MAX_BLOCK_ROWS} (a block's y in shared memory)")
     if longer_than is not None and longer_than < ROW_BLOCK_PIECE:
         raise LaunchError(f"LONG {longer_than}: at least a piece ({ROW_BLOCK_PIECE} nonzeros), the rows it takes out "
                           "are cut into pieces of that many")
-    chunks = -(-n // (1 << CHUNK_BITS))
-    lengths = xp.diff(ws.row_ptr).astype(xp.int64)
+    chunks = max(1, -(-ncols // (1 << CHUNK_BITS)))
+    lengths = xp.diff(row_ptr).astype(xp.int64)
     kept_lengths = lengths if longer_than is None else xp.where(lengths > longer_than, 0, lengths)
     blk_row, cta_blk = row_blocks(kept_lengths + 1, rows, slots)
     blocks = int(blk_row.size) - 1
     row = xp.repeat(xp.arange(n, dtype=xp.int64), lengths)
-    col = ws.cols.astype(xp.int64)
-    vals_in = ws.vals
+    col = cols.astype(xp.int64)
+    vals_in = values
     if longer_than is not None:
         kept = lengths[row] <= longer_than
         row, col, vals_in = row[kept], col[kept], vals_in[kept]
@@ -418,7 +424,8 @@ def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, s
     xp.cumsum(padded, out=seg_ptr[1:])
     total = int(seg_ptr[-1])
     if total // 4 >= 2**31 - 2**16:
-        raise LaunchError(f"{ws.p.label} in row blocks holds {total} entries: more than 32-bit group offsets reach")
+        raise LaunchError(f"a {n}x{ncols} matrix in row blocks holds {total} entries: more than 32-bit group offsets "
+                          "reach")
     seg_sorted = seg[order]
     first_unpadded = xp.cumsum(counts) - counts  # where each segment starts in `order`
     place = seg_ptr[seg_sorted] + xp.arange(nnz, dtype=xp.int64) - first_unpadded[seg_sorted]  # in column order
@@ -520,7 +527,7 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         second_args = (np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, ws.x,
                        np.float32(p.alpha), ws.y)
         args = (np.int32(chunks), blk_row, cta_blk, seg_ptr, idx, vals, ws.x, np.float32(p.alpha), np.float32(p.beta),
-                ws.y)
+                ws.y, ws.y)  # (y read and written in place)
 
         def run_blocks():
             func(launch.grid, launch.block, args, shared_mem=launch.shared)
@@ -581,7 +588,8 @@ def _declare_spmv(shapes, dtype, options, device, vec, build) -> Declared:
     rows and nonzeros evenly whatever the rows' lengths. The measured rule (run 4c548e, 2^22 rows):
     merge path 1017 / 865 / 2261 GB/s on uniform / power-law / banded rows, lanes-a-row 1144 / 593 /
     1295 - within 12% where rows are alike and 1.5-1.7x ahead where they are not, so every profile
-    takes it. (Rungs 5-6 are faster still but need the matrix restructured first: a setup step.)"""
+    takes it. (Rungs 5-6 are faster still but need the matrix restructured first: simtlab.spmv_plan
+    keeps rung 6's layout for a matrix multiplied often, _declare_prepared.)"""
     row_ptr, cols, vals, x, y = shapes
     ncols = int(options["cols"])
     if len(row_ptr) != 1 or row_ptr[0] < 1 or len(cols) != 1 or vals != cols:
@@ -612,8 +620,70 @@ def _declare_spmv(shapes, dtype, options, device, vec, build) -> Declared:
                     scratch=(((tiles + 1,), "int32"),), align=4)
 
 
+# --- a matrix prepared once (simtlab.spmv_plan): rung 6 -----------------------------------------
+
+# The prepared matrix's arrays, in the order the operator takes them (the long rows' two absent
+# where there are none), then x and y.
+PREPARED = ("blk_row", "cta_blk", "seg_ptr", "idx", "vals", "piece_row", "piece_begin", "row_ptr", "cols", "values")
+
+
+def prepared_params(arch: str) -> dict:
+    """Rung 6's parameters for a prepared matrix on `arch`: its shipped BLOCK, ROWS and LONG."""
+    return FAMILY.rung(6).params(arch)
+
+
+def prepared_slots(fit: int, sms: int, nnz: int, block: int) -> int:
+    """Blocks of threads a prepared matrix's row blocks are shared among: one round of them on the
+    GPU (`fit` an SM, with the build's registers and the row block's shared memory), fewer for a
+    matrix of few nonzeros (a group of 4 a thread at least)."""
+    return max(1, min(sms * max(fit, 1), -(-nnz // (4 * block))))
+
+
+def prepared_shared(rows_bound: int, n: int) -> int:
+    """Bytes of y a block of threads sums in shared memory: a row block, or the whole of a small y."""
+    return 4 * min(rows_bound, -(-n // 4) * 4)
+
+
+def _declare_prepared(shapes, dtype, options, device, vec, build) -> Declared:
+    """y = alpha A x + beta y for a matrix simtlab.spmv_plan prepared: rung 6's row blocks (each
+    block's nonzeros in column order, summed in shared memory; y written once), then the long rows'
+    pieces added into it. The measured rule: rung 6 ran at 207 / 174 / 110% of cuSPARSE on uniform /
+    power-law / banded rows at 2^22 (run 268049, H200), ahead on every profile, so every prepared
+    matrix takes it."""
+    *layout, x, y = shapes
+    row_ptr, piece_row = layout[PREPARED.index("row_ptr")], layout[PREPARED.index("piece_row")]
+    n, ncols, chunks = row_ptr[0] - 1, int(options["cols"]), int(options["chunks"])
+    if x != (ncols,):
+        raise ValueError(f"simtlab.spmv_plan: x has shape {x} but A has {ncols} columns")
+    if y is not None and y != (n,):
+        raise ValueError(f"simtlab.spmv_plan: y has shape {y} but A has {n} rows")
+    alpha, beta = float(options.get("alpha", 1.0)), float(options.get("beta", 0.0))
+    if beta != 0.0 and y is None:
+        raise ValueError("simtlab.spmv_plan: beta is not 0 but no y was given")
+    rung = FAMILY.rung(6)
+    params = rung.params(device.arch, {"ROWS": int(options["rows"])})
+    slots = layout[PREPARED.index("cta_blk")][0] - 1
+    at = {name: (IN, i) for i, name in enumerate(PREPARED)}
+    xs, y_in = (IN, len(PREPARED)), ((IN, len(PREPARED) + 1) if y is not None else np.int64(0))
+    blocks = Step(rung, params, Launch((slots, 1, 1), (params["BLOCK"], 1, 1), prepared_shared(params["ROWS"], n)),
+                  (np.int32(chunks), at["blk_row"], at["cta_blk"], at["seg_ptr"], at["idx"], at["vals"], xs,
+                   np.float32(alpha), np.float32(beta), y_in, (OUT, 0)))
+    steps, pieces = (blocks,), 0
+    if piece_row is not None:  # (a warp a piece, 8 a block)
+        pieces = piece_row[0]
+        steps += (Step(rung, params, Launch((max(-(-pieces // 8), 1), 1, 1), (256, 1, 1)),
+                       (np.int32(pieces), at["piece_row"], at["piece_begin"], at["row_ptr"], at["cols"], at["values"], xs,
+                        np.float32(alpha), (OUT, 0)), function="spmv_long_pieces"),)
+    return Declared((((n,), dtype),), steps, f"{n}x{ncols} prepared: {rung.id} ({slots} blocks of threads, "
+                    f"{layout[PREPARED.index('blk_row')][0] - 1} row blocks of at most {params['ROWS']} rows, {pieces} "
+                    "long-row pieces)", align=4)
+
+
 OPERATORS = (Operator("spmv", ("row_ptr", "cols", "values", "x", "y"), ("float32",), _declare_spmv, frozenset({"y"}),
-                      frozen({"row_ptr": "int32", "cols": "int32"})),)
+                      frozen({"row_ptr": "int32", "cols": "int32"})),
+             Operator("spmv_prepared", (*PREPARED, "x", "y"), ("float32",), _declare_prepared,
+                      frozenset({"piece_row", "piece_begin", "y"}),
+                      frozen({name: "int32" for name in PREPARED if name not in ("vals", "values")})))
 
 
 FAMILY = Family(

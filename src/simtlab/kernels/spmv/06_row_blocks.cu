@@ -51,7 +51,7 @@ template <int BLOCK>
 __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     int chunks, const int* __restrict__ blk_row, const int* __restrict__ cta_blk, const int* __restrict__ seg_ptr,
     const uint4* __restrict__ idx, const float4* __restrict__ vals, const float* __restrict__ x, float alpha,
-    float beta, float* __restrict__ y) {
+    float beta, const float* y_in, float* y) {  // (y_in may be y: no __restrict__ on either)
   static_assert(BLOCK % 32 == 0, "whole warps: a warp takes whole windows");
   extern __shared__ float acc[];
   for (int b = cta_blk[blockIdx.x]; b < cta_blk[blockIdx.x + 1]; ++b) {
@@ -88,8 +88,7 @@ __global__ void __launch_bounds__(BLOCK) spmv_row_blocks(
     }
     __syncthreads();
     for (int i = threadIdx.x; i < rows; i += BLOCK) {  // the block's rows are this block of threads' alone
-      float* const out = y + row0 + i;
-      *out = beta != 0.0f ? alpha * acc[i] + beta * *out : alpha * acc[i];
+      y[row0 + i] = beta != 0.0f ? alpha * acc[i] + beta * y_in[row0 + i] : alpha * acc[i];
     }
     __syncthreads();  // (the next block clears acc)
   }
