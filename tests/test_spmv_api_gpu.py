@@ -187,3 +187,24 @@ def test_a_prepared_cupy_matrix():
     assert isinstance(out, cupy.ndarray) and float(cupy.linalg.norm(out - ref) / cupy.linalg.norm(ref)) < 1e-5
     with pytest.raises(TypeError, match="made from a CuPy"):
         plan(_torch().rand(70000, device="cuda"))
+
+
+def test_a_layout_wrong_for_its_matrix_is_refused_when_the_plan_is_made(monkeypatch):
+    """The plan's check (one product of a random x against the merge path's, within the worst-case
+    rounding) refuses a layout that does not give A x back - here one whose values were doubled."""
+    import simtlab
+    from simtlab.ops import spmv as ops
+
+    torch = _torch()
+    A = _matrix(torch, 3000, 2500, [9] * 3000, 5)
+    simtlab.spmv_plan(A)  # (the real layout passes)
+    made = ops.row_block_layout
+
+    def doubled(*args, **kwargs):
+        blk_row, cta_blk, seg_ptr, idx, vals, chunks = made(*args, **kwargs)
+        return blk_row, cta_blk, seg_ptr, idx, 2 * vals, chunks
+
+    monkeypatch.setattr(ops, "row_block_layout", doubled)
+    with pytest.raises(RuntimeError, match="differs from the merge path's on"):
+        simtlab.spmv_plan(A)
+    assert "rung 6" in simtlab.spmv_plan(A, check=False).describe()

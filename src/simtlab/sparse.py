@@ -6,17 +6,19 @@ in every layer - pays for a better layout once: SpMV rung 6 cuts the rows into b
 work, stores each block's nonzeros in column order (neighbouring lanes then gather neighbouring
 entries of x, and a sector of x serves every nonzero of the block in it) and leaves rows of more
 than LONG nonzeros to pieces of their own. The plan makes that copy of A on the GPU (a few sorts of
-the nonzeros; it synchronizes once, when it is made), keeps it, and each call is two launches on
-the caller's stream, captured by CUDA graphs like any other simtlab call.
+the nonzeros; it synchronizes when it is made), checks one product against the merge path's, keeps
+it, and each call is two launches on the caller's stream, captured by CUDA graphs like any other
+simtlab call.
 
 The plan holds a copy of A as it was when made: a matrix changed afterwards needs a new plan.
 """
 
 from __future__ import annotations
 
+from .functional import _torch_ops
 from .operator import call, contiguous, named
 
-__all__ = ["SpmvPlan", "spmv_plan"]
+__all__ = ["SpmvPlan", "spmv_plan", "check_prepared"]
 
 
 class SpmvPlan:
@@ -45,8 +47,6 @@ class SpmvPlan:
 
     def __call__(self, x, alpha: float = 1.0, beta: float = 0.0, y=None):
         if self._torch:  # (checked and routed with torch's own calls: torch.compile traces them)
-            from .functional import _torch_ops
-
             return _torch_ops().spmv_plan_call(self, x, float(alpha), float(beta), y)
         if type(x).__module__.startswith("torch"):
             raise TypeError("simtlab.spmv_plan: the plan was made from a CuPy array's matrix; x is a torch tensor")
@@ -95,17 +95,43 @@ def _csr_of(A):
     return A.indptr, A.indices, A.data, tuple(A.shape), False, A.data.data.device_id
 
 
-def spmv_plan(A) -> SpmvPlan:
+def check_prepared(layout: tuple, row_ptr, col_idx, values, cols: int, chunks: int, rows_bound: int) -> None:
+    """The prepared product of a random x (CuPy arrays) against the merge path's (rung 4: no layout),
+    row by row within twice the worst-case rounding of a float32 dot product of the row's k terms,
+    2 gamma_k (|A| x)_i for x >= 0 - a bound no correct pair of products exceeds - so a layout or
+    launch that is wrong for this matrix is refused in one line instead of answering wrongly later."""
+    import cupy
+
+    x = cupy.random.default_rng(20261206).random(cols, dtype=cupy.float32)
+    ours = run_prepared(layout, x, None, cols, chunks, rows_bound, 1.0, 0.0)
+    ref = call(named("spmv"), row_ptr, col_idx, values, x, None, cols=cols, alpha=1.0, beta=0.0)
+    scale = call(named("spmv"), row_ptr, col_idx, cupy.abs(values), x, None, cols=cols, alpha=1.0, beta=0.0)
+    ku = cupy.diff(row_ptr).astype(cupy.float64) * 2.0**-24
+    gamma = cupy.where(ku < 0.5, ku / (1 - ku), cupy.inf)  # (Higham's gamma_k: a k-term dot product's bound)
+    bound = 2 * gamma / (1 - cupy.minimum(gamma, 0.5)) * scale.astype(cupy.float64)  # (scale's own rounding)
+    err = cupy.abs(ours.astype(cupy.float64) - ref.astype(cupy.float64))
+    finite = cupy.isfinite(ref) & cupy.isfinite(scale)
+    bad = cupy.nonzero((finite & ~(err <= bound)) | (~cupy.isfinite(ref) & cupy.isfinite(ours)))[0]
+    if bad.size:
+        r = int(bad[0])
+        raise RuntimeError(f"simtlab.spmv_plan: the prepared layout's product differs from the merge path's on "
+                           f"{bad.size} of {ref.size} rows (row {r}: {float(ours[r])!r} against {float(ref[r])!r}); "
+                           "simtlab.spmv(A, x) computes it without the layout")
+
+
+def spmv_plan(A, check: bool = True) -> SpmvPlan:
     """A prepared for repeated y = alpha A x + beta y (see the module): A a torch sparse CSR tensor
     (A.to_sparse_csr(); int32 or int64 indices) or a cupyx.scipy.sparse.csr_matrix, float32 values,
-    at most 2^31 rows plus nonzeros. The copy is made on the caller's current stream."""
+    at most 2^31 rows plus nonzeros. The copy is made on the caller's current stream. `check`: one
+    product of a random x is compared with the merge path's when the plan is made (check_prepared;
+    three SpMVs, beside the layout's sorts)."""
     import cupy
 
     from .device import device_info
     from .launch import Launch, build
     from .ops import spmv as ops
 
-    crow, col, val, shape, torch_like, device = _csr_of(A)
+    crow, col, val, shape, torch_like, device = _csr_of(A)  # (before the GPU is looked for)
     rows, cols = shape
     if str(val.dtype).removeprefix("torch.") != "float32":
         raise TypeError(f"simtlab.spmv_plan takes float32 values, got {str(val.dtype).removeprefix('torch.')}")
@@ -124,9 +150,9 @@ def spmv_plan(A) -> SpmvPlan:
     chunks, what = 1, f"{rows}x{cols}, no nonzeros: nothing to launch"
     with cupy.cuda.Device(device), stream:
         if nnz and rows and cols:
-            row_ptr = cupy.array(crow, dtype=cupy.int32)  # (copies: the plan holds A as it was)
-            col_idx = cupy.array(col, dtype=cupy.int32)
-            values = cupy.array(val, dtype=cupy.float32)
+            # (copies: the plan holds A as it was; a tensor read through its CUDA array interface)
+            row_ptr, col_idx, values = (cupy.asarray(a).astype(t, copy=True) for a, t in
+                                        ((crow, cupy.int32), (col, cupy.int32), (val, cupy.float32)))
             inst = build(ops.FAMILY.rung(6), params, info.arch)
             shared = ops.prepared_shared(params["ROWS"], rows)
             fit = inst.occupancy(Launch((1, 1, 1), (params["BLOCK"], 1, 1), shared), None).blocks_per_sm
@@ -138,6 +164,9 @@ def spmv_plan(A) -> SpmvPlan:
                           row_ptr=row_ptr, cols=col_idx, values=values)
             if piece_row.size:
                 arrays.update(piece_row=piece_row, piece_begin=piece_begin)
+            if check:
+                check_prepared(tuple(arrays[name] for name in ops.PREPARED), row_ptr, col_idx, values, cols, chunks,
+                               params["ROWS"])
             what = (f"{rows}x{cols}, {nnz} nonzeros: spmv rung 6 ({slots} blocks of threads, {blk_row.size - 1} row "
                     f"blocks of at most {params['ROWS']} rows, {piece_row.size} pieces of rows over {params['LONG']} "
                     "nonzeros)")

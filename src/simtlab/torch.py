@@ -513,9 +513,8 @@ def spmv_plan_call(plan, x: torch.Tensor, alpha: float, beta: float, y: Optional
 
 def _spmv_prepared_run(layout: list[Optional[torch.Tensor]], x: torch.Tensor, y: Optional[torch.Tensor], cols: int,
                        chunks: int, bound: int, alpha: float, beta: float) -> torch.Tensor:
-    from .sparse import run_prepared
-
-    return run_prepared(tuple(layout), contiguous(x), contiguous(y), cols, chunks, bound, alpha, beta)
+    return call(named("spmv_prepared"), *layout, contiguous(x), contiguous(y), cols=cols, chunks=chunks, rows=bound,
+                alpha=alpha, beta=beta)
 
 
 @torch.library.custom_op("simtlab::spmv_prepared", mutates_args=())
