@@ -113,3 +113,15 @@ def test_the_fp32_ladder_times_each_precision_of_the_public_call_where_it_runs(m
             assert rows[GEMM_F16X3_CALL].status == "unsupported" and "sm_80" in rows[GEMM_F16X3_CALL].error
         else:
             assert rows[GEMM_F16X3_CALL].status == "error"
+
+
+def test_every_family_with_an_operator_times_its_public_call_in_its_ladder():
+    """A ladder shows what users get: every family that declares an operator has a row timing the
+    public call (spmv two: the one-off call and a prepared plan's)."""
+    from simtlab.api_calls import PLAN_CALL, api_references
+    from simtlab.catalog import families
+
+    for fam in families():
+        if fam.operators:
+            assert api_references(fam.name), fam.name
+    assert PLAN_CALL in {r.name for r in api_references("spmv")}

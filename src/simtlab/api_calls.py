@@ -137,6 +137,34 @@ def _conv2d(ws):
     return lambda: simtlab.conv2d(ws.img, ws.filt)
 
 
+def _spmv(ws):
+    """simtlab.spmv on the workspace's CuPy csr_matrix as a user calls it (the merge path: no setup)."""
+    import simtlab
+
+    A, p = ws.matrix(), ws.p
+    return lambda: simtlab.spmv(A, ws.x, p.alpha, p.beta, ws.y0)
+
+
+PLAN_CALL = "simtlab.spmv_plan call (CuPy arrays)"
+
+
+def _spmv_plan(ws):
+    """A plan's call as a user makes it after simtlab.spmv_plan(A) (made here, outside the timed call,
+    as the ladder makes rung 6's layout)."""
+    import simtlab
+
+    plan, p = simtlab.spmv_plan(ws.matrix()), ws.p
+    return lambda: plan(ws.x, p.alpha, p.beta, ws.y0)
+
+
+def _sort(ws):
+    """simtlab.sort on the workspace's keys (with its values for pairs) as a user calls it."""
+    import simtlab
+
+    keys, vals = ws.typed_keys, ws.vals
+    return (lambda: simtlab.sort(keys, vals)) if vals is not None else (lambda: simtlab.sort(keys))
+
+
 def _torch_present(cc) -> bool:
     try:
         import torch  # noqa: F401
@@ -157,6 +185,8 @@ _CALLS = {
     "transpose": [Reference(ARRAY_CALL, _array_call("transpose"), verifiable=False)],
     "stencil": [Reference(ARRAY_CALL, _stencil, verifiable=False)],
     "conv2d": [Reference(ARRAY_CALL, _conv2d, verifiable=False, supports=lambda cc: tuple(cc) >= (8, 0))],
+    "spmv": [Reference(ARRAY_CALL, _spmv, verifiable=False), Reference(PLAN_CALL, _spmv_plan, verifiable=False)],
+    "sort": [Reference(ARRAY_CALL, _sort, verifiable=False)],
     "attention": [Reference(ROWS_CALL, _attention, verifiable=False, supports=_torch_present,
                             applies=lambda p: p.d in (64, 128))],
     # (the gradients of simtlab.attention as a training step asks for them: the backward operator's launches)
