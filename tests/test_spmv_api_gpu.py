@@ -25,19 +25,26 @@ def _err(ours, ref):
     return float((ours.double() - ref).norm() / max(float(ref.norm()), 1e-300))
 
 
+def _lengths(profile, n):
+    """Row lengths: rows alike, a row of 50000 among short ones, empty rows, or (wide) 40-89."""
+    if profile == "uniform":
+        return [16] * n
+    if profile == "powerlaw":
+        lengths = [int(6 * (1 + i % 97) ** 0.5) for i in range(n)]
+        lengths[123] = 50000
+        return lengths
+    if profile == "wide":
+        return [40 + i % 50 for i in range(n)]
+    return [0 if i % 3 else 5 for i in range(n)]
+
+
 @pytest.mark.parametrize("profile", ["uniform", "powerlaw", "empty_rows"])
 def test_spmv_matches_float64(profile):
     import simtlab
 
     torch = _torch()
     n, cols = 20001, 7000
-    if profile == "uniform":
-        lengths = [16] * n
-    elif profile == "powerlaw":
-        lengths = [int(6 * (1 + i % 97) ** 0.5) for i in range(n)]
-        lengths[123] = 50000
-    else:
-        lengths = [0 if i % 3 else 5 for i in range(n)]
+    lengths = _lengths(profile, n)
     A = _matrix(torch, n, cols, lengths, len(profile))
     x = torch.rand(cols, device="cuda")
     y = torch.rand(n, device="cuda")
@@ -108,15 +115,7 @@ def test_a_prepared_matrix_matches_float64(profile):
 
     torch = _torch()
     n, cols = (3001, 200000) if profile == "wide" else (20001, 7000)
-    if profile == "uniform":
-        lengths = [16] * n
-    elif profile == "powerlaw":
-        lengths = [int(6 * (1 + i % 97) ** 0.5) for i in range(n)]
-        lengths[123] = 50000
-    elif profile == "wide":
-        lengths = [40 + i % 50 for i in range(n)]
-    else:
-        lengths = [0 if i % 3 else 5 for i in range(n)]
+    lengths = _lengths(profile, n)
     A = _matrix(torch, n, cols, lengths, len(profile))
     x, y = torch.rand(cols, device="cuda"), torch.rand(n, device="cuda")
     dense = A.to_dense().double()

@@ -583,6 +583,19 @@ def merge_space(max_smem: int) -> Space:
 PREPARE_BLOCK = 256
 
 
+def _vectors(name: str, x, y, n: int, ncols: int, options) -> tuple[float, float]:
+    """x's and y's shapes against an n x ncols matrix's, and (alpha, beta) from the call's options: a
+    ValueError naming what does not fit."""
+    if x != (ncols,):
+        raise ValueError(f"simtlab.{name}: x has shape {x} but A has {ncols} columns")
+    if y is not None and y != (n,):
+        raise ValueError(f"simtlab.{name}: y has shape {y} but A has {n} rows")
+    alpha, beta = float(options.get("alpha", 1.0)), float(options.get("beta", 0.0))
+    if beta != 0.0 and y is None:
+        raise ValueError(f"simtlab.{name}: beta is not 0 but no y was given")
+    return alpha, beta
+
+
 def _declare_spmv(shapes, dtype, options, device, vec, build) -> Declared:
     """y = alpha A x + beta y for a CSR matrix as it is, no setup: rung 4 (merge path), which splits
     rows and nonzeros evenly whatever the rows' lengths. The measured rule (run 4c548e, 2^22 rows):
@@ -596,13 +609,7 @@ def _declare_spmv(shapes, dtype, options, device, vec, build) -> Declared:
         raise ValueError(f"simtlab.spmv: a CSR matrix is offsets (rows + 1), columns and values (nonzeros each); got "
                          f"{row_ptr}, {cols}, {vals}")
     n, nnz = row_ptr[0] - 1, cols[0]
-    if x != (ncols,):
-        raise ValueError(f"simtlab.spmv: x has shape {x} but A has {ncols} columns")
-    if y is not None and y != (n,):
-        raise ValueError(f"simtlab.spmv: y has shape {y} but A has {n} rows")
-    alpha, beta = float(options.get("alpha", 1.0)), float(options.get("beta", 0.0))
-    if beta != 0.0 and y is None:
-        raise ValueError("simtlab.spmv: beta is not 0 but no y was given")
+    alpha, beta = _vectors("spmv", x, y, n, ncols, options)
     if n + nnz >= 2**31:
         raise ValueError(f"simtlab.spmv: rows + nonzeros = {n + nnz}; the merge path counts them in 32 bits")
     rung = FAMILY.rung(4)
@@ -653,13 +660,7 @@ def _declare_prepared(shapes, dtype, options, device, vec, build) -> Declared:
     *layout, x, y = shapes
     row_ptr, piece_row = layout[PREPARED.index("row_ptr")], layout[PREPARED.index("piece_row")]
     n, ncols, chunks = row_ptr[0] - 1, int(options["cols"]), int(options["chunks"])
-    if x != (ncols,):
-        raise ValueError(f"simtlab.spmv_plan: x has shape {x} but A has {ncols} columns")
-    if y is not None and y != (n,):
-        raise ValueError(f"simtlab.spmv_plan: y has shape {y} but A has {n} rows")
-    alpha, beta = float(options.get("alpha", 1.0)), float(options.get("beta", 0.0))
-    if beta != 0.0 and y is None:
-        raise ValueError("simtlab.spmv_plan: beta is not 0 but no y was given")
+    alpha, beta = _vectors("spmv_plan", x, y, n, ncols, options)
     rung = FAMILY.rung(6)
     params = rung.params(device.arch, {"ROWS": int(options["rows"])})
     slots = layout[PREPARED.index("cta_blk")][0] - 1

@@ -8,6 +8,7 @@
 // What it should buy: the operators PyTorch users call, forward and backward, at the device
 // copy's rate for the bytes they must move.
 #include "simtlab_io.cuh"
+#include "simtlab_softmax.cuh"
 #include "simtlab_reduce.cuh"
 
 template <int DT, int BLOCK, int VPT, int WARP_ROWS, int OP, bool VEC>
@@ -33,15 +34,6 @@ softmax_ops(const typename simtlab::Io<DT>::T* __restrict__ a, const typename si
   const T* ar = a + (size_t)row * cols;
   const T* br = OP >= 2 ? b + (size_t)row * cols : nullptr;
   T* orow = out + (size_t)row * cols;
-  // the output of one group of four from its inputs and the row's two statistics
-  auto result = [](float4 x, float4 g, float s0, float s1) {
-    if constexpr (OP == 0) return make_float4(__expf(x.x - s0) * s1, __expf(x.y - s0) * s1, __expf(x.z - s0) * s1,
-                                               __expf(x.w - s0) * s1);  // (s0 max, s1 1 / sum)
-    else if constexpr (OP == 1) return make_float4(x.x - s0, x.y - s0, x.z - s0, x.w - s0);  // (s0 log-sum-exp)
-    else if constexpr (OP == 2) return make_float4(x.x * (g.x - s0), x.y * (g.y - s0), x.z * (g.z - s0), x.w * (g.w - s0));
-    else return make_float4(g.x - __expf(x.x) * s0, g.y - __expf(x.y) * s0, g.z - __expf(x.z) * s0,
-                            g.w - __expf(x.w) * s0);
-  };
   auto put = [&](int c, float4 o) { simtlab::store_group<DT, VEC>(orow, c, cols, o); };
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float s0 = 0.0f, s1 = 0.0f;
@@ -73,7 +65,8 @@ softmax_ops(const typename simtlab::Io<DT>::T* __restrict__ a, const typename si
       s0 = allsum(d);
     }
 #pragma unroll
-    for (int j = 0; j < GROUPS; ++j) put(share.col(j), result(v[j], OP >= 2 ? g[OP >= 2 ? j : 0] : zero, s0, s1));
+    for (int j = 0; j < GROUPS; ++j)
+      put(share.col(j), simtlab::softmax_result<OP>(v[j], OP >= 2 ? g[OP >= 2 ? j : 0] : zero, s0, s1));
   } else {  // streamed: the statistics in one pass (online max and sum for the forward), then the output
     float m = NEG, s = 0.0f;
     for (int c = threadIdx.x * 4; c < cols; c += BLOCK * 4) {
@@ -99,7 +92,8 @@ softmax_ops(const typename simtlab::Io<DT>::T* __restrict__ a, const typename si
     }
     for (int c = threadIdx.x * 4; c < cols; c += BLOCK * 4) {
       const float4 x = simtlab::load_group<DT, VEC>(ar, c, cols, 0.0f);
-      put(c, result(x, OP >= 2 ? simtlab::load_group<DT, VEC>(br, c, cols, 0.0f) : zero, s0, s1));
+      const float4 g = OP >= 2 ? simtlab::load_group<DT, VEC>(br, c, cols, 0.0f) : zero;
+      put(c, simtlab::softmax_result<OP>(x, g, s0, s1));
     }
   }
 }

@@ -13,6 +13,7 @@
 // Rows not in 16-byte pieces (VEC false): each thread copies its own groups into the stage.
 #include "simtlab_hopper.cuh"
 #include "simtlab_io.cuh"
+#include "simtlab_softmax.cuh"
 
 namespace {
 
@@ -173,15 +174,6 @@ softmax_cluster(const typename simtlab::Io<DT>::T* __restrict__ a, const typenam
     }
     return st;
   };
-  // The output of one group from its inputs and the row's statistic (s0, s1).
-  auto result = [](float4 x, float4 g, float s0, float s1) {
-    if constexpr (OP == 0) return make_float4(__expf(x.x - s0) * s1, __expf(x.y - s0) * s1, __expf(x.z - s0) * s1,
-                                               __expf(x.w - s0) * s1);  // (s0 max, s1 1 / sum)
-    else if constexpr (OP == 1) return make_float4(x.x - s0, x.y - s0, x.z - s0, x.w - s0);  // (s0 log-sum-exp)
-    else if constexpr (OP == 2) return make_float4(x.x * (g.x - s0), x.y * (g.y - s0), x.z * (g.z - s0), x.w * (g.w - s0));
-    else return make_float4(g.x - __expf(x.x) * s0, g.y - __expf(x.y) * s0, g.z - __expf(x.z) * s0,
-                            g.w - __expf(x.w) * s0);
-  };
   if (SKEW && taken > 0) publish(0, own_share(0));
   for (int i = 0; i < taken; ++i) {
     if constexpr (SKEW) {
@@ -195,7 +187,8 @@ softmax_cluster(const typename simtlab::Io<DT>::T* __restrict__ a, const typenam
     values(i % STAGES, v, g);  // (again: from the stage, not held in registers through the exchange)
     T* o = out + row_start(i) + base;
 #pragma unroll
-    for (int j = 0; j < VPT; ++j) simtlab::store_group<DT, VEC>(o, col[j], len, result(v[j], g[j], s0, s1));
+    for (int j = 0; j < VPT; ++j)
+      simtlab::store_group<DT, VEC>(o, col[j], len, simtlab::softmax_result<OP>(v[j], g[j], s0, s1));
   }
   if constexpr (CLUSTER > 1) simtlab::cluster_sync();  // no block leaves while another may still send to it
 }
