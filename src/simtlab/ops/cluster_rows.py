@@ -15,7 +15,7 @@ from .base import ITEMSIZE, sm_count
 from .rows import DT
 
 __all__ = ["CLUSTER_MAX", "NoClusterFits", "blocks_an_sm", "row_split", "LONGEST_ROW", "stage_count", "cluster_vec",
-           "check_split", "clusters_launch", "active_clusters", "element_bytes"]
+           "check_split", "clusters_launch", "active_clusters", "clusters_that_fit", "element_bytes"]
 
 CLUSTER_MAX = PORTABLE_CLUSTER  # blocks a cluster may have on any GPU with clusters
 # The longest row a cluster holds: CLUSTER_MAX blocks of 8192 values (1024 threads x 8 for fp32; 512
@@ -94,3 +94,12 @@ def active_clusters(inst, launch: Launch, vec: bool, device, size: int) -> int:
     from ..launch import function_handle, prepare
 
     return max_active_clusters(function_handle(prepare(inst, launch, vec, device)), launch.block, launch.shared, size)
+
+
+def clusters_that_fit(inst, launch: Launch, vec: bool, device, size: int) -> int:
+    """active_clusters for the build's launch, or NoClusterFits (one line) where none fits the GPU."""
+    active = active_clusters(inst, launch, vec, device, size)
+    if active < 1:
+        raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {launch.block[0]} threads with "
+                            f"{launch.shared} bytes of shared memory fits this GPU")
+    return active

@@ -368,10 +368,7 @@ def cluster_launches(inst, p: LayerNormProblem, device, vec: bool) -> tuple[tupl
     a cluster)."""
     one = inst.geometry(p, device)
     size = inst.params["CLUSTER"] * inst.params["GROUP"]
-    active = cluster_rows.active_clusters(inst, one, vec, device, size)
-    if active < 1:
-        raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
-                            "bytes of shared memory fits this GPU")
+    active = cluster_rows.clusters_that_fit(inst, one, vec, device, size)
     clusters = max(1, min(-(-p.rows // inst.params["GROUP"]), active))
     sums = Launch((-(-p.cols // (32 * size)) * size, 1, 1), (min(one.block[0], 256), 1, 1))
     return ((0, Launch((clusters * size, 1, 1), one.block, one.shared)), (1, sums)), clusters

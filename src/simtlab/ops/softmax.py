@@ -109,10 +109,7 @@ def cluster_launch(inst, p: SoftmaxProblem, device, vec: bool) -> Launch:
     """Rung 6's launch at as many clusters as the device runs at once (the driver's count)."""
     one = inst.geometry(p, device)
     size = inst.params["CLUSTER"]
-    active = cluster_rows.active_clusters(inst, one, vec, device, size)
-    if active < 1:
-        raise NoClusterFits(f"{inst.rung.id}: no cluster of {size} blocks of {one.block[0]} threads with {one.shared} "
-                            "bytes of shared memory fits this GPU")
+    active = cluster_rows.clusters_that_fit(inst, one, vec, device, size)
     return Launch((min(p.rows, active) * size, 1, 1), one.block, one.shared)
 
 
