@@ -154,22 +154,16 @@ def spmv_plan(A, check: bool = True) -> SpmvPlan:
             row_ptr, col_idx, values = (cupy.asarray(a).astype(t, copy=True) for a, t in
                                         ((crow, cupy.int32), (col, cupy.int32), (val, cupy.float32)))
             inst = build(ops.FAMILY.rung(6), params, info.arch)
-            shared = ops.prepared_shared(params["ROWS"], rows)
+            shared = ops.block_y_bytes(params["ROWS"], rows)
             fit = inst.occupancy(Launch((1, 1, 1), (params["BLOCK"], 1, 1), shared), None).blocks_per_sm
-            slots = ops.prepared_slots(fit, info.sms, nnz, params["BLOCK"])
-            blk_row, cta_blk, seg_ptr, idx, vals, chunks = ops.row_block_layout(row_ptr, col_idx, values, cols,
-                                                                               params["ROWS"], params["LONG"], slots)
-            _, piece_row, piece_begin = ops.long_row_pieces(row_ptr, ops.ROW_BLOCK_PIECE, params["LONG"])
-            arrays.update(blk_row=blk_row, cta_blk=cta_blk, seg_ptr=seg_ptr, idx=idx.view(cupy.int32), vals=vals,
-                          row_ptr=row_ptr, cols=col_idx, values=values)
-            if piece_row.size:
-                arrays.update(piece_row=piece_row, piece_begin=piece_begin)
+            slots = ops.slot_count(fit, info.sms, nnz, params["BLOCK"])
+            arrays, chunks = ops.prepared_layout(row_ptr, col_idx, values, cols, params["ROWS"], params["LONG"], slots)
             if check:
-                check_prepared(tuple(arrays[name] for name in ops.PREPARED), row_ptr, col_idx, values, cols, chunks,
-                               params["ROWS"])
-            what = (f"{rows}x{cols}, {nnz} nonzeros: spmv rung 6 ({slots} blocks of threads, {blk_row.size - 1} row "
-                    f"blocks of at most {params['ROWS']} rows, {piece_row.size} pieces of rows over {params['LONG']} "
-                    "nonzeros)")
+                check_prepared(tuple(arrays.values()), row_ptr, col_idx, values, cols, chunks, params["ROWS"])
+            pieces = 0 if arrays["piece_row"] is None else arrays["piece_row"].size
+            what = (f"{rows}x{cols}, {nnz} nonzeros: spmv rung 6 ({slots} blocks of threads, "
+                    f"{arrays['blk_row'].size - 1} row blocks of at most {params['ROWS']} rows, {pieces} pieces of "
+                    f"rows over {params['LONG']} nonzeros)")
     if torch_like:
         import torch
 

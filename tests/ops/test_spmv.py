@@ -161,6 +161,11 @@ def test_columns_are_distinct_and_sorted_in_every_row(kind, n):
     assert np.all(steps[inside] > 0)  # strictly increasing: sorted, no duplicates
 
 
+def _layout(ws, *args):
+    """Rung 6's copy of a workspace's (square) A."""
+    return spmv.row_block_layout(ws.row_ptr, ws.cols, ws.vals, ws.p.n, *args)
+
+
 def _walk_row_blocks(blk_row, cta_blk, seg_ptr, idx, vals, chunks, x, n):
     """Rung 6 as its kernel walks it, in NumPy: each block of threads its row blocks, each group's
     chunk by search; a row block's sums written once into y (alpha 1, beta 0)."""
@@ -190,7 +195,7 @@ def test_row_blocks_cover_every_nonzero_once_in_column_order(size, rows, slots, 
     back; blocks tile the rows, none over `rows`, each owned by one block of threads; within a row
     block the columns ascend; chunks are padded to whole windows; no long row is left in the blocks."""
     ws = _Ws(size)
-    blk_row, cta_blk, seg_ptr, idx, vals, chunks = spmv.row_block_arrays(ws, rows, long, slots)
+    blk_row, cta_blk, seg_ptr, idx, vals, chunks = _layout(ws, rows, long, slots)
     blocks = blk_row.size - 1
     assert blk_row[0] == 0 and blk_row[-1] == ws.p.n and np.all(np.diff(blk_row) > 0)
     assert np.all(np.diff(blk_row) <= rows) and chunks == -(-ws.p.n // 65536)
@@ -236,12 +241,12 @@ def test_row_blocks_share_the_work_and_keep_under_the_row_bound(n, rows, slots):
 
 def test_row_blocks_refuse_blocks_a_16_bit_row_cannot_name():
     with pytest.raises(spmv.LaunchError, match="1..57344"):
-        spmv.row_block_arrays(_Ws("1000:uniform"), 65536)
+        _layout(_Ws("1000:uniform"), 65536)
 
 
 def test_row_blocks_refuse_a_long_bound_under_a_piece():
     with pytest.raises(spmv.LaunchError, match="LONG 100: at least a piece"):
-        spmv.row_block_arrays(_Ws("1000:uniform"), 1024, 100)
+        _layout(_Ws("1000:uniform"), 1024, 100)
 
 
 def test_row_blocks_one_build_serves_every_row_bound_and_long_bound():

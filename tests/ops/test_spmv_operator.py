@@ -79,7 +79,7 @@ def test_a_prepared_matrix_s_launches_pass_their_kernels_parameters(n, ncols, nn
     check_steps(declared, build_once, shapes)
     blocks = declared.steps[0]
     assert blocks.rung.name == "row_blocks" and blocks.launch.grid[0] == slots
-    assert blocks.launch.shared == spmv.prepared_shared(32768, n) and declared.outputs == (((n,), "float32"),)
+    assert blocks.launch.shared == spmv.block_y_bytes(32768, n) and declared.outputs == (((n,), "float32"),)
     assert blocks.args[9] == ((IN, len(spmv.PREPARED) + 1) if with_y else np.int64(0)) and blocks.args[10] == (OUT, 0)
     assert len(declared.steps) == (2 if pieces else 1)
     if pieces:
@@ -132,3 +132,24 @@ def test_a_rectangular_matrix_s_layout_gives_its_product_back(n, ncols, long):
     dense = np.zeros(n)
     np.add.at(dense, np.repeat(np.arange(n), lengths), vals.astype(np.float64) * x[cols])
     assert np.allclose(y, dense, rtol=1e-5, atol=1e-6)
+
+
+def test_the_prepared_layout_is_the_ladder_s_arrays_under_the_operator_s_names():
+    """prepared_layout (what the ladder's runner and simtlab.spmv_plan launch): row_block_layout's
+    arrays in PREPARED order, its entries as int32 of the same bits, and the long rows' pieces where
+    there are any (None where none)."""
+    from simtlab.ops import spmv
+
+    rng = np.random.default_rng(2)
+    for long_row in (False, True):
+        lengths = rng.integers(0, 9, 500)
+        if long_row:
+            lengths[17] = 2000
+        row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        cols = rng.integers(0, 900, int(row_ptr[-1])).astype(np.int32)
+        vals = rng.random(cols.size).astype(np.float32)
+        arrays, chunks = spmv.prepared_layout(row_ptr, cols, vals, 900, 128, 256, 3)
+        assert tuple(arrays) == spmv.PREPARED and chunks == 1
+        idx = spmv.row_block_layout(row_ptr, cols, vals, 900, 128, 256, 3)[3]
+        assert arrays["idx"].dtype == np.int32 and np.array_equal(arrays["idx"].view(np.uint32), idx)
+        assert (arrays["piece_row"] is not None) == long_row and arrays["row_ptr"] is row_ptr

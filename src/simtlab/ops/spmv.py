@@ -207,12 +207,22 @@ def row_block_slots(params, p: SpmvProblem, device=None) -> int:
 
     arch = str(device.arch) if device is not None else "sm_90"
     fit = occupancy(arch, params["BLOCK"], 32, 0, row_block_shared(params, p)).blocks_per_sm
-    return max(1, min(sm_count(device) * max(fit, 1), -(-p.nnz // (4 * params["BLOCK"]))))
+    return slot_count(fit, sm_count(device), p.nnz, params["BLOCK"])
+
+
+def slot_count(fit: int, sms: int, nnz: int, block: int) -> int:
+    """Rung 6's blocks of threads: one round of them on the GPU (`fit` an SM), fewer for a matrix of
+    few nonzeros (a group of 4 a thread at least)."""
+    return max(1, min(sms * max(fit, 1), -(-nnz // (4 * block))))
+
+
+def block_y_bytes(rows_bound: int, n: int) -> int:
+    """Bytes of y a block of threads sums in shared memory: a row block, or the whole of a small y."""
+    return 4 * min(rows_bound, -(-n // 4) * 4)
 
 
 def row_block_shared(params, p: SpmvProblem) -> int:
-    """Bytes of y a block of threads sums in shared memory: a row block, or the whole of a small y."""
-    return 4 * min(params["ROWS"], -(-p.n // 4) * 4)
+    return block_y_bytes(params["ROWS"], p.n)
 
 
 def geometry_row_blocks(params, p: SpmvProblem, device=None) -> Launch:
@@ -378,11 +388,6 @@ def row_blocks(work, rows: int, slots: int):
     return blk_row.astype(xp.int32), cta_blk.astype(xp.int32)
 
 
-def row_block_arrays(ws: Workspace, rows: int, longer_than: int | None = None, slots: int = 1):
-    """Rung 6's copy of the workspace's (square) A: row_block_layout."""
-    return row_block_layout(ws.row_ptr, ws.cols, ws.vals, ws.p.n, rows, longer_than, slots)
-
-
 def row_block_layout(row_ptr, cols, values, ncols: int, rows: int, longer_than: int | None = None, slots: int = 1):
     """Rung 6's copy of a CSR matrix (offsets `row_ptr`, column indices `cols`, `values`; `ncols`
     columns): rows in blocks of at most `rows` and about equal work (row_blocks, for
@@ -518,23 +523,23 @@ def make_runner(inst, problem: SpmvProblem, ws: Workspace, device, vec, prepare)
         fit = inst.occupancy(launch, vec).blocks_per_sm  # (with the registers ptxas gave, which the geometry
         if device is not None and 0 < fit:              # cannot know): one round of blocks, none waiting
             launch = Launch((min(launch.blocks, device.sms * fit), 1, 1), launch.block, launch.shared)
-        blk_row, cta_blk, seg_ptr, idx, vals, chunks = row_block_arrays(ws, inst.params["ROWS"], longer_than,
-                                                                        launch.blocks)
-        _, piece_row, piece_begin = long_row_pieces(ws.row_ptr, ROW_BLOCK_PIECE, longer_than)
+        a, chunks = prepared_layout(ws.row_ptr, ws.cols, ws.vals, p.n, inst.params["ROWS"], longer_than,
+                                    launch.blocks)
         func = prepare(inst, launch, vec, device)
         second = inst.module().get_function("spmv_long_pieces")
-        second_grid = (max(-(-piece_row.size // 8), 1), 1, 1)  # a warp a piece, 8 a block
-        second_args = (np.int32(piece_row.size), piece_row, piece_begin, ws.row_ptr, ws.cols, ws.vals, ws.x,
+        pieces = 0 if a["piece_row"] is None else a["piece_row"].size
+        second_grid = (max(-(-pieces // 8), 1), 1, 1)  # a warp a piece, 8 a block
+        second_args = (np.int32(pieces), a["piece_row"], a["piece_begin"], ws.row_ptr, ws.cols, ws.vals, ws.x,
                        np.float32(p.alpha), ws.y)
-        args = (np.int32(chunks), blk_row, cta_blk, seg_ptr, idx, vals, ws.x, np.float32(p.alpha), np.float32(p.beta),
-                ws.y, ws.y)  # (y read and written in place)
+        args = (np.int32(chunks), a["blk_row"], a["cta_blk"], a["seg_ptr"], a["idx"], a["vals"], ws.x,
+                np.float32(p.alpha), np.float32(p.beta), ws.y, ws.y)  # (y read and written in place)
 
         def run_blocks():
             func(launch.grid, launch.block, args, shared_mem=launch.shared)
-            if piece_row.size:
+            if pieces:
                 second(second_grid, (256, 1, 1), second_args)
 
-        run_blocks.keep = (blk_row, cta_blk, seg_ptr, idx, vals, piece_row, piece_begin)
+        run_blocks.keep = a
         return run_blocks
     return None
 
@@ -639,16 +644,18 @@ def prepared_params(arch: str) -> dict:
     return FAMILY.rung(6).params(arch)
 
 
-def prepared_slots(fit: int, sms: int, nnz: int, block: int) -> int:
-    """Blocks of threads a prepared matrix's row blocks are shared among: one round of them on the
-    GPU (`fit` an SM, with the build's registers and the row block's shared memory), fewer for a
-    matrix of few nonzeros (a group of 4 a thread at least)."""
-    return max(1, min(sms * max(fit, 1), -(-nnz // (4 * block))))
-
-
-def prepared_shared(rows_bound: int, n: int) -> int:
-    """Bytes of y a block of threads sums in shared memory: a row block, or the whole of a small y."""
-    return 4 * min(rows_bound, -(-n // 4) * 4)
+def prepared_layout(row_ptr, cols, values, ncols: int, rows_bound: int, longer_than: int, slots: int):
+    """Rung 6's arrays for a CSR matrix, by PREPARED name (row_block_layout's, its indices as int32,
+    the long rows' pieces - None where there are none - and the CSR arrays themselves), and the
+    column chunks: what the ladder's runner and simtlab.spmv_plan launch."""
+    blk_row, cta_blk, seg_ptr, idx, vals, chunks = row_block_layout(row_ptr, cols, values, ncols, rows_bound,
+                                                                    longer_than, slots)
+    _, piece_row, piece_begin = long_row_pieces(row_ptr, ROW_BLOCK_PIECE, longer_than)
+    long_rows = piece_row.size > 0
+    arrays = dict(blk_row=blk_row, cta_blk=cta_blk, seg_ptr=seg_ptr, idx=idx.view(np.int32), vals=vals,
+                  piece_row=piece_row if long_rows else None, piece_begin=piece_begin if long_rows else None,
+                  row_ptr=row_ptr, cols=cols, values=values)
+    return {name: arrays[name] for name in PREPARED}, chunks
 
 
 def _declare_prepared(shapes, dtype, options, device, vec, build) -> Declared:
@@ -666,7 +673,7 @@ def _declare_prepared(shapes, dtype, options, device, vec, build) -> Declared:
     slots = layout[PREPARED.index("cta_blk")][0] - 1
     at = {name: (IN, i) for i, name in enumerate(PREPARED)}
     xs, y_in = (IN, len(PREPARED)), ((IN, len(PREPARED) + 1) if y is not None else np.int64(0))
-    blocks = Step(rung, params, Launch((slots, 1, 1), (params["BLOCK"], 1, 1), prepared_shared(params["ROWS"], n)),
+    blocks = Step(rung, params, Launch((slots, 1, 1), (params["BLOCK"], 1, 1), block_y_bytes(params["ROWS"], n)),
                   (np.int32(chunks), at["blk_row"], at["cta_blk"], at["seg_ptr"], at["idx"], at["vals"], xs,
                    np.float32(alpha), np.float32(beta), y_in, (OUT, 0)))
     steps, pieces = (blocks,), 0
