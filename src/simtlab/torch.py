@@ -469,19 +469,24 @@ def _spmv_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(crow, col, val)
 
 
-def _spmv_grad(ctx, grad: torch.Tensor):
-    """dx = alpha A^T dy (PyTorch's sparse product: simtlab has no transposed SpMV), dy_in = beta dy."""
+def _csr_grads(ctx, grad: torch.Tensor, want_x: bool, want_y: bool):
+    """(dx, dy_in) of y = alpha A x + beta y_in, A the CSR arrays saved: dx = alpha A^T dy (PyTorch's
+    sparse product: simtlab has no transposed SpMV), dy_in = beta dy; None where not wanted."""
     crow, col, val = ctx.saved_tensors
+    dx = dy = None
+    if want_x:
+        a = torch.sparse_csr_tensor(crow, col, val, (crow.shape[0] - 1, ctx.cols))
+        dx = ctx.alpha * (a.t() @ grad.unsqueeze(1)).squeeze(1).to_dense()
+    if want_y:
+        dy = ctx.beta * grad
+    return dx, dy
+
+
+def _spmv_grad(ctx, grad: torch.Tensor):
     wants = ctx.needs_input_grad
     if wants[2]:
         raise NotImplementedError("simtlab.spmv is differentiable in x and y, not in A's values")
-    dx = dy = None
-    if wants[3]:
-        a = torch.sparse_csr_tensor(crow, col, val, (crow.shape[0] - 1, ctx.cols))
-        dx = ctx.alpha * (a.t() @ grad.unsqueeze(1)).squeeze(1).to_dense()
-    if wants[4]:
-        dy = ctx.beta * grad
-    return None, None, None, dx, dy, None, None, None
+    return (None, None, None, *_csr_grads(ctx, grad, wants[3], wants[4]), None, None, None)
 
 
 _spmv.register_autograd(_spmv_grad, setup_context=_spmv_setup)
@@ -534,16 +539,9 @@ def _spmv_prepared_setup(ctx, inputs, output) -> None:
 
 
 def _spmv_prepared_grad(ctx, grad: torch.Tensor):
-    """dx = alpha A^T dy (PyTorch's sparse product, on the plan's copy of A), dy_in = beta dy."""
-    crow, col, val = ctx.saved_tensors
+    """The same gradients, A the plan's copy."""
     wants = ctx.needs_input_grad
-    dx = dy = None
-    if wants[1]:
-        a = torch.sparse_csr_tensor(crow, col, val, (crow.shape[0] - 1, ctx.cols))
-        dx = ctx.alpha * (a.t() @ grad.unsqueeze(1)).squeeze(1).to_dense()
-    if wants[2]:
-        dy = ctx.beta * grad
-    return None, dx, dy, None, None, None, None, None
+    return (None, *_csr_grads(ctx, grad, wants[1], wants[2]), None, None, None, None, None)
 
 
 _spmv_prepared.register_autograd(_spmv_prepared_grad, setup_context=_spmv_prepared_setup)
